@@ -1,0 +1,1 @@
+"""The ``mcpfleet`` command line."""

@@ -1,0 +1,154 @@
+"""The normalised shape every config source is turned into.
+
+Discovery reads a dozen dialects; everything above it (client, manager, CLI) sees only
+these types. They are plain frozen dataclasses and import nothing heavy.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Transport = Literal["stdio", "http", "sse"]
+Level = Literal["local", "project", "user"]
+EntryState = Literal["active", "disabled", "shadowed", "pending-approval", "invalid", "filtered"]
+
+DEFAULT_TIMEOUT_MS = 30_000
+
+
+@dataclass(frozen=True)
+class SourceInfo:
+    """Where one server entry came from."""
+
+    provider: str
+    """Provider id: ``mcpfleet``, ``claude-code``, ``cursor``, ``vscode``, ``codex``, …"""
+    provider_name: str
+    """Display name: ``mcpfleet``, ``Claude Code``, ``Cursor``, ``VS Code``, …"""
+    path: str
+    """Absolute path of the config file."""
+    level: Level
+    location: str = ""
+    """Where in the file: a JSON pointer (``/mcpServers/files``) or a TOML key."""
+
+    def to_dict(self) -> dict[str, str]:
+        return {
+            "provider": self.provider,
+            "provider_name": self.provider_name,
+            "path": self.path,
+            "level": self.level,
+            "location": self.location,
+        }
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    """One MCP server, normalised: transport fields, limits and tool filters.
+
+    ``env`` and ``headers`` may still hold connect-time secret references (a value
+    ``!command`` or the bare name of an environment variable); the client resolves them.
+    """
+
+    name: str
+    transport: Transport
+    command: str | None = None
+    args: tuple[str, ...] = ()
+    env: Mapping[str, str] = field(default_factory=dict)
+    cwd: str | None = None
+    url: str | None = None
+    headers: Mapping[str, str] = field(default_factory=dict)
+    timeout_ms: int | None = None
+    """Handshake (and default request) bound in ms; ``None`` means 30 000; 0 disables."""
+    tool_timeout_ms: int | None = None
+    """Bound of one tool call in ms; ``None`` means no bound beyond progress ceilings."""
+    enabled: bool = True
+    include_tools: tuple[str, ...] | None = None
+    """Allow-list of tool names (``None``: every tool)."""
+    exclude_tools: tuple[str, ...] = ()
+    """Deny-list of tool names; always wins over the allow-list."""
+    oauth: Mapping[str, Any] | None = None
+    """OAuth client settings (client id, scopes, callback port…), HTTP servers only."""
+    fingerprint: str = ""
+    """SHA-256 of the canonical *unresolved* entry: the tool-cache key and the reload diff key."""
+
+    @property
+    def effective_timeout_ms(self) -> int:
+        """The handshake bound in ms; 0 means unbounded."""
+        return DEFAULT_TIMEOUT_MS if self.timeout_ms is None else self.timeout_ms
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready view, used for canonical hashing and for ``--json`` output."""
+        data: dict[str, Any] = {"name": self.name, "transport": self.transport}
+        if self.transport == "stdio":
+            data.update(command=self.command, args=list(self.args), env=dict(self.env), cwd=self.cwd)
+        else:
+            data.update(url=self.url, headers=dict(self.headers))
+        data.update(
+            timeout_ms=self.timeout_ms,
+            tool_timeout_ms=self.tool_timeout_ms,
+            enabled=self.enabled,
+            include_tools=list(self.include_tools) if self.include_tools is not None else None,
+            exclude_tools=list(self.exclude_tools),
+            oauth=dict(self.oauth) if self.oauth is not None else None,
+        )
+        return data
+
+    def connection_identity(self) -> str:
+        """What makes two entries the same server whatever their names (alias dedupe)."""
+        data = self.to_dict()
+        for key in ("name", "enabled", "timeout_ms", "tool_timeout_ms"):
+            data.pop(key, None)
+        return canonical_json(data)
+
+
+def canonical_json(value: Any) -> str:
+    """Deterministic JSON: sorted keys, no whitespace, UTF-8 kept."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def fingerprint_of(config: ServerConfig) -> str:
+    """SHA-256 of a config's canonical form (call it on the unresolved config)."""
+    data = config.to_dict()
+    return hashlib.sha256(canonical_json(data).encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class ConfigFileError:
+    """A file that could not be read or parsed, or an entry that could not be used."""
+
+    path: str
+    error: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"path": self.path, "error": self.error}
+
+
+@dataclass(frozen=True)
+class DiscoveredEntry:
+    """One server entry as found, with what discovery decided about it."""
+
+    name: str
+    state: EntryState
+    reason: str
+    source: SourceInfo
+    config: ServerConfig | None
+    """The normalised entry; ``None`` when it was too malformed to normalise."""
+    transport: str | None = None
+
+
+@dataclass
+class DiscoveryResult:
+    """What ``load_all_mcp_configs`` returns."""
+
+    configs: dict[str, ServerConfig] = field(default_factory=dict)
+    """Active servers by name, in precedence order."""
+    sources: dict[str, SourceInfo] = field(default_factory=dict)
+    """Source of every active server."""
+    exa_api_keys: list[str] = field(default_factory=list)
+    errors: list[ConfigFileError] = field(default_factory=list)
+    entries: list[DiscoveredEntry] = field(default_factory=list)
+    """Every entry found, active or not, in precedence order."""
+    config_paths: list[str] = field(default_factory=list)
+    """Every config file that was read (existing or not), for watching and reload."""

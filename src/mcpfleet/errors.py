@@ -1,0 +1,93 @@
+"""Everything that can go wrong in mcpfleet, as one class tree.
+
+The tree is the documentation: catch ``MCPFleetError`` for anything mcpfleet raises,
+or a narrower class for one failure. Every message names the server or file involved
+and, where there is one, the fix.
+"""
+
+from __future__ import annotations
+
+
+class MCPFleetError(Exception):
+    """Base class of every error mcpfleet raises on purpose."""
+
+
+class ConfigError(MCPFleetError):
+    """A config file or entry cannot be used.
+
+    ``path`` is the file at fault (when there is one), ``server`` the entry.
+    """
+
+    def __init__(self, message: str, *, path: str | None = None, server: str | None = None) -> None:
+        super().__init__(message)
+        self.path = path
+        self.server = server
+
+
+class ConfigWriteError(ConfigError):
+    """mcpfleet could not edit one of its own config files."""
+
+
+class ApprovalRequiredError(ConfigError):
+    """A project-level server has not been approved yet, so it is never started."""
+
+
+class ConnectError(MCPFleetError):
+    """A connection to one MCP server could not be established."""
+
+    def __init__(self, message: str, *, server: str) -> None:
+        super().__init__(message)
+        self.server = server
+
+
+class ConnectTimeoutError(ConnectError):
+    """The handshake did not finish within the server's timeout."""
+
+
+class ServerExitedError(ConnectError):
+    """A stdio server process exited (before or during the session)."""
+
+    def __init__(self, message: str, *, server: str, returncode: int | None = None) -> None:
+        super().__init__(message, server=server)
+        self.returncode = returncode
+
+
+class CommandNotFoundError(ConnectError):
+    """The command of a stdio server does not exist or cannot be executed."""
+
+
+class AuthRequiredError(ConnectError):
+    """An HTTP server needs an OAuth login first (``mcpfleet login NAME``)."""
+
+
+class SecretResolutionError(ConnectError):
+    """A secret substitution (``!command`` or an environment reference) failed."""
+
+
+class ConnectionClosedError(MCPFleetError):
+    """The connection is closed (or was lost) and cannot serve requests."""
+
+    def __init__(self, message: str, *, server: str) -> None:
+        super().__init__(message)
+        self.server = server
+
+
+class ServerNotConnectedError(MCPFleetError):
+    """No connection to this server exists and none is in flight."""
+
+    def __init__(self, server: str) -> None:
+        super().__init__(f"MCP server not connected: {server}")
+        self.server = server
+
+
+class ToolCallError(MCPFleetError):
+    """A tool call failed at the protocol or transport level."""
+
+    def __init__(self, message: str, *, server: str, tool: str) -> None:
+        super().__init__(message)
+        self.server = server
+        self.tool = tool
+
+
+class ToolNotFoundError(MCPFleetError):
+    """No active tool has this name."""

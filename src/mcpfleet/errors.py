@@ -60,6 +60,10 @@ class AuthRequiredError(ConnectError):
     """An HTTP server needs an OAuth login first (``mcpfleet login NAME``)."""
 
 
+class LoginError(ConnectError):
+    """An OAuth login did not complete: refused, timed out, or its tokens were rejected."""
+
+
 class SecretResolutionError(ConnectError):
     """A secret substitution (``!command`` or an environment reference) failed."""
 
@@ -89,5 +93,25 @@ class ToolCallError(MCPFleetError):
         self.tool = tool
 
 
+class RequestError(MCPFleetError):
+    """A request other than a tool call (list, read, get, ping) failed or timed out."""
+
+    def __init__(self, message: str, *, server: str, method: str) -> None:
+        super().__init__(message)
+        self.server = server
+        self.method = method
+
+
 class ToolNotFoundError(MCPFleetError):
     """No active tool has this name."""
+
+
+class CacheUnavailableError(MCPFleetError):
+    """The tool cache file cannot be opened; mcpfleet carries on without a cache.
+
+    ``path`` is the cache file at fault.
+    """
+
+    def __init__(self, message: str, *, path: str) -> None:
+        super().__init__(message)
+        self.path = path

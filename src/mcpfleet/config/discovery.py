@@ -1,0 +1,327 @@
+"""``load_all_mcp_configs``: every config source, one precedence, one result (S2, B5).
+
+Order of decision for each entry, walking them in precedence order (extra ``--config``
+files, then level local > project > user, then provider order, then order in the file):
+
+1. project entries are ``filtered`` when project config is disabled; broken entries are
+   ``invalid`` and entries mcpfleet cannot run are ``filtered`` (none of these claim a name);
+2. a name already claimed makes the entry ``shadowed``;
+3. ``disabledServers`` or ``enabled: false`` (unless force-enabled) make it ``disabled``;
+   it still claims its name;
+4. an unapproved project entry is ``pending-approval`` and does not claim its name, so a
+   user server of the same name stays active until the project one is approved;
+5. the entry's substitutions run; an Exa server is ``filtered`` (its key kept); an entry
+   with the same connection as an earlier one is ``shadowed`` as an alias; the rest is
+   ``active``.
+
+Discovery never raises for a discovered file: a broken file or entry becomes an error
+entry and every other source still loads. Files named explicitly (``--config``) are the
+exception: a missing or malformed one raises ``ConfigError``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from mcpfleet import paths
+from mcpfleet.config.approval import ApprovalKey, ApprovalStore, real_path
+from mcpfleet.config.exa import exa_api_key, is_exa_server, should_filter_exa
+from mcpfleet.config.model import (
+    ConfigFileError,
+    DiscoveredEntry,
+    DiscoveryResult,
+    EntryState,
+    ServerConfig,
+    SourceInfo,
+)
+from mcpfleet.config.normalise import EntryError, SkippedEntry, build_server, root_path
+from mcpfleet.config.providers import (
+    EXTRA_CONFIG_PROVIDER,
+    PROJECT_KEY,
+    PROVIDERS,
+    FileSpec,
+    Locations,
+    Provider,
+)
+from mcpfleet.config.readers import read_document
+from mcpfleet.config.substitution import SubstitutionContext, substitute_config
+from mcpfleet.errors import ConfigError
+
+_LEVEL_RANK = {"local": 0, "project": 1, "user": 2}
+
+
+@dataclass
+class _Candidate:
+    name: str
+    source: SourceInfo
+    spec: FileSpec
+    config: ServerConfig | None
+    problem: tuple[EntryState, str] | None
+    order: tuple[int, ...]
+
+
+def load_all_mcp_configs(
+    cwd: str | os.PathLike[str],
+    *,
+    enable_project_config: bool = True,
+    filter_exa: bool = True,
+    extra_config_paths: Sequence[str | os.PathLike[str]] = (),
+    trust_project: bool = False,
+    approvals: ApprovalStore | None = None,
+) -> DiscoveryResult:
+    """Discover every MCP server configured for the project at ``cwd``.
+
+    ``trust_project`` approves project servers for this call only; ``approvals`` defaults
+    to the store in the user state dir. Raises ``ConfigError`` only for an
+    ``extra_config_paths`` file that is missing or malformed.
+    """
+    root = Path(cwd).expanduser().resolve()
+    locations = Locations.current(root)
+    result = DiscoveryResult()
+    documents = _Documents(root, result)
+    candidates = list(_extra_candidates(extra_config_paths, root))
+    for provider_rank, provider in enumerate(PROVIDERS):
+        for file_rank, spec in enumerate(provider.files(locations)):
+            result.config_paths.append(str(spec.path))
+            document = documents.read(spec.path)
+            candidates.extend(
+                _candidates_in(
+                    document,
+                    spec,
+                    provider,
+                    root,
+                    result,
+                    (1, _LEVEL_RANK[spec.level], provider_rank, file_rank),
+                )
+            )
+    candidates.sort(key=lambda candidate: candidate.order)
+    deny, force = _override_lists(documents, result)
+    _Resolver(
+        result,
+        enable_project_config=enable_project_config,
+        filter_exa=filter_exa,
+        trust_project=trust_project,
+        approved=(approvals if approvals is not None else ApprovalStore()).approved_keys(),
+        deny=deny,
+        force=force,
+        context=SubstitutionContext.current(root, locations.home),
+    ).resolve(candidates)
+    return result
+
+
+class _Documents:
+    """Each file parsed once per discovery (``~/.claude.json`` feeds two levels)."""
+
+    def __init__(self, root: Path, result: DiscoveryResult) -> None:
+        self.root = root
+        self.result = result
+        self.cache: dict[Path, Any] = {}
+
+    def read(self, path: Path) -> Any:
+        if path not in self.cache:
+            try:
+                self.cache[path] = read_document(path, project_root=self.root)
+            except ConfigError as error:
+                self.result.errors.append(ConfigFileError(str(path), str(error)))
+                self.cache[path] = None
+        return self.cache[path]
+
+
+def _extra_candidates(extra_paths: Sequence[str | os.PathLike[str]], root: Path) -> Iterator[_Candidate]:
+    """Explicit ``--config`` files: later files win, and every problem is a hard error."""
+    for index, given in enumerate(extra_paths):
+        path = Path(given).expanduser().absolute()
+        if not path.is_file():
+            raise ConfigError(f"--config {path}: file not found; check the path", path=str(path))
+        spec = FileSpec(path, "user", dialect="posix")
+        document = read_document(path)
+        problems = DiscoveryResult()
+        yield from _candidates_in(document, spec, EXTRA_CONFIG_PROVIDER, root, problems, (0, -index))
+        if problems.errors:
+            problem = problems.errors[0].error.removeprefix(f"{path}: ")
+            raise ConfigError(f"--config {path}: {problem}", path=str(path))
+
+
+def _candidates_in(
+    document: Any,
+    spec: FileSpec,
+    provider: Provider,
+    root: Path,
+    result: DiscoveryResult,
+    order: tuple[int, ...],
+) -> Iterator[_Candidate]:
+    if document is None:
+        return
+    entries = _server_entries(document, spec, root)
+    if isinstance(entries, str):
+        result.errors.append(ConfigFileError(str(spec.path), f"{spec.path}: {entries}"))
+        return
+    for entry_rank, (name, raw, location) in enumerate(entries):
+        source = SourceInfo(provider.id, provider.name, str(spec.path), spec.level, location)
+        config, problem = _normalise(name, raw, spec)
+        if problem is not None and problem[0] == "invalid":
+            result.errors.append(ConfigFileError(str(spec.path), problem[1]))
+        yield _Candidate(name, source, spec, config, problem, (*order, entry_rank))
+
+
+def _server_entries(document: Any, spec: FileSpec, root: Path) -> list[tuple[str, Any, str]] | str:
+    """The (name, raw entry, location) triples of a document, or what is wrong with its shape."""
+    if not isinstance(document, dict):
+        return "expected an object at the top level"
+    node: Any = document
+    pointer = ""
+    for key in spec.servers_at:
+        key = str(root) if key == PROJECT_KEY else key
+        if not isinstance(node, dict) or node.get(key) is None:
+            return []
+        node = node[key]
+        pointer += "/" + _escape_pointer(key)
+    if spec.listed:
+        if not isinstance(node, list):
+            return f'"{spec.servers_at[-1]}" must be a list'
+        return [
+            (str(item.get("name", "")) if isinstance(item, dict) else "", item, f"{pointer}/{index}")
+            for index, item in enumerate(node)
+        ]
+    if not isinstance(node, dict):
+        return f'"{spec.servers_at[-1]}" must be an object'
+    return [(str(name), raw, f"{pointer}/{_escape_pointer(str(name))}") for name, raw in node.items()]
+
+
+def _escape_pointer(key: str) -> str:
+    return key.replace("~", "~0").replace("/", "~1")
+
+
+def _normalise(
+    name: str, raw: Any, spec: FileSpec
+) -> tuple[ServerConfig | None, tuple[EntryState, str] | None]:
+    if not isinstance(raw, dict):
+        return None, ("invalid", f'server "{name}" must be an object')
+    try:
+        return build_server(name, spec.adapt(raw), base_dir=spec.path.parent), None
+    except EntryError as error:
+        return None, ("invalid", f'server "{name}": {error}')
+    except SkippedEntry as error:
+        return None, ("filtered", str(error))
+
+
+def _override_lists(documents: _Documents, result: DiscoveryResult) -> tuple[frozenset[str], frozenset[str]]:
+    """``disabledServers`` / ``enabledServers`` of mcpfleet's user file."""
+    user_file = paths.user_config_file()
+    document = documents.read(user_file)
+    lists: list[frozenset[str]] = []
+    for key in ("disabledServers", "enabledServers"):
+        value = document.get(key, []) if isinstance(document, dict) else []
+        if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+            result.errors.append(
+                ConfigFileError(str(user_file), f'{user_file}: "{key}" must be a list of names')
+            )
+            value = []
+        lists.append(frozenset(value))
+    return lists[0], lists[1]
+
+
+def _describe(entry: DiscoveredEntry) -> str:
+    return f'"{entry.name}" from {entry.source.provider_name} ({entry.source.level}, {entry.source.path})'
+
+
+class _Resolver:
+    """Walks the candidates in precedence order and decides each one's state."""
+
+    def __init__(
+        self,
+        result: DiscoveryResult,
+        *,
+        enable_project_config: bool,
+        filter_exa: bool,
+        trust_project: bool,
+        approved: frozenset[ApprovalKey],
+        deny: frozenset[str],
+        force: frozenset[str],
+        context: SubstitutionContext,
+    ) -> None:
+        self.result = result
+        self.enable_project_config = enable_project_config
+        self.filter_exa = filter_exa
+        self.trust_project = trust_project
+        self.approved = approved
+        self.deny = deny
+        self.force = force
+        self.context = context
+        self.claimed: dict[str, DiscoveredEntry] = {}
+        self.identities: dict[str, DiscoveredEntry] = {}
+
+    def resolve(self, candidates: Iterable[_Candidate]) -> None:
+        for candidate in candidates:
+            entry = self._decide(candidate)
+            self.result.entries.append(entry)
+            if entry.state == "active" and entry.config is not None:
+                self.result.configs[entry.name] = entry.config
+                self.result.sources[entry.name] = entry.source
+
+    def _entry(
+        self, candidate: _Candidate, state: EntryState, reason: str, config: ServerConfig | None = None
+    ) -> DiscoveredEntry:
+        config = config if config is not None else candidate.config
+        transport = config.transport if config is not None else None
+        return DiscoveredEntry(candidate.name, state, reason, candidate.source, config, transport)
+
+    def _claim(self, entry: DiscoveredEntry) -> DiscoveredEntry:
+        self.claimed[entry.name] = entry
+        return entry
+
+    def _decide(self, candidate: _Candidate) -> DiscoveredEntry:
+        name = candidate.name
+        if candidate.source.level == "project" and not self.enable_project_config:
+            return self._entry(candidate, "filtered", "project config is disabled (--no-project-config)")
+        if candidate.problem is not None or candidate.config is None:
+            state, reason = candidate.problem or ("invalid", "entry could not be read")
+            return self._entry(candidate, state, reason)
+        winner = self.claimed.get(name)
+        if winner is not None:
+            return self._entry(candidate, "shadowed", f"shadowed by {_describe(winner)}")
+        if name in self.deny:
+            reason = f"listed in disabledServers of {paths.user_config_file()}; run `mcpfleet enable {name}`"
+            return self._claim(self._entry(candidate, "disabled", reason))
+        config = candidate.config
+        if not config.enabled:
+            if name not in self.force:
+                reason = f"enabled: false in {candidate.source.path}; run `mcpfleet enable {name}`"
+                return self._claim(self._entry(candidate, "disabled", reason))
+            config = replace(config, enabled=True)
+        if candidate.source.level == "project" and not self._is_approved(candidate):
+            reason = (
+                f"project server not approved yet: review it, then `mcpfleet approve {name}` "
+                "(or --trust-project)"
+            )
+            return self._entry(candidate, "pending-approval", reason)
+        return self._claim(self._activate(candidate, config))
+
+    def _is_approved(self, candidate: _Candidate) -> bool:
+        if self.trust_project or candidate.config is None:
+            return self.trust_project
+        key = (real_path(candidate.source.path), candidate.name, candidate.config.fingerprint)
+        return key in self.approved
+
+    def _activate(self, candidate: _Candidate, config: ServerConfig) -> DiscoveredEntry:
+        resolved = substitute_config(config, candidate.spec.dialect, self.context)
+        if resolved.cwd is not None:
+            resolved = replace(resolved, cwd=root_path(resolved.cwd, candidate.spec.path.parent))
+        if is_exa_server(resolved):
+            key = exa_api_key(resolved)
+            if key and key not in self.result.exa_api_keys:
+                self.result.exa_api_keys.append(key)
+            if self.filter_exa and should_filter_exa(resolved):
+                reason = "Exa server: the agent's native Exa integration is used instead (API key collected)"
+                return self._entry(candidate, "filtered", reason, resolved)
+        identity = resolved.connection_identity()
+        twin = self.identities.get(identity)
+        if twin is not None:
+            return self._entry(candidate, "shadowed", f"same connection as {_describe(twin)}", resolved)
+        entry = self._entry(candidate, "active", "", resolved)
+        self.identities[identity] = entry
+        return entry

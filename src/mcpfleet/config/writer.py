@@ -1,0 +1,194 @@
+"""Atomic edits of mcpfleet's own JSON files (its configs and its approval store).
+
+Every edit takes an exclusive ``flock`` on a lock file next to the target, re-reads the
+file, applies the change, writes a temporary file in the same folder and renames it over
+the target: a reader never sees half a file and two concurrent editors never lose each
+other's change. Owner-only permissions are kept (group/other bits are dropped). Other
+tools' files are never written: decisions about their servers go to mcpfleet's user file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import fcntl
+import json
+import os
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, Literal, TypeVar
+
+from mcpfleet import paths
+from mcpfleet.config.normalise import EntryError, adapt_standard, build_server
+from mcpfleet.config.readers import parse_text
+from mcpfleet.errors import ConfigError, ConfigWriteError
+
+T = TypeVar("T")
+Scope = Literal["project", "user"]
+NEW_FILE_MODE = 0o600
+
+
+def own_config_file(scope: Scope, project_root: Path) -> Path:
+    """mcpfleet's config file for ``scope``."""
+    return paths.project_config_file(project_root) if scope == "project" else paths.user_config_file()
+
+
+@contextlib.contextmanager
+def _exclusive_lock(target: Path) -> Iterator[None]:
+    lock_path = target.with_name(f".{target.name}.lock")
+    descriptor = os.open(lock_path, os.O_RDWR | os.O_CREAT, NEW_FILE_MODE)
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(descriptor)  # closing releases the lock
+
+
+def update_json_file(path: Path, mutate: Callable[[dict[str, Any]], T]) -> T:
+    """Apply ``mutate`` to the JSON object in ``path`` under an exclusive lock and save it.
+
+    A missing file starts as ``{}``; nothing is written when ``mutate`` changes nothing.
+    Symlinks are followed, so the edit lands in the file the link points to.
+    """
+    target = Path(os.path.realpath(path))
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        with _exclusive_lock(target):
+            document, mode = _load_for_edit(target)
+            before = copy.deepcopy(document)
+            result = mutate(document)
+            if document != before:
+                _write_atomically(target, document, NEW_FILE_MODE if mode is None else mode)
+            return result
+    except OSError as error:
+        raise ConfigWriteError(f"cannot write {path}: {error.strerror or error}", path=str(path)) from error
+
+
+def _load_for_edit(path: Path) -> tuple[dict[str, Any], int | None]:
+    try:
+        data = path.read_bytes()
+        mode = path.stat().st_mode & 0o700
+    except FileNotFoundError:
+        return {}, None
+    try:
+        document = parse_text(data.decode("utf-8-sig"), "json", path=path) if data.strip() else {}
+    except (ConfigError, UnicodeDecodeError) as error:
+        raise ConfigWriteError(
+            f"cannot edit {path}: {error}; fix or remove the file first", path=str(path)
+        ) from error
+    if not isinstance(document, dict):
+        raise ConfigWriteError(f"cannot edit {path}: expected a JSON object at the top level", path=str(path))
+    return document, mode
+
+
+def _write_atomically(path: Path, document: dict[str, Any], mode: int) -> None:
+    descriptor, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        os.fchmod(descriptor, mode)
+        with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+            json.dump(document, handle, indent=2, ensure_ascii=False)
+            handle.write("\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temporary)
+        raise
+
+
+def _servers(document: dict[str, Any], path: Path) -> dict[str, Any]:
+    servers = document.setdefault("mcpServers", {})
+    if not isinstance(servers, dict):
+        raise ConfigWriteError(f'cannot edit {path}: "mcpServers" must be an object', path=str(path))
+    return servers
+
+
+def add_server(path: Path, name: str, entry: dict[str, Any]) -> None:
+    """Add ``entry`` under ``mcpServers[name]``; refuses invalid entries and existing names."""
+    try:
+        build_server(name, adapt_standard(entry), base_dir=path.parent)
+    except EntryError as error:
+        raise ConfigError(f'invalid server "{name}": {error}', path=str(path), server=name) from error
+
+    def insert(document: dict[str, Any]) -> None:
+        servers = _servers(document, path)
+        if name in servers:
+            raise ConfigWriteError(
+                f'server "{name}" already exists in {path}; remove it first', path=str(path), server=name
+            )
+        servers[name] = entry
+
+    update_json_file(path, insert)
+
+
+def remove_server(path: Path, name: str) -> None:
+    """Remove ``mcpServers[name]``; an unknown name is an error."""
+
+    def delete(document: dict[str, Any]) -> None:
+        servers = _servers(document, path)
+        if name not in servers:
+            raise ConfigWriteError(f'server "{name}" not found in {path}', path=str(path), server=name)
+        del servers[name]
+        if not servers:
+            del document["mcpServers"]
+
+    update_json_file(path, delete)
+
+
+def _declares(path: Path, name: str) -> bool:
+    try:
+        document, _ = _load_for_edit(Path(os.path.realpath(path)))
+    except ConfigWriteError:
+        return False
+    servers = document.get("mcpServers")
+    return isinstance(servers, dict) and isinstance(servers.get(name), dict)
+
+
+def _set_enabled(document: dict[str, Any], path: Path, name: str, enabled: bool) -> None:
+    entry = _servers(document, path)[name]
+    if enabled:
+        entry.pop("enabled", None)
+        entry.pop("disabled", None)
+    else:
+        entry["enabled"] = False
+
+
+def _edit_name_list(document: dict[str, Any], key: str, name: str, *, present: bool) -> None:
+    names = document.get(key)
+    current = {item for item in names if isinstance(item, str)} if isinstance(names, list) else set()
+    current = current | {name} if present else current - {name}
+    if current:
+        document[key] = sorted(current)
+    else:
+        document.pop(key, None)
+
+
+def set_server_enabled(name: str, enabled: bool, *, project_root: Path) -> Path:
+    """Enable or disable ``name``; returns the file that records the decision.
+
+    A server declared in one of mcpfleet's own files gets ``enabled`` edited there (the
+    project file first, as it takes precedence). Any other server is recorded in the user
+    file's ``disabledServers`` (deny, always wins) or ``enabledServers`` (force-enable over
+    another tool's ``enabled: false``); enabling clears a deny entry and disabling clears a
+    force-enable entry, so the two lists never disagree.
+    """
+    project_file = paths.project_config_file(project_root)
+    user_file = paths.user_config_file()
+    in_project = _declares(project_file, name)
+    if in_project:
+        update_json_file(project_file, lambda document: _set_enabled(document, project_file, name, enabled))
+
+    def edit_user(document: dict[str, Any]) -> bool:
+        servers = document.get("mcpServers")
+        declared_here = not in_project and isinstance(servers, dict) and isinstance(servers.get(name), dict)
+        if declared_here:
+            _set_enabled(document, user_file, name, enabled)
+        record_in_lists = not in_project and not declared_here
+        _edit_name_list(document, "disabledServers", name, present=not enabled and record_in_lists)
+        _edit_name_list(document, "enabledServers", name, present=enabled and record_in_lists)
+        return declared_here
+
+    update_json_file(user_file, edit_user)
+    return project_file if in_project else user_file

@@ -1,0 +1,707 @@
+"""One live connection to one MCP server, owned by one task.
+
+The SDK's ``Client`` must be entered and exited in the same task, so every connection has an
+*owner task*: it builds the transport, enters the client (the handshake), reports the
+connection ready, then waits until ``close()`` is called or the transport ends, and exits
+the client itself. Callers in any task use the connection through the session's streams,
+which have no task affinity.
+
+``open_connection(task_group, …)`` starts the owner in a task group the caller keeps for the
+connection's life (the manager's). ``connect_to_server(…)`` is the standalone convenience:
+with no task group to borrow it hosts the owner in an asyncio task of its own (see there).
+
+This module imports ``mcp``; import it only when a server is actually contacted.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import math
+import os
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from contextlib import AsyncExitStack
+from functools import partial
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
+
+import anyio
+import anyio.abc
+import anyio.to_thread
+import mcp_types as mcp_types
+from mcp import Client
+from mcp.client.session import ClientRequestContext
+from mcp.shared.exceptions import MCPError
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic import ValidationError
+
+from mcpfleet.client.definitions import ServerInfo, ToolDefinition
+from mcpfleet.client.secrets import resolve_secret_values
+from mcpfleet.client.stdio import StdioTransport, exit_description
+from mcpfleet.errors import (
+    AuthRequiredError,
+    ConnectError,
+    ConnectionClosedError,
+    ConnectTimeoutError,
+    MCPFleetError,
+    RequestError,
+    ServerExitedError,
+    ToolCallError,
+)
+
+if TYPE_CHECKING:
+    from mcp.client._transport import ReadStream, TransportStreams
+    from mcp.shared.message import SessionMessage
+
+    from mcpfleet.client.http import HttpTransport
+    from mcpfleet.config.model import ServerConfig
+
+logger = logging.getLogger(__name__)
+
+NotificationCallback = Callable[[str, dict[str, Any] | None], Awaitable[None] | None]
+ProgressCallback = Callable[[float, float | None, str | None], Awaitable[None] | None]
+
+CLIENT_NAME = "mcpfleet"
+CLIENT_VERSION = "0.1.0"
+PROGRESS_CEILING_FACTOR = 10
+"""Progress keeps re-arming a call's deadline, up to this many times its timeout in total."""
+CLOSE_BOUND_S = 5.0
+"""Bound of the transport teardown beyond the stdio kill ladder (HTTP session DELETE, streams)."""
+EXIT_OBSERVE_S = 1.0
+"""After the session ends, how long to wait for the process exit status to name the reason."""
+STDERR_TAIL_IN_ERRORS = 5
+MAX_LIST_PAGES = 1000
+
+_T = TypeVar("_T")
+
+
+class ServerConnection:
+    """A connected MCP server. Build it with ``open_connection`` or ``connect_to_server``."""
+
+    def __init__(
+        self,
+        name: str,
+        config: ServerConfig,
+        *,
+        cwd: Path,
+        timeout_ms: int | None,
+        on_notification: NotificationCallback | None,
+        protocol_version: str | None,
+        auth: object | None,
+        resolve_secrets: bool,
+    ) -> None:
+        self.name = name
+        self.config = config
+        self.server_info = ServerInfo(name="", version="", protocol_version="")
+        self.capabilities: dict[str, Any] = {}
+        self.instructions: str | None = None
+        self.protocol_version = ""
+        self.pid: int | None = None
+        self.timings_ms: dict[str, float] = {}
+        self.closed = False
+        self.close_reason: str | None = None
+        self._cwd = cwd
+        self._timeout_ms = config.effective_timeout_ms if timeout_ms is None else timeout_ms
+        self._on_notification = on_notification
+        self._requested_version = protocol_version
+        self._auth = auth
+        self._resolve_secrets = resolve_secrets
+        self._client: Client | None = None
+        self._stdio: StdioTransport | None = None
+        self._http: HttpTransport | None = None
+        self._wake = anyio.Event()
+        self._close_requested = False
+        self._owner_done = anyio.Event()
+        self._transport_error: BaseException | None = None
+        self._host_task: Any = None
+
+    # -- public surface ---------------------------------------------------------------------------------
+    def stderr_tail(self, lines: int = 20) -> list[str]:
+        """The last lines the server wrote on stderr (stdio only)."""
+        return self._stdio.stderr.tail(lines) if self._stdio is not None else []
+
+    async def wait_closed(self) -> None:
+        """Return once the transport is gone (process exit, stream end or ``close()``)."""
+        await self._owner_done.wait()
+
+    async def close(self) -> None:
+        """Close the connection; idempotent, bounded, and the server's process group is gone on return."""
+        self._close_requested = True
+        if not self.closed:
+            self._mark_closed("closed by the client")
+        self._wake.set()
+        await self._owner_done.wait()
+
+    async def list_tools(self) -> list[ToolDefinition]:
+        """Every tool of the server (all pages)."""
+        pages = await self._paginate("tools/list", lambda session, params: session.list_tools(params=params))
+        tools: list[ToolDefinition] = []
+        for page in pages:
+            for tool in page.tools:
+                annotations = (
+                    tool.annotations.model_dump(by_alias=True, exclude_none=True)
+                    if tool.annotations
+                    else None
+                )
+                tools.append(
+                    ToolDefinition(
+                        name=tool.name,
+                        description=tool.description,
+                        input_schema=dict(tool.input_schema),
+                        output_schema=dict(tool.output_schema) if tool.output_schema is not None else None,
+                        title=tool.title,
+                        annotations=annotations,
+                    )
+                )
+        return tools
+
+    async def list_resources(self) -> list[dict[str, Any]]:
+        pages = await self._paginate(
+            "resources/list", lambda session, params: session.list_resources(params=params)
+        )
+        return [_dump(resource) for page in pages for resource in page.resources]
+
+    async def read_resource(self, uri: str) -> dict[str, Any]:
+        client = self._live_client()
+        result = await self._request("resources/read", lambda: client.session.read_resource(uri))
+        return _dump(result)
+
+    async def list_prompts(self) -> list[dict[str, Any]]:
+        pages = await self._paginate(
+            "prompts/list", lambda session, params: session.list_prompts(params=params)
+        )
+        return [_dump(prompt) for page in pages for prompt in page.prompts]
+
+    async def get_prompt(self, name: str, arguments: dict[str, str] | None = None) -> dict[str, Any]:
+        client = self._live_client()
+        result = await self._request(
+            "prompts/get", lambda: client.session.get_prompt(name, arguments or None)
+        )
+        return _dump(result)
+
+    async def ping(self) -> None:
+        client = self._live_client()
+        await self._request("ping", lambda: client.session.send_ping())
+
+    async def call_tool(
+        self,
+        tool: str,
+        arguments: dict[str, Any] | None,
+        *,
+        timeout_ms: int | None = None,
+        on_progress: ProgressCallback | None = None,
+    ) -> mcp_types.CallToolResult:
+        """Call one tool. Its deadline (``timeout_ms``, else the config's ``tool_timeout_ms``,
+        else none) is re-armed by each progress notification, up to ``PROGRESS_CEILING_FACTOR``
+        times the timeout. Cancelling the caller cancels the request on the server too."""
+        client = self._live_client()
+        timeout = self.config.tool_timeout_ms if timeout_ms is None else timeout_ms
+        bounded = timeout is not None and timeout > 0
+        started = anyio.current_time()
+        timeout_s = (timeout or 0) / 1000
+        ceiling = started + timeout_s * PROGRESS_CEILING_FACTOR
+        scope = anyio.CancelScope(deadline=started + timeout_s if bounded else math.inf)
+
+        async def relay_progress(progress: float, total: float | None, message: str | None) -> None:
+            if bounded:
+                scope.deadline = min(anyio.current_time() + timeout_s, ceiling)
+            if on_progress is not None:
+                outcome = on_progress(progress, total, message)
+                if inspect.isawaitable(outcome):
+                    await outcome
+
+        wants_progress = bounded or on_progress is not None
+        try:
+            with scope:
+                return await client.call_tool(
+                    tool, arguments or {}, progress_callback=relay_progress if wants_progress else None
+                )
+        except MCPError as error:
+            if error.code == mcp_types.CONNECTION_CLOSED:
+                raise self._closed_error() from None
+            raise ToolCallError(
+                f'MCP server "{self.name}" rejected the call to {tool}: {error.error.message}',
+                server=self.name,
+                tool=tool,
+            ) from None
+        except (RuntimeError, ValidationError) as error:
+            raise ToolCallError(
+                f'MCP server "{self.name}" returned an unusable result for {tool}: {_first_line(error)}',
+                server=self.name,
+                tool=tool,
+            ) from None
+        # Only the deadline's cancellation, swallowed by the scope, gets here.
+        elapsed_ms = round((anyio.current_time() - started) * 1000)
+        raise ToolCallError(
+            f'MCP tool {tool} on server "{self.name}" timed out after {elapsed_ms}ms '
+            f"(timeout {timeout}ms, re-armed by progress up to {PROGRESS_CEILING_FACTOR}x)",
+            server=self.name,
+            tool=tool,
+        )
+
+    # -- requests ---------------------------------------------------------------------------------------
+    def _live_client(self) -> Client:
+        if self.closed or self._client is None:
+            raise self._closed_error()
+        return self._client
+
+    def _closed_error(self) -> ConnectionClosedError:
+        reason = self.close_reason or "not connected"
+        return ConnectionClosedError(f'MCP server "{self.name}" is not connected: {reason}', server=self.name)
+
+    async def _request(self, method: str, send: Callable[[], Awaitable[_T]]) -> _T:
+        bound = self._timeout_ms / 1000 if self._timeout_ms > 0 else math.inf
+        try:
+            with anyio.fail_after(bound):
+                return await send()
+        except TimeoutError:
+            raise RequestError(
+                f'MCP server "{self.name}" did not answer {method} within {self._timeout_ms}ms',
+                server=self.name,
+                method=method,
+            ) from None
+        except MCPError as error:
+            if error.code == mcp_types.CONNECTION_CLOSED:
+                raise self._closed_error() from None
+            raise RequestError(
+                f'MCP server "{self.name}" rejected {method}: {error.error.message}',
+                server=self.name,
+                method=method,
+            ) from None
+        except (RuntimeError, ValidationError) as error:
+            raise RequestError(
+                f'MCP server "{self.name}" answered {method} with an unusable result: {_first_line(error)}',
+                server=self.name,
+                method=method,
+            ) from None
+
+    async def _paginate(self, method: str, fetch: Callable[[Any, Any], Awaitable[Any]]) -> list[Any]:
+        client = self._live_client()
+        pages: list[Any] = []
+        cursor: str | None = None
+        seen: set[str] = set()
+        for _ in range(MAX_LIST_PAGES):
+            params = mcp_types.PaginatedRequestParams(cursor=cursor) if cursor is not None else None
+            page = await self._request(method, partial(fetch, client.session, params))
+            pages.append(page)
+            cursor = page.next_cursor
+            # A server that repeats a cursor would page forever.
+            if cursor is None or cursor in seen:
+                break
+            seen.add(cursor)
+        return pages
+
+    # -- server → client ----------------------------------------------------------------------------------
+    async def _list_roots(self, context: ClientRequestContext) -> mcp_types.ListRootsResult:
+        root = self._cwd.resolve()
+        entry = mcp_types.Root.model_validate({"uri": root.as_uri(), "name": root.name or str(root)})
+        return mcp_types.ListRootsResult(roots=[entry])
+
+    async def _on_message(self, message: Any) -> None:
+        if isinstance(message, Exception):
+            logger.debug("%s: transport reported %r", self.name, message)
+            self._transport_error = message
+            return
+        data = message.model_dump(by_alias=True, mode="json", exclude_none=True)
+        method = data.get("method")
+        if not isinstance(method, str) or self._on_notification is None:
+            return
+        params = data.get("params")
+        if method == "notifications/progress" and self._progress_belongs_to_call(params):
+            return
+        try:
+            outcome = self._on_notification(method, params if isinstance(params, dict) else None)
+            if inspect.isawaitable(outcome):
+                await outcome
+        except Exception:
+            logger.exception("%s: on_notification raised for %s", self.name, method)
+
+    def _progress_belongs_to_call(self, params: Any) -> bool:
+        """Whether a progress token is the id of one of our in-flight requests (the SDK uses the id as token).
+
+        The SDK exposes no public table of in-flight requests, so its dispatcher's is read.
+        """
+        token = params.get("progressToken") if isinstance(params, dict) else None
+        client = self._client
+        if token is None or client is None:
+            return False
+        pending = getattr(getattr(client.session, "_dispatcher", None), "_pending", None)
+        return isinstance(pending, dict) and (token in pending or str(token) in pending)
+
+    # -- owner task -----------------------------------------------------------------------------------------
+    def _mark_closed(self, reason: str) -> None:
+        if not self.closed:
+            self.closed = True
+            self.close_reason = reason
+
+    def _transport_ended(self) -> None:
+        self._wake.set()
+
+    async def _build_transport(self) -> Any:
+        config = self.config
+        if config.transport == "stdio":
+            if not config.command:
+                raise ConnectError(f'MCP server "{self.name}" has no "command"', server=self.name)
+            env = await self._resolved(config.env)
+            cwd = self._cwd / config.cwd if config.cwd else self._cwd
+            self._stdio = StdioTransport(
+                self.name, config.command, config.args, env={**os.environ, **env}, cwd=str(cwd)
+            )
+            return self._stdio
+        from mcpfleet.client.http import HttpTransport
+
+        if not config.url:
+            raise ConnectError(f'MCP server "{self.name}" has no "url"', server=self.name)
+        headers = await self._resolved(config.headers)
+        kind: Literal["http", "sse"] = "sse" if config.transport == "sse" else "http"
+        self._http = HttpTransport(config.url, kind=kind, headers=headers, auth=self._auth)  # type: ignore[arg-type]
+        return self._http
+
+    async def _resolved(self, values: Mapping[str, str]) -> dict[str, str]:
+        if not self._resolve_secrets or not values:
+            return dict(values)
+        # A !command may run for seconds: keep the event loop free meanwhile.
+        return await anyio.to_thread.run_sync(
+            lambda: resolve_secret_values(self.name, values, cwd=str(self._cwd))
+        )
+
+    def _connect_mode(self) -> str:
+        # The SDK's default "auto" probes server/discover first, which costs 10 s on a legacy server
+        # that drops unknown requests; the initialize handshake works with every server.
+        if self._requested_version in MODERN_PROTOCOL_VERSIONS:
+            return str(self._requested_version)
+        return "legacy"
+
+    async def run_owner(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """The owner task: connect, report ready through ``task_status``, serve, then tear down.
+
+        Raises (before ``task_status.started()`` only) the connect error; after that it never
+        raises, so it cannot break the task group that hosts it.
+        """
+        handshake_done = False
+        # One scope spans the client's whole life: its deadline bounds the handshake, then is
+        # lifted, and is set again to bound the teardown (a scope opened later could not wrap
+        # the exit of contexts entered before it).
+        scope = anyio.CancelScope(
+            deadline=anyio.current_time() + self._timeout_ms / 1000 if self._timeout_ms > 0 else math.inf
+        )
+        try:
+            with scope:
+                async with AsyncExitStack() as stack:
+                    transport = await self._build_transport()
+                    client = Client(
+                        _WatchedTransport(transport, self._transport_ended),
+                        mode=self._connect_mode(),
+                        cache=None,
+                        client_info=mcp_types.Implementation(name=CLIENT_NAME, version=CLIENT_VERSION),
+                        list_roots_callback=self._list_roots,
+                        message_handler=self._on_message,
+                    )
+                    handshake_started = time.perf_counter()
+                    await stack.enter_async_context(client)
+                    handshake_done = True
+                    scope.deadline = math.inf
+                    self._adopt(client, (time.perf_counter() - handshake_started) * 1000)
+                    task_status.started()
+                    await self._wake.wait()
+                    if not self._close_requested:
+                        self._mark_closed(await self._loss_reason())
+                    self._client = None
+                    scope.deadline = anyio.current_time() + CLOSE_BOUND_S
+            if not handshake_done:
+                raise TimeoutError  # the deadline cancelled the handshake and the scope swallowed it
+        except BaseException as error:
+            self._mark_closed(self.close_reason or "connect failed")
+            if not handshake_done:
+                raise await self._connect_error(error, timed_out=scope.cancel_called) from None
+            if not isinstance(error, Exception):
+                raise
+            logger.warning("%s: error while closing the connection: %r", self.name, error)
+        finally:
+            self._client = None
+            self._owner_done.set()
+
+    def _adopt(self, client: Client, handshake_ms: float) -> None:
+        info = client.server_info
+        self.protocol_version = client.protocol_version
+        self.instructions = client.instructions
+        self.capabilities = client.server_capabilities.model_dump(
+            by_alias=True, mode="json", exclude_none=True
+        )
+        self.server_info = ServerInfo(
+            name=info.name if info is not None else self.name,
+            version=info.version if info is not None else "",
+            protocol_version=self.protocol_version,
+            instructions=self.instructions,
+        )
+        if self._stdio is not None:
+            self.pid = self._stdio.pid
+            if self._stdio.spawn_ms is not None:
+                self.timings_ms["spawn"] = round(self._stdio.spawn_ms, 2)
+        self.timings_ms["handshake"] = round(handshake_ms, 2)
+        self._client = client
+
+    async def _loss_reason(self) -> str:
+        if self._stdio is not None:
+            with anyio.move_on_after(EXIT_OBSERVE_S):
+                await self._stdio.exited.wait()
+            if self._stdio.returncode is not None:
+                return f"process {exit_description(self._stdio.returncode)}"
+            return "the server closed its stdout"
+        if self._transport_error is not None:
+            return f"the HTTP stream failed: {_first_line(self._transport_error)}"
+        return "the server ended the session"
+
+    async def _connect_error(self, error: BaseException, *, timed_out: bool) -> BaseException:
+        """Turn whatever stopped the handshake into one clear mcpfleet error."""
+        root = _root_cause(error)
+        if isinstance(root, MCPFleetError):
+            return root
+        if timed_out:
+            return ConnectTimeoutError(
+                f'Connection to MCP server "{self.name}" timed out after {self._timeout_ms}ms',
+                server=self.name,
+            )
+        if self._http is not None:
+            http_error = self._http_connect_error(root)
+            if http_error is not None:
+                return http_error
+        if isinstance(root, MCPError) and root.code != mcp_types.CONNECTION_CLOSED:
+            return ConnectError(
+                f'MCP server "{self.name}" rejected the handshake: {root.error.message}', server=self.name
+            )
+        stdio = self._stdio
+        if stdio is not None and stdio.pid is not None:
+            tail = " | ".join(stdio.stderr.tail(STDERR_TAIL_IN_ERRORS)) or "(no stderr output)"
+            if stdio.returncode is not None and not stdio.signalled:
+                self._mark_closed(f"process {exit_description(stdio.returncode)}")
+                return ServerExitedError(
+                    f'MCP server "{self.name}" ({stdio.describe_command()}) '
+                    f"{exit_description(stdio.returncode)} before the handshake: {tail}",
+                    server=self.name,
+                    returncode=stdio.returncode,
+                )
+            return ConnectError(
+                f'MCP server "{self.name}" ({stdio.describe_command()}) closed the connection before '
+                f"the handshake: {tail}",
+                server=self.name,
+            )
+        if isinstance(root, Exception):
+            return ConnectError(
+                f'MCP server "{self.name}": handshake failed: {type(root).__name__}: {_first_line(root)}',
+                server=self.name,
+            )
+        return root
+
+    def _http_connect_error(self, root: BaseException) -> ConnectError | None:
+        assert self._http is not None
+        url = self._http.url
+        status = self._http.error_status or _status_of(root)
+        if status == 401:
+            return AuthRequiredError(
+                f'MCP server "{self.name}" ({url}) requires authentication; run: mcpfleet login {self.name}',
+                server=self.name,
+            )
+        if status is not None:
+            return ConnectError(
+                f'MCP server "{self.name}" answered HTTP {status} at {url}; check the "url" field',
+                server=self.name,
+            )
+        if _is_connect_failure(root):
+            return ConnectError(
+                f'MCP server "{self.name}": cannot reach {url} ({_first_line(root)})', server=self.name
+            )
+        return None
+
+
+class _WatchedTransport:
+    """Wraps a transport so the owner learns when the server side of the stream ends."""
+
+    def __init__(self, inner: Any, on_end: Callable[[], None]) -> None:
+        self._inner = inner
+        self._on_end = on_end
+
+    async def __aenter__(self) -> TransportStreams:
+        read_stream, write_stream = await self._inner.__aenter__()
+        return _EndWatchingReadStream(read_stream, self._on_end), write_stream
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> bool | None:
+        result: bool | None = await self._inner.__aexit__(exc_type, exc, traceback)
+        return result
+
+
+class _EndWatchingReadStream:
+    """A read stream that calls ``on_end`` once the transport delivers its last message."""
+
+    def __init__(self, inner: ReadStream[SessionMessage | Exception], on_end: Callable[[], None]) -> None:
+        self._inner = inner
+        self._on_end = on_end
+
+    @property
+    def last_context(self) -> Any:
+        return getattr(self._inner, "last_context", None)
+
+    async def receive(self) -> SessionMessage | Exception:
+        try:
+            return await self._inner.receive()
+        except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
+            self._on_end()
+            raise
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    def __aiter__(self) -> _EndWatchingReadStream:
+        return self
+
+    async def __anext__(self) -> SessionMessage | Exception:
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+    async def __aenter__(self) -> _EndWatchingReadStream:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+        self._on_end()
+
+
+def _dump(model: Any) -> dict[str, Any]:
+    result: dict[str, Any] = model.model_dump(
+        by_alias=True, mode="json", exclude_none=True, exclude_unset=True
+    )
+    return result
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip() or type(error).__name__
+    return text.splitlines()[0][:500]
+
+
+def _root_cause(error: BaseException) -> BaseException:
+    """The first meaningful exception inside (nested) exception groups and cancellations."""
+    if isinstance(error, BaseExceptionGroup):
+        candidates = [_root_cause(inner) for inner in error.exceptions]
+        for candidate in candidates:
+            if not isinstance(candidate, anyio.get_cancelled_exc_class()):
+                return candidate
+        return candidates[0]
+    return error
+
+
+def _status_of(error: BaseException) -> int | None:
+    response = getattr(error, "response", None)
+    status = getattr(response, "status_code", None)
+    return status if isinstance(status, int) and status >= 400 else None
+
+
+def _is_connect_failure(error: BaseException) -> bool:
+    import httpx2
+
+    return isinstance(error, httpx2.TransportError | OSError)
+
+
+async def open_connection(
+    task_group: anyio.abc.TaskGroup,
+    name: str,
+    config: ServerConfig,
+    *,
+    cwd: Path,
+    timeout_ms: int | None = None,
+    on_notification: NotificationCallback | None = None,
+    protocol_version: str | None = None,
+    auth: object | None = None,
+    resolve_secrets: bool = True,
+) -> ServerConnection:
+    """Connect ``name`` with its owner task hosted in ``task_group`` (which must outlive the connection).
+
+    Returns once the handshake is done; raises the connect error (nothing left running) otherwise.
+    """
+    connection = ServerConnection(
+        name,
+        config,
+        cwd=cwd,
+        timeout_ms=timeout_ms,
+        on_notification=on_notification,
+        protocol_version=protocol_version,
+        auth=auth,
+        resolve_secrets=resolve_secrets,
+    )
+    await task_group.start(_run_owner_task, connection, name=f"mcpfleet connection {name}")
+    return connection
+
+
+async def _run_owner_task(
+    connection: ServerConnection, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+) -> None:
+    await connection.run_owner(task_status=task_status)
+
+
+async def connect_to_server(
+    name: str,
+    config: ServerConfig,
+    *,
+    cwd: Path,
+    timeout_ms: int | None = None,
+    on_notification: NotificationCallback | None = None,
+    protocol_version: str | None = None,
+    auth: object | None = None,
+    resolve_secrets: bool = True,
+) -> ServerConnection:
+    """Connect ``name`` without a task group: the owner runs in an asyncio task of its own.
+
+    anyio offers no way to start a task that outlives the caller without a task group the
+    caller already holds, so this convenience needs the asyncio backend; code running on
+    another backend (or wanting structured ownership) uses ``open_connection``.
+    """
+    import asyncio
+
+    connection = ServerConnection(
+        name,
+        config,
+        cwd=cwd,
+        timeout_ms=timeout_ms,
+        on_notification=on_notification,
+        protocol_version=protocol_version,
+        auth=auth,
+        resolve_secrets=resolve_secrets,
+    )
+    ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    owner = asyncio.create_task(connection.run_owner(task_status=_FutureTaskStatus(ready)))
+    # The connection keeps its host task referenced: asyncio holds tasks only weakly.
+    connection._host_task = owner
+    try:
+        await asyncio.wait({owner, ready}, return_when=asyncio.FIRST_COMPLETED)
+    except BaseException:
+        owner.cancel()
+        await asyncio.wait({owner})
+        raise
+    if not ready.done():
+        owner.result()  # the connect error
+    return connection
+
+
+class _FutureTaskStatus(anyio.abc.TaskStatus[None]):
+    def __init__(self, future: Any) -> None:
+        self._future = future
+
+    def started(self, value: None = None) -> None:
+        if not self._future.done():
+            self._future.set_result(None)
+
+
+__all__ = ["ServerConnection", "connect_to_server", "open_connection"]

@@ -1,0 +1,100 @@
+"""HTTP transports (streamable HTTP and legacy SSE) on the SDK's clients.
+
+The SDK turns an HTTP error answer into a generic JSON-RPC error and loses the status code,
+so the ``httpx2`` client used here records every response status: the connection reads it
+back to tell "needs a login" (401) from "wrong URL" (404) in its error messages.
+Imported only when an HTTP server is contacted (it imports ``httpx2`` and ``mcp``).
+"""
+
+from __future__ import annotations
+
+from contextlib import AsyncExitStack
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Literal
+
+import httpx2
+
+if TYPE_CHECKING:
+    from mcp.client._transport import TransportStreams
+
+CONNECT_TIMEOUT_S = 30.0
+"""Connect/write/pool bound of every HTTP operation."""
+SSE_READ_TIMEOUT_S = 300.0
+"""How long an open event stream may stay silent (servers hold streams open)."""
+
+
+class HttpTransport:
+    """An SDK ``Transport`` over streamable HTTP or SSE that remembers HTTP error statuses."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        kind: Literal["http", "sse"],
+        headers: dict[str, str],
+        auth: httpx2.Auth | None,
+    ) -> None:
+        self.url = url
+        self.kind = kind
+        self.headers = headers
+        self.auth = auth
+        self.error_status: int | None = None
+        """The last 4xx/5xx status any response had (``None`` when every answer was fine)."""
+        self._stack: AsyncExitStack | None = None
+
+    async def _record_status(self, response: httpx2.Response) -> None:
+        if response.status_code >= 400:
+            self.error_status = response.status_code
+
+    def _make_client(
+        self,
+        headers: dict[str, Any] | None = None,
+        timeout: httpx2.Timeout | None = None,
+        auth: httpx2.Auth | None = None,
+    ) -> httpx2.AsyncClient:
+        return httpx2.AsyncClient(
+            headers=headers if headers is not None else self.headers,
+            timeout=timeout or httpx2.Timeout(CONNECT_TIMEOUT_S, read=SSE_READ_TIMEOUT_S),
+            auth=auth if auth is not None else self.auth,
+            event_hooks={"response": [self._record_status]},
+        )
+
+    async def __aenter__(self) -> TransportStreams:
+        stack = AsyncExitStack()
+        await stack.__aenter__()
+        try:
+            if self.kind == "sse":
+                from mcp.client.sse import sse_client
+
+                streams: TransportStreams = await stack.enter_async_context(
+                    sse_client(
+                        self.url,
+                        headers=self.headers,
+                        timeout=CONNECT_TIMEOUT_S,
+                        sse_read_timeout=SSE_READ_TIMEOUT_S,
+                        httpx_client_factory=self._make_client,
+                        auth=self.auth,
+                    )
+                )
+            else:
+                from mcp.client.streamable_http import streamable_http_client
+
+                client = await stack.enter_async_context(self._make_client())
+                streams = await stack.enter_async_context(
+                    streamable_http_client(self.url, http_client=client)
+                )
+        except BaseException as error:
+            await stack.__aexit__(type(error), error, error.__traceback__)
+            raise
+        self._stack = stack
+        return streams
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        if self._stack is not None:
+            stack, self._stack = self._stack, None
+            await stack.__aexit__(exc_type, exc, traceback)

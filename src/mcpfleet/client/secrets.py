@@ -1,0 +1,165 @@
+"""Connect-time secret substitution for stdio ``env`` values and HTTP header values.
+
+A value ``!command`` is replaced by the trimmed stdout of ``command`` run through the shell
+(bounded, cached per process, failures backed off); a value that is exactly the name of a
+set environment variable is replaced by that variable's value; anything else stays literal.
+An empty result drops the key. Only approved and user-level entries are resolved (the
+caller decides): these substitutions read secrets and run commands.
+
+Nothing here ever puts a resolved value in a message or a log line; ``redact`` masks
+secret-looking keys for display.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import re
+import subprocess
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from mcpfleet.errors import SecretResolutionError
+
+logger = logging.getLogger(__name__)
+
+COMMAND_TIMEOUT_S = 10.0
+"""Bound of one ``!command``."""
+FAILURE_BACKOFF_S = 30.0
+"""A failed ``!command`` is not run again for this long (its last good value is served meanwhile)."""
+
+REDACTED = "***"
+_SECRET_KEY = re.compile(
+    r"(^authorization$|^proxy-authorization$|^cookie$|token|secret|password|passwd|_key$|^api[-_]?key$|credential)",
+    re.IGNORECASE,
+)
+
+
+@dataclass
+class _CommandOutcome:
+    value: str | None
+    """The last good value (kept through later failures)."""
+    failed_at: float | None = None
+    failure: str | None = None
+
+
+_command_cache: dict[str, _CommandOutcome] = {}
+_cache_lock = threading.Lock()
+
+
+def is_secret_key(key: str) -> bool:
+    """Whether a header or env name is likely to hold a secret."""
+    return bool(_SECRET_KEY.search(key))
+
+
+def redact(mapping: Mapping[str, str]) -> dict[str, str]:
+    """A copy fit for logs and errors: values of secret-looking keys become ``***``."""
+    return {key: (REDACTED if is_secret_key(key) else value) for key, value in mapping.items()}
+
+
+def resolve_secret_values(
+    name: str, values: Mapping[str, str], *, env: Mapping[str, str] | None = None, cwd: str | None = None
+) -> dict[str, str]:
+    """Resolve every value of ``values`` (see the module docstring) for server ``name``.
+
+    Raises ``SecretResolutionError`` naming the server, the key and why, never the value.
+    """
+    environment = os.environ if env is None else env
+    resolved: dict[str, str] = {}
+    for key, raw in values.items():
+        if raw.startswith("!"):
+            value = _run_secret_command(name, key, raw[1:].strip(), cwd=cwd)
+        elif raw and raw in environment:
+            value = environment[raw]
+        else:
+            value = raw
+        if value:
+            resolved[key] = value
+    return resolved
+
+
+def clear_secret_cache() -> None:
+    """Forget every cached ``!command`` result and failure (tests, ``/mcp reload``)."""
+    with _cache_lock:
+        _command_cache.clear()
+
+
+def _run_secret_command(server: str, key: str, command: str, *, cwd: str | None) -> str:
+    """Run one ``!command`` (cached, backed off). Blocking: call it off the event loop."""
+    if not command:
+        raise SecretResolutionError(
+            f'MCP server "{server}": the value of {key} is "!" without a command', server=server
+        )
+    with _cache_lock:
+        cached = _command_cache.get(command)
+    now = time.monotonic()
+    if cached is not None:
+        if cached.failed_at is None and cached.value is not None:
+            return cached.value
+        if cached.failed_at is not None and now - cached.failed_at < FAILURE_BACKOFF_S:
+            if cached.value is not None:
+                return cached.value
+            raise _command_error(server, key, cached.failure or "failed", backing_off=True)
+    failure = _execute(command, cwd=cwd)
+    with _cache_lock:
+        entry = _command_cache.setdefault(command, _CommandOutcome(value=None))
+        if isinstance(failure, _Success):
+            entry.value, entry.failed_at, entry.failure = failure.value, None, None
+            return failure.value
+        entry.failed_at, entry.failure = time.monotonic(), failure
+        last_good = entry.value
+    # Only the key and the reason are logged: the command line itself may embed a secret.
+    logger.warning('MCP server "%s": !command for %s failed: %s', server, key, failure)
+    if last_good is not None:
+        return last_good
+    raise _command_error(server, key, failure, backing_off=False)
+
+
+@dataclass(frozen=True)
+class _Success:
+    value: str
+
+
+def _execute(command: str, *, cwd: str | None) -> _Success | str:
+    """Run ``command`` through the shell in its own process group; a reason string on failure."""
+    try:
+        process = subprocess.Popen(
+            command,
+            shell=True,
+            cwd=cwd if cwd and os.path.isdir(cwd) else None,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+    except OSError as error:
+        return f"could not be started ({error.strerror or error})"
+    try:
+        stdout, _ = process.communicate(timeout=COMMAND_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        _kill_group(process)
+        return f"timed out after {COMMAND_TIMEOUT_S:g} s"
+    if process.returncode != 0:
+        return f"exited with status {process.returncode}"
+    value = stdout.decode(errors="replace").strip()
+    if not value:
+        return "exited with status 0 but printed nothing"
+    return _Success(value)
+
+
+def _kill_group(process: subprocess.Popen[bytes]) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, 9)
+    process.communicate()
+
+
+def _command_error(server: str, key: str, reason: str, *, backing_off: bool) -> SecretResolutionError:
+    retry = f" (not retried for {FAILURE_BACKOFF_S:g} s)" if backing_off else ""
+    return SecretResolutionError(
+        f'MCP server "{server}": the !command for {key} {reason}{retry}; '
+        "fix the command in the server's config",
+        server=server,
+    )

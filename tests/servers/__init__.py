@@ -1,0 +1,1 @@
+"""Test servers (stdio and HTTP) and the fixtures that run them."""

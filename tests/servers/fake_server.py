@@ -1,0 +1,367 @@
+"""A scriptable stdio MCP server for tests, the demo and benchmarks (stdlib only, starts fast).
+
+Speaks line-delimited JSON-RPC on stdin/stdout, handshake era (``initialize``). Answers
+``ping``, ``tools/list`` (paginated with ``--page-size``), ``tools/call``,
+``resources/list``, ``resources/read``, ``prompts/list`` and ``prompts/get``; unknown
+methods get -32601 unless ``--drop-unknown``.
+
+Tools (all by default; ``--tool NAME`` keeps only the named ones, repeatable):
+  echo {message}            text + structuredContent {"message"}
+  add {a, b}                text of a + b, structuredContent {"sum"}
+  sleep {seconds, progress_interval=0.2}
+                            sleeps, sending notifications/progress when the call carries a
+                            progress token; a notifications/cancelled stops it early
+  fail {message?}           an isError result
+  crash {code=1}            the process exits at once with that code
+  env {name}                structuredContent {"value": os.environ.get(name), "cwd": os.getcwd()}
+  roots {}                  asks the client for roots/list and returns its answer as text
+``--tools N`` adds N more echo-like tools ``tool_0`` … ``tool_<N-1>``.
+
+Flags:
+  --name NAME               serverInfo name and instructions (default "fake")
+  --delay-start SECONDS     sleep before reading stdin (a slow cold start)
+  --exit-code N             exit code used by --exit-before-handshake / --crash-after-calls
+  --exit-before-handshake   print --stderr-lines and exit with --exit-code before reading stdin
+  --crash-after-calls N     exit with --exit-code (default 1) when the N-th tools/call arrives
+  --ignore-sigterm          ignore SIGTERM (only SIGKILL ends it)
+  --ignore-stdin-eof        keep running after stdin closes
+  --banner                  print non-JSON lines on stdout at start and after every answer
+  --stderr-lines N          print N numbered lines on stderr at start ("stderr line <i>")
+  --spawn-grandchild        start a sleeping child process in the same process group
+  --drop-unknown            never answer unknown methods (like servers that make the SDK's
+                            server/discover probe wait 10 s)
+  --list-changed-after S    S seconds after the handshake, add tool "late_tool" and send
+                            notifications/tools/list_changed
+  --page-size N             tools/list pages of N tools with nextCursor
+  --pid-file PATH           write "<pid>\\n" (and "<grandchild pid>\\n") to PATH at start
+
+Every received notifications/cancelled is logged on stderr as ``cancelled request <id>``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from typing import Any
+
+TOOL_SCHEMAS: dict[str, dict[str, Any]] = {
+    "echo": {
+        "description": "Echo a message back",
+        "inputSchema": {
+            "type": "object",
+            "properties": {"message": {"type": "string"}},
+            "required": ["message"],
+        },
+    },
+    "add": {
+        "description": "Add two numbers",
+        "inputSchema": {
+            "type": "object",
+            "properties": {"a": {"type": "number"}, "b": {"type": "number"}},
+            "required": ["a", "b"],
+        },
+    },
+    "sleep": {
+        "description": "Sleep, reporting progress",
+        "inputSchema": {
+            "type": "object",
+            "properties": {"seconds": {"type": "number"}, "progress_interval": {"type": "number"}},
+        },
+    },
+    "fail": {"description": "Return an error result", "inputSchema": {"type": "object", "properties": {}}},
+    "crash": {"description": "Exit the server process", "inputSchema": {"type": "object", "properties": {}}},
+    "env": {
+        "description": "Read an environment variable of the server process",
+        "inputSchema": {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]},
+    },
+    "roots": {
+        "description": "Ask the client for its roots",
+        "inputSchema": {"type": "object", "properties": {}},
+    },
+}
+
+
+class FakeServer:
+    def __init__(self, options: argparse.Namespace) -> None:
+        self.options = options
+        self.write_lock = threading.Lock()
+        self.state_lock = threading.Lock()
+        self.cancelled: dict[Any, threading.Event] = {}
+        self.pending_client_requests: dict[int, tuple[threading.Event, list[Any]]] = {}
+        self.next_request_id = 1000
+        self.calls = 0
+        self.tool_names = list(options.tool or TOOL_SCHEMAS)
+        self.tool_names += [f"tool_{index}" for index in range(options.tools)]
+
+    # -- output -------------------------------------------------------------------------------------------
+    def send(self, message: dict[str, Any]) -> None:
+        line = json.dumps(message)
+        with self.write_lock:
+            sys.stdout.write(line + "\n")
+            if self.options.banner:
+                sys.stdout.write("[fake] banner between messages\n")
+            sys.stdout.flush()
+
+    def reply(self, request_id: Any, result: dict[str, Any]) -> None:
+        self.send({"jsonrpc": "2.0", "id": request_id, "result": result})
+
+    def reply_error(self, request_id: Any, code: int, message: str) -> None:
+        self.send({"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message}})
+
+    def notify(self, method: str, params: dict[str, Any]) -> None:
+        self.send({"jsonrpc": "2.0", "method": method, "params": params})
+
+    def ask_client(self, method: str, params: dict[str, Any], timeout: float = 5.0) -> Any:
+        with self.state_lock:
+            request_id = self.next_request_id
+            self.next_request_id += 1
+            waiter: tuple[threading.Event, list[Any]] = (threading.Event(), [])
+            self.pending_client_requests[request_id] = waiter
+        self.send({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
+        if not waiter[0].wait(timeout):
+            return {"error": "no answer"}
+        return waiter[1][0]
+
+    # -- catalog ------------------------------------------------------------------------------------------
+    def tool_list(self) -> list[dict[str, Any]]:
+        tools = []
+        for name in self.tool_names:
+            schema = TOOL_SCHEMAS.get(name, TOOL_SCHEMAS["echo"])
+            tools.append({"name": name, **schema})
+        return tools
+
+    def list_tools(self, params: dict[str, Any]) -> dict[str, Any]:
+        tools = self.tool_list()
+        page_size = self.options.page_size
+        if not page_size:
+            return {"tools": tools}
+        start = int(params.get("cursor") or 0)
+        result: dict[str, Any] = {"tools": tools[start : start + page_size]}
+        if start + page_size < len(tools):
+            result["nextCursor"] = str(start + page_size)
+        return result
+
+    # -- tools --------------------------------------------------------------------------------------------
+    def call_tool(self, request_id: Any, params: dict[str, Any]) -> None:
+        name = params.get("name")
+        arguments = params.get("arguments") or {}
+        progress_token = (params.get("_meta") or {}).get("progressToken")
+        cancelled = self.cancelled.setdefault(request_id, threading.Event())
+        try:
+            if name not in self.tool_names:
+                self.reply_error(request_id, -32602, f"Unknown tool: {name}")
+            elif name == "echo" or str(name).startswith("tool_"):
+                message = str(arguments.get("message", ""))
+                self.reply(
+                    request_id,
+                    {
+                        "content": [{"type": "text", "text": message}],
+                        "structuredContent": {"message": message},
+                    },
+                )
+            elif name == "add":
+                total = arguments["a"] + arguments["b"]
+                self.reply(
+                    request_id,
+                    {"content": [{"type": "text", "text": str(total)}], "structuredContent": {"sum": total}},
+                )
+            elif name == "sleep":
+                self.sleep(request_id, arguments, progress_token, cancelled)
+            elif name == "fail":
+                text = str(arguments.get("message", "the tool failed"))
+                self.reply(request_id, {"content": [{"type": "text", "text": text}], "isError": True})
+            elif name == "crash":
+                os._exit(int(arguments.get("code", 1)))
+            elif name == "env":
+                value = os.environ.get(str(arguments["name"]))
+                self.reply(
+                    request_id,
+                    {
+                        "content": [{"type": "text", "text": str(value)}],
+                        "structuredContent": {"value": value, "cwd": os.getcwd()},
+                    },
+                )
+            elif name == "roots":
+                answer = self.ask_client("roots/list", {})
+                self.reply(request_id, {"content": [{"type": "text", "text": json.dumps(answer)}]})
+        finally:
+            self.cancelled.pop(request_id, None)
+
+    def sleep(
+        self, request_id: Any, arguments: dict[str, Any], progress_token: Any, cancelled: threading.Event
+    ) -> None:
+        seconds = float(arguments.get("seconds", 1))
+        interval = float(arguments.get("progress_interval", 0.2))
+        started = time.monotonic()
+        step = 0
+        while True:
+            elapsed = time.monotonic() - started
+            if elapsed >= seconds:
+                break
+            wait = min(
+                interval if interval > 0 and progress_token is not None else seconds, seconds - elapsed
+            )
+            if cancelled.wait(wait):
+                return  # a cancelled request gets no answer
+            if progress_token is not None and interval > 0 and time.monotonic() - started < seconds:
+                step += 1
+                self.notify(
+                    "notifications/progress",
+                    {"progressToken": progress_token, "progress": step, "message": f"step {step}"},
+                )
+        self.reply(request_id, {"content": [{"type": "text", "text": f"slept {seconds}"}]})
+
+    # -- dispatch -----------------------------------------------------------------------------------------
+    def handle(self, message: dict[str, Any]) -> None:
+        method = message.get("method")
+        request_id = message.get("id")
+        params = message.get("params") or {}
+        if method is None:
+            waiter = self.pending_client_requests.pop(request_id, None)
+            if waiter is not None:
+                waiter[1].append(message.get("result", message.get("error")))
+                waiter[0].set()
+            return
+        if request_id is None:
+            self.handle_notification(method, params)
+            return
+        if method == "initialize":
+            version = params.get("protocolVersion", "2025-06-18")
+            self.reply(
+                request_id,
+                {
+                    "protocolVersion": version,
+                    "capabilities": {
+                        "tools": {"listChanged": True},
+                        "resources": {},
+                        "prompts": {},
+                        "logging": {},
+                    },
+                    "serverInfo": {"name": self.options.name, "version": "1.2.3"},
+                    "instructions": f"fake server {self.options.name}",
+                },
+            )
+        elif method == "ping":
+            self.reply(request_id, {})
+        elif method == "tools/list":
+            self.reply(request_id, self.list_tools(params))
+        elif method == "tools/call":
+            with self.state_lock:
+                self.calls += 1
+                crash = self.options.crash_after_calls and self.calls >= self.options.crash_after_calls
+            if crash:
+                sys.stderr.write("crashing as asked\n")
+                sys.stderr.flush()
+                os._exit(self.options.exit_code or 1)
+            threading.Thread(target=self.call_tool, args=(request_id, params), daemon=True).start()
+        elif method == "resources/list":
+            resource = {"uri": "fake://readme", "name": "readme", "mimeType": "text/plain"}
+            self.reply(request_id, {"resources": [resource]})
+        elif method == "resources/read":
+            uri = params.get("uri")
+            if uri != "fake://readme":
+                self.reply_error(request_id, -32002, f"Resource not found: {uri}")
+            else:
+                text = f"readme of {self.options.name}"
+                self.reply(request_id, {"contents": [{"uri": uri, "mimeType": "text/plain", "text": text}]})
+        elif method == "prompts/list":
+            prompt = {"name": "greet", "description": "Greet someone", "arguments": [{"name": "who"}]}
+            self.reply(request_id, {"prompts": [prompt]})
+        elif method == "prompts/get":
+            who = (params.get("arguments") or {}).get("who", "world")
+            message = {"role": "user", "content": {"type": "text", "text": f"Hello {who}"}}
+            self.reply(request_id, {"messages": [message]})
+        elif not self.options.drop_unknown:
+            self.reply_error(request_id, -32601, f"Method not found: {method}")
+
+    def handle_notification(self, method: str, params: dict[str, Any]) -> None:
+        if method == "notifications/cancelled":
+            request_id = params.get("requestId")
+            sys.stderr.write(f"cancelled request {request_id}\n")
+            sys.stderr.flush()
+            event = self.cancelled.get(request_id)
+            if event is not None:
+                event.set()
+        elif method == "notifications/initialized" and self.options.list_changed_after is not None:
+            threading.Timer(self.options.list_changed_after, self.change_tools).start()
+
+    def change_tools(self) -> None:
+        with self.state_lock:
+            self.tool_names.append("late_tool")
+        self.notify("notifications/tools/list_changed", {})
+
+    def serve(self) -> None:
+        for raw in sys.stdin:
+            line = raw.strip()
+            if not line:
+                continue
+            try:
+                message = json.loads(line)
+            except ValueError:
+                sys.stderr.write(f"ignoring non-JSON input: {line[:80]}\n")
+                continue
+            for item in message if isinstance(message, list) else [message]:
+                self.handle(item)
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description="Scriptable stdio MCP server for tests")
+    parser.add_argument("--name", default="fake")
+    parser.add_argument("--tool", action="append")
+    parser.add_argument("--tools", type=int, default=0)
+    parser.add_argument("--delay-start", type=float, default=0.0)
+    parser.add_argument("--exit-code", type=int, default=0)
+    parser.add_argument("--exit-before-handshake", action="store_true")
+    parser.add_argument("--crash-after-calls", type=int, default=0)
+    parser.add_argument("--ignore-sigterm", action="store_true")
+    parser.add_argument("--ignore-stdin-eof", action="store_true")
+    parser.add_argument("--banner", action="store_true")
+    parser.add_argument("--stderr-lines", type=int, default=0)
+    parser.add_argument("--spawn-grandchild", action="store_true")
+    parser.add_argument("--drop-unknown", action="store_true")
+    parser.add_argument("--list-changed-after", type=float, default=None)
+    parser.add_argument("--page-size", type=int, default=0)
+    parser.add_argument("--pid-file")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str]) -> None:
+    options = parse_args(argv)
+    if options.ignore_sigterm:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    pids = [os.getpid()]
+    if options.spawn_grandchild:
+        grandchild = subprocess.Popen(
+            [sys.executable, "-c", "import time; time.sleep(300)"],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        pids.append(grandchild.pid)
+    if options.pid_file:
+        with open(options.pid_file, "w") as handle:
+            handle.write("".join(f"{pid}\n" for pid in pids))
+    for index in range(options.stderr_lines):
+        sys.stderr.write(f"stderr line {index}\n")
+    sys.stderr.flush()
+    if options.exit_before_handshake:
+        sys.exit(options.exit_code)
+    if options.banner:
+        sys.stdout.write(f"Starting {options.name} server... (not JSON)\n")
+        sys.stdout.flush()
+    if options.delay_start:
+        time.sleep(options.delay_start)
+    FakeServer(options).serve()
+    if options.ignore_stdin_eof:
+        while True:
+            time.sleep(3600)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -4,6 +4,9 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# The reference server of the MCP project, from the npm registry, for interoperability tests.
+EVERYTHING_VERSION := 2026.8.31
+EVERYTHING := .tools/everything/node_modules/@modelcontextprotocol/server-everything/dist/index.js
 
 .PHONY: demo test lint typecheck pytest bench clean
 
@@ -25,8 +28,12 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy --strict src
 
-pytest: $(STAMP)
+$(EVERYTHING):
+	npm install --silent --no-audit --no-fund --prefix .tools/everything \
+		@modelcontextprotocol/server-everything@$(EVERYTHING_VERSION)
+
+pytest: $(STAMP) $(EVERYTHING)
 	$(BIN)/pytest -q
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .tools .pytest_cache .mypy_cache .ruff_cache

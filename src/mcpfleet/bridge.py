@@ -242,11 +242,27 @@ def _describe_block(block: dict[str, Any]) -> str:
     return f"[{block_type} content]"
 
 
-def _carries_json(text: str, value: Any) -> bool:
+def _parsed(text: str) -> Any:
     try:
-        return bool(json.loads(text) == value)
+        return json.loads(text)
     except ValueError:
+        return text
+
+
+def _texts_carry(texts: list[str], structured: Any) -> bool:
+    """True when the text blocks already say what ``structuredContent`` says.
+
+    Servers built on the SDK wrap a return value that is not an object as
+    ``{"result": value}`` and put the value itself (one text block per item of a list) in
+    the text blocks: that counts as carried too, so the model does not read it twice.
+    """
+    if any(_parsed(text) == structured for text in texts):
+        return True
+    if not (isinstance(structured, dict) and set(structured) == {"result"}):
         return False
+    wrapped = structured["result"]
+    values = [_parsed(text) for text in texts]
+    return values == [wrapped] or (isinstance(wrapped, list) and bool(wrapped) and values == wrapped)
 
 
 def _result_as_dict(result: Any) -> dict[str, Any] | None:
@@ -289,10 +305,8 @@ def convert_call_result(result: Any, *, server: str, tool: str, provider: str | 
         [block for block in raw_content if isinstance(block, dict)] if isinstance(raw_content, list) else []
     )
     structured = data.get("structuredContent")
-    if structured is not None and not any(
-        block.get("type") == "text" and _carries_json(str(block.get("text", "")), structured)
-        for block in content
-    ):
+    texts = [str(block.get("text", "")) for block in content if block.get("type") == "text"]
+    if structured is not None and not _texts_carry(texts, structured):
         content.append({"type": "text", "text": json.dumps(structured, indent=2, ensure_ascii=False)})
     return ToolResult(
         content=content,

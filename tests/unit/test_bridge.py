@@ -242,6 +242,36 @@ def test_structured_content_differing_from_the_text_json_is_appended(
     assert [json.loads(block["text"]) for block in result.content] == [{"count": 1}, {"count": 2}]
 
 
+@pytest.mark.parametrize(
+    ("texts", "wrapped"),
+    [
+        (["Saved note 'a'."], "Saved note 'a'."),
+        (["42"], 42),
+        (["a", "b"], ["a", "b"]),
+    ],
+)
+def test_sdk_wrapped_result_carried_by_the_text_is_not_repeated(
+    shape: Callable[[dict[str, Any]], Any], texts: list[str], wrapped: Any
+) -> None:
+    # SDK-built servers return {"result": value} as structuredContent, with the value as text.
+    blocks = [{"type": "text", "text": text} for text in texts]
+
+    result = convert(shape({"content": blocks, "structuredContent": {"result": wrapped}}))
+
+    assert result.content == blocks
+    assert result.structured == {"result": wrapped}
+
+
+def test_sdk_wrapped_result_that_differs_from_the_text_is_appended(
+    shape: Callable[[dict[str, Any]], Any],
+) -> None:
+    result = convert(
+        shape({"content": [{"type": "text", "text": "a"}], "structuredContent": {"result": ["a", "b"]}})
+    )
+
+    assert json.loads(result.content[-1]["text"]) == {"result": ["a", "b"]}
+
+
 def test_structured_content_alone_becomes_the_text(shape: Callable[[dict[str, Any]], Any]) -> None:
     result = convert(shape({"content": [], "structuredContent": {"ok": True}}))
 

@@ -21,6 +21,7 @@ from mcpfleet.errors import ConfigError
 COMMAND_MODULES: tuple[str, ...] = (
     "mcpfleet.cli.config_commands",
     "mcpfleet.cli.fleet_commands",
+    "mcpfleet.cli.auth_commands",
 )
 
 Handler = Callable[[argparse.Namespace], int]
@@ -41,9 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="extra config file (repeatable); overrides discovered servers of the same name",
     )
-    parser.add_argument(
-        "--no-project-config", action="store_true", help="ignore project-level config files"
-    )
+    parser.add_argument("--no-project-config", action="store_true", help="ignore project-level config files")
     parser.add_argument(
         "--trust-project", action="store_true", help="approve this project's servers for this run only"
     )

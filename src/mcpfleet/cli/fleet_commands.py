@@ -1,0 +1,220 @@
+"""Commands that connect the fleet: ``status``, ``tools``, ``call``, ``shell``, ``demo``.
+
+Each one starts the fleet the way an agent session would (discovery, parallel connect,
+the start-up gate), reports, and shuts every server down before it exits.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import TYPE_CHECKING, Any
+
+from mcpfleet.cli.main import project_root, trust_project
+from mcpfleet.cli.output import EXIT_FAILED, EXIT_OK, EXIT_USAGE, emit_json, error_line
+
+if TYPE_CHECKING:
+    from mcpfleet.config.model import DiscoveryResult
+    from mcpfleet.manager import MCPLoadResult, MCPManager
+    from mcpfleet.session import AgentSession
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    status = subparsers.add_parser("status", help="connect every server like an agent would and report")
+    status.add_argument("--strict", action="store_true", help="exit 1 when any server failed")
+    status.set_defaults(handler=_run_async(status_command))
+
+    tools = subparsers.add_parser("tools", help="the tools an agent would see")
+    tools.add_argument("--server", help="only this server's tools")
+    tools.add_argument("--strict", action="store_true", help="exit 1 when any server failed")
+    tools.set_defaults(handler=_run_async(tools_command))
+
+    call = subparsers.add_parser("call", help="call one tool and print its result")
+    call.add_argument("tool", help="tool name: mcp_<server>_<tool>, <server>/<tool> or mcp__<server>__<tool>")
+    call.add_argument("arguments", nargs="?", default="{}", help="JSON object of arguments (default {})")
+    call.set_defaults(handler=_run_async(call_command))
+
+    shell = subparsers.add_parser("shell", help="interactive session: /mcp …, /tools, /call, /exit")
+    shell.set_defaults(handler=_run_async(shell_command))
+
+    demo = subparsers.add_parser("demo", help="the whole lifecycle on bundled example servers")
+    demo.set_defaults(handler=_run_async(demo_command))
+
+
+def _run_async(command: Any) -> Any:
+    def handler(args: argparse.Namespace) -> int:
+        import anyio
+
+        result: int = anyio.run(command, args)
+        return result
+
+    return handler
+
+
+def manager_for(args: argparse.Namespace) -> MCPManager:
+    """A manager configured from the global options."""
+    from mcpfleet.manager import MCPManager
+
+    return MCPManager(
+        project_root(args),
+        cache=None if args.no_cache else "default",
+        startup_timeout_ms=args.startup_timeout,
+        enable_project_config=not args.no_project_config,
+        trust_project=trust_project(args),
+        extra_config_paths=args.extra_configs,
+    )
+
+
+async def _connect_with_progress(
+    args: argparse.Namespace, manager: MCPManager
+) -> tuple[DiscoveryResult, MCPLoadResult]:
+    """Discovery plus the gated connect round, with live per-server progress on a terminal."""
+    from mcpfleet.cli.progress import live_progress
+
+    discovery = manager.discover()
+    with live_progress(manager, enabled=not args.json and sys.stderr.isatty()):
+        result = await manager.connect_servers(discovery.configs, discovery.sources)
+    result.exa_api_keys = list(discovery.exa_api_keys)
+    return discovery, result
+
+
+def server_rows(
+    discovery: DiscoveryResult, manager: MCPManager, result: MCPLoadResult
+) -> list[dict[str, Any]]:
+    """One row per server an agent would try to run, with its state after the gate."""
+    rows: list[dict[str, Any]] = []
+    tool_counts: dict[str, int] = {}
+    for tool in manager.get_tools():
+        tool_counts[tool.server_name] = tool_counts.get(tool.server_name, 0) + 1
+    for entry in discovery.entries:
+        if entry.state in ("shadowed", "filtered"):
+            continue
+        error: str | None = None
+        status: str
+        if entry.state == "active":
+            error = result.errors.get(entry.name) or manager.get_errors().get(entry.name)
+            status = "failed" if error else manager.get_connection_status(entry.name)
+        elif entry.state == "invalid":
+            status, error = "failed", entry.reason
+        else:
+            status, error = entry.state, entry.reason
+        rows.append(
+            {
+                "name": entry.name,
+                "status": status,
+                "tools": tool_counts.get(entry.name, 0),
+                "deferred": manager.is_deferred(entry.name),
+                "error": error,
+                "source": entry.source.to_dict(),
+                "timings_ms": {k: round(v, 1) for k, v in manager.get_timings(entry.name).items()},
+            }
+        )
+    return rows
+
+
+async def status_command(args: argparse.Namespace) -> int:
+    async with manager_for(args) as manager:
+        discovery, result = await _connect_with_progress(args, manager)
+        rows = server_rows(discovery, manager, result)
+    errors = [e.to_dict() for e in discovery.errors]
+    if args.json:
+        emit_json({"servers": rows, "errors": errors})
+    else:
+        from mcpfleet.cli.progress import print_status_table
+
+        print_status_table(rows, errors)
+    failed = any(row["status"] == "failed" for row in rows)
+    return EXIT_FAILED if args.strict and failed else EXIT_OK
+
+
+async def tools_command(args: argparse.Namespace) -> int:
+    async with manager_for(args) as manager:
+        discovery, result = await _connect_with_progress(args, manager)
+        tools = [
+            {
+                "name": tool.name,
+                "server": tool.server_name,
+                "mcp_name": tool.mcp_tool_name,
+                "description": tool.description,
+                "deferred": tool.deferred,
+                "input_schema": tool.parameters,
+            }
+            for tool in manager.get_tools()
+            if args.server is None or tool.server_name == args.server
+        ]
+    errors = [e.to_dict() for e in discovery.errors]
+    errors += [{"path": f"mcp:{name}", "error": error} for name, error in result.errors.items()]
+    if args.json:
+        emit_json({"tools": tools, "errors": errors})
+    else:
+        from mcpfleet.cli.progress import print_tools_table
+
+        print_tools_table(tools, errors)
+    return EXIT_FAILED if args.strict and result.errors else EXIT_OK
+
+
+def parse_arguments(text: str) -> dict[str, Any] | None:
+    """Parse a JSON object of tool arguments; ``None`` (after one error line) when it is not one."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as error:
+        error_line(f"arguments are not valid JSON ({error.msg} at column {error.colno}): pass a JSON object")
+        return None
+    if not isinstance(value, dict):
+        error_line('arguments must be a JSON object, e.g. \'{"path": "README.md"}\'')
+        return None
+    return value
+
+
+async def call_command(args: argparse.Namespace) -> int:
+    arguments = parse_arguments(args.arguments)
+    if arguments is None:
+        return EXIT_USAGE
+    session = await open_session(args)
+    async with session:
+        tool = session.get_tool(args.tool)
+        if tool is None:
+            known = ", ".join(t.name for t in session.tools) or "none"
+            error_line(f"no tool named {args.tool!r} (available: {known})")
+            return EXIT_FAILED
+        result = await tool.execute(arguments)
+    if args.json:
+        emit_json(
+            {
+                "is_error": result.is_error,
+                "text": result.text,
+                "content": result.content,
+                "structured": result.structured,
+            }
+        )
+    else:
+        stream = sys.stderr if result.is_error else sys.stdout
+        stream.write(result.text + "\n")
+    return EXIT_FAILED if result.is_error else EXIT_OK
+
+
+async def shell_command(args: argparse.Namespace) -> int:
+    from mcpfleet.cli.shell import run_shell
+
+    return await run_shell(args)
+
+
+async def demo_command(args: argparse.Namespace) -> int:
+    from mcpfleet.cli.demo import run_demo
+
+    return await run_demo(args)
+
+
+async def open_session(args: argparse.Namespace) -> AgentSession:
+    """A session configured from the global options (used by ``shell``)."""
+    from mcpfleet.session import create_agent_session
+
+    return await create_agent_session(
+        project_root(args),
+        enable_project_config=not args.no_project_config,
+        trust_project=trust_project(args),
+        startup_timeout_ms=args.startup_timeout,
+        cache=None if args.no_cache else "default",
+        extra_config_paths=args.extra_configs,
+    )

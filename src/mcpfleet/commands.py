@@ -1,0 +1,254 @@
+"""The ``/mcp`` command of an agent session: list, reload, reconnect, enable, test, …
+
+``MCPCommandController.handle("/mcp list")`` returns the text to show. Bad input gets
+one clear line back, never an exception; the controller never exits the process.
+"""
+
+from __future__ import annotations
+
+import shlex
+import time
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
+
+from mcpfleet.errors import MCPFleetError
+
+if TYPE_CHECKING:
+    from mcpfleet.config.model import ServerConfig
+    from mcpfleet.session import AgentSession
+
+HELP_TEXT = """\
+MCP server management
+  /mcp list                 every server with its state, tool count and source
+  /mcp reload [--full]      rediscover and reconnect (full: disconnect everything first)
+  /mcp reconnect NAME       reconnect one server
+  /mcp enable NAME          enable a server (persisted) and start it
+  /mcp disable NAME         disable a server (persisted) and stop it
+  /mcp add NAME [--project] (--url URL [--transport http|sse] | -- COMMAND [ARG…])
+  /mcp remove NAME [--project]
+  /mcp test NAME            connect once, list tools, disconnect
+  /mcp resources            resources of every connected server
+  /mcp prompts              prompts of every connected server
+  /mcp help                 this text"""
+
+
+class MCPCommandController:
+    """Runs ``/mcp`` sub-commands against one session and its manager."""
+
+    def __init__(self, session: AgentSession) -> None:
+        self.session = session
+        self._commands: dict[str, Callable[[list[str]], Awaitable[str]]] = {
+            "help": self._help,
+            "list": self._list,
+            "reload": self._reload,
+            "reconnect": self._reconnect,
+            "enable": self._enable,
+            "disable": self._disable,
+            "add": self._add,
+            "remove": self._remove,
+            "rm": self._remove,
+            "test": self._test,
+            "resources": self._resources,
+            "prompts": self._prompts,
+        }
+
+    async def handle(self, line: str) -> str:
+        """Run one ``/mcp …`` line and return what to show."""
+        try:
+            words = shlex.split(line)
+        except ValueError as error:
+            return f"Could not parse the command: {error}."
+        if words and words[0] in ("/mcp", "mcp"):
+            words = words[1:]
+        if not words:
+            return HELP_TEXT
+        command = self._commands.get(words[0])
+        if command is None:
+            return f"Unknown subcommand: {words[0]}. Type /mcp help for usage."
+        try:
+            return await command(words[1:])
+        except _UsageError as error:
+            return str(error)
+        except MCPFleetError as error:
+            return f"/mcp {words[0]} failed: {error}"
+
+    async def _help(self, arguments: list[str]) -> str:
+        return HELP_TEXT
+
+    async def _list(self, arguments: list[str]) -> str:
+        manager = self.session.mcp_manager
+        names = manager.get_all_server_names()
+        errors = manager.get_errors()
+        if not names and not errors:
+            return "No MCP servers configured."
+        marks = {"connected": "●", "connecting": "◌", "disconnected": "○"}
+        counts: dict[str, int] = {}
+        for tool in manager.get_tools():
+            counts[tool.server_name] = counts.get(tool.server_name, 0) + 1
+        lines = []
+        for name in sorted(set(names) | set(errors)):
+            status = manager.get_connection_status(name)
+            status_text = "failed" if status == "disconnected" and name in errors else status
+            source = manager.get_source(name)
+            where = f" [{source.provider_name}, {source.level}]" if source else ""
+            line = f"{marks.get(status, '✗')} {name}: {status_text}, {counts.get(name, 0)} tools{where}"
+            if name in errors:
+                line += f"\n    {errors[name]}"
+            lines.append(line)
+        return "\n".join(lines)
+
+    async def _reload(self, arguments: list[str]) -> str:
+        unknown = [a for a in arguments if a != "--full"]
+        if unknown:
+            return f"Unknown option: {unknown[0]}. Usage: /mcp reload [--full]"
+        started = time.perf_counter()
+        result = await self.session.reload_mcp()
+        elapsed = (time.perf_counter() - started) * 1000
+        lines = [
+            f"MCP reload complete in {elapsed:.0f} ms: {len(result.connected_servers)} connected, "
+            f"{len(result.tools)} tools."
+        ]
+        if result.errors:
+            lines.append("Some servers failed to connect:")
+            lines += [f"  {name}: {error}" for name, error in sorted(result.errors.items())]
+        return "\n".join(lines)
+
+    def _one_name(self, arguments: list[str], usage: str) -> str:
+        if len(arguments) != 1:
+            raise _UsageError(f"Usage: {usage}")
+        return arguments[0]
+
+    async def _reconnect(self, arguments: list[str]) -> str:
+        name = self._one_name(arguments, "/mcp reconnect NAME")
+        manager = self.session.mcp_manager
+        await manager.reconnect_server(name)
+        await self.session.refresh_mcp_tools(manager.get_tools())
+        count = sum(1 for tool in manager.get_tools() if tool.server_name == name)
+        return f'Reconnected to "{name}". Tools: {count}'
+
+    async def _enable(self, arguments: list[str]) -> str:
+        return await self._set_enabled(arguments, enabled=True)
+
+    async def _disable(self, arguments: list[str]) -> str:
+        return await self._set_enabled(arguments, enabled=False)
+
+    async def _set_enabled(self, arguments: list[str], *, enabled: bool) -> str:
+        from mcpfleet.config.writer import set_server_enabled
+
+        verb = "enable" if enabled else "disable"
+        name = self._one_name(arguments, f"/mcp {verb} NAME")
+        manager = self.session.mcp_manager
+        set_server_enabled(name, enabled, project_root=manager.cwd)
+        await self.session.reload_mcp()
+        return f"{name} {verb}d."
+
+    async def _add(self, arguments: list[str]) -> str:
+        from mcpfleet.config.writer import add_server, own_config_file
+
+        usage = "Usage: /mcp add NAME [--project] (--url URL [--transport http|sse] | -- COMMAND [ARG…])"
+        if not arguments or arguments[0].startswith("-"):
+            return f"Server name required. {usage}"
+        name, rest = arguments[0], arguments[1:]
+        command: list[str] = []
+        if "--" in rest:
+            split = rest.index("--")
+            rest, command = rest[:split], rest[split + 1 :]
+        url: str | None = None
+        transport = "http"
+        project = False
+        while rest:
+            option = rest.pop(0)
+            if option == "--project":
+                project = True
+            elif option in ("--url", "--transport"):
+                if not rest:
+                    return f"Missing value for {option}."
+                value = rest.pop(0)
+                if option == "--url":
+                    url = value
+                elif value not in ("http", "sse"):
+                    return "Invalid --transport value. Use http or sse."
+                else:
+                    transport = value
+            else:
+                return f"Unknown option: {option}. {usage}"
+        if bool(url) == bool(command):
+            return f"Use either --url or -- COMMAND, exactly one. {usage}"
+        manager = self.session.mcp_manager
+        entry: dict[str, object] = (
+            {"type": transport, "url": url} if url else {"command": command[0], "args": command[1:]}
+        )
+        path = own_config_file("project" if project else "user", manager.cwd)
+        add_server(path, name, entry)
+        await self.session.reload_mcp()
+        status = manager.get_connection_status(name)
+        return f'+ Added server "{name}" to {path} ({status}).'
+
+    async def _remove(self, arguments: list[str]) -> str:
+        from mcpfleet.config.writer import own_config_file, remove_server
+
+        project = "--project" in arguments
+        names = [a for a in arguments if a != "--project"]
+        name = self._one_name(names, "/mcp remove NAME [--project]")
+        manager = self.session.mcp_manager
+        path = own_config_file("project" if project else "user", manager.cwd)
+        remove_server(path, name)
+        await manager.disconnect_server(name)
+        await self.session.reload_mcp()
+        return f'- Removed server "{name}" from {path}.'
+
+    def _config_of(self, name: str) -> ServerConfig:
+        manager = self.session.mcp_manager
+        config = manager.get_server_config(name)
+        if config is None and manager.last_discovery is not None:
+            config = manager.last_discovery.configs.get(name)
+        if config is None:
+            raise _UsageError(f'No active MCP server named "{name}". /mcp list shows the servers.')
+        return config
+
+    async def _test(self, arguments: list[str]) -> str:
+        from mcpfleet.client.connection import connect_to_server
+
+        name = self._one_name(arguments, "/mcp test NAME")
+        config = self._config_of(name)
+        started = time.perf_counter()
+        connection = await connect_to_server(name, config, cwd=self.session.cwd)
+        try:
+            tools = await connection.list_tools()
+        finally:
+            await connection.close()
+        elapsed = (time.perf_counter() - started) * 1000
+        shown = ", ".join(tool.name for tool in tools[:10]) + (" …" if len(tools) > 10 else "")
+        if not tools:
+            return f"Connection successful in {elapsed:.0f} ms. No tools reported."
+        return f"Connection successful in {elapsed:.0f} ms. {len(tools)} tool(s): {shown}"
+
+    async def _resources(self, arguments: list[str]) -> str:
+        lines = []
+        manager = self.session.mcp_manager
+        for name in manager.get_connected_servers():
+            connection = manager.get_connection(name)
+            if connection is None or "resources" not in connection.capabilities:
+                continue
+            for resource in await connection.list_resources():
+                lines.append(f"{name}: {resource.get('uri')}  {resource.get('name') or ''}".rstrip())
+        return "\n".join(lines) or "No resources on the connected servers."
+
+    async def _prompts(self, arguments: list[str]) -> str:
+        lines = []
+        manager = self.session.mcp_manager
+        for name in manager.get_connected_servers():
+            connection = manager.get_connection(name)
+            if connection is None or "prompts" not in connection.capabilities:
+                continue
+            for prompt in await connection.list_prompts():
+                parameters = " ".join(
+                    f"{a.get('name')}={'*' if a.get('required') else ''}"
+                    for a in prompt.get("arguments") or []
+                )
+                lines.append(f"/{name}:{prompt.get('name')} {parameters}".rstrip())
+        return "\n".join(lines) or "No prompts on the connected servers."
+
+
+class _UsageError(MCPFleetError):
+    """Bad arguments to a sub-command; its message is the usage line."""

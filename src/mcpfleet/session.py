@@ -1,0 +1,255 @@
+"""An agent session's view of the fleet: its tool registry kept in step with the manager.
+
+The session registers MCP tools under ``mcp_<server>_<tool>`` names next to the host's
+own tools (S10), swaps every MCP tool at once when the fleet changes (S14), follows
+late connections (S15) and ``tools_changed`` events by itself, and lets sub-agents
+share the parent's connections (S21).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+from mcpfleet.bridge import ToolResult, resolve_tool_name
+from mcpfleet.cache import MCPToolCache
+from mcpfleet.errors import ToolNotFoundError
+from mcpfleet.loader import LoadError, load_tools_into
+from mcpfleet.manager import AnyTool, ManagerEvent, MCPLoadResult, MCPManager, UncachedPolicy
+
+if TYPE_CHECKING:
+    from types import TracebackType
+
+logger = logging.getLogger(__name__)
+
+MCP_TOOL_PREFIX = "mcp_"
+
+
+class Tool(Protocol):
+    """What the session needs of any tool, MCP or the host's own."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def description(self) -> str: ...
+
+    @property
+    def parameters(self) -> dict[str, Any]: ...
+
+    async def execute(self, arguments: dict[str, Any] | None = None) -> ToolResult: ...
+
+
+class ToolRegistry:
+    """Every tool the session knows, and which of them are active (offered to the model)."""
+
+    def __init__(self, tools: Iterable[Tool] = ()) -> None:
+        self._tools: dict[str, Tool] = {}
+        self._active: set[str] = set()
+        for tool in tools:
+            self.register(tool)
+
+    def register(self, tool: Tool, *, active: bool = True) -> None:
+        self._tools[tool.name] = tool
+        if active:
+            self._active.add(tool.name)
+
+    def unregister(self, name: str) -> None:
+        self._tools.pop(name, None)
+        self._active.discard(name)
+
+    def get(self, name: str) -> Tool | None:
+        return self._tools.get(name)
+
+    def names(self) -> list[str]:
+        return sorted(self._tools)
+
+    def set_active(self, names: Iterable[str]) -> None:
+        self._active = {name for name in names if name in self._tools}
+
+    def active_tools(self) -> list[Tool]:
+        return [self._tools[name] for name in sorted(self._active)]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._tools
+
+    def __len__(self) -> int:
+        return len(self._tools)
+
+
+class AgentSession:
+    """One agent's tools, with the MCP part kept in step with an ``MCPManager``."""
+
+    def __init__(
+        self,
+        cwd: Path,
+        *,
+        manager: MCPManager | None,
+        owns_manager: bool,
+        tools: Iterable[Tool] = (),
+    ) -> None:
+        self.cwd = cwd
+        self.tool_registry = ToolRegistry(tools)
+        self.mcp_errors: list[LoadError] = []
+        self._manager = manager
+        self._owns_manager = owns_manager
+        self._unsubscribe: Callable[[], None] | None = None
+        self._closed = False
+        if manager is not None:
+            self._unsubscribe = manager.subscribe(self._on_manager_event)
+
+    # -- lifetime -------------------------------------------------------------------
+
+    async def __aenter__(self) -> AgentSession:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Stop following the manager; shut it down only when this session created it."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+        if self._manager is not None and self._owns_manager:
+            await self._manager.aclose()
+
+    # -- tools ------------------------------------------------------------------------
+
+    @property
+    def mcp_manager(self) -> MCPManager:
+        if self._manager is None:
+            raise RuntimeError("MCP is disabled for this session (enable_mcp=False)")
+        return self._manager
+
+    @property
+    def tools(self) -> list[Tool]:
+        """The active tools, MCP ones included."""
+        return self.tool_registry.active_tools()
+
+    def get_tool(self, name: str) -> Tool | None:
+        """A tool by name; MCP tools also by ``server/tool`` or ``mcp__server__tool``."""
+        tool = self.tool_registry.get(name)
+        if tool is not None:
+            return tool
+        mcp_tools = [t for t in self.tool_registry.active_tools() if _is_mcp_tool(t)]
+        return resolve_tool_name(name, mcp_tools)  # type: ignore[arg-type]
+
+    async def call_tool(self, name: str, arguments: dict[str, Any] | None = None) -> ToolResult:
+        tool = self.get_tool(name)
+        if tool is None:
+            raise ToolNotFoundError(f"No tool named {name!r}: see the session's tools for what is available")
+        return await tool.execute(arguments or {})
+
+    async def refresh_mcp_tools(self, tools: Sequence[AnyTool]) -> None:
+        """Replace every MCP tool with ``tools`` and re-activate the set (S14)."""
+        previous_active = {t.name for t in self.tool_registry.active_tools()}
+        for name in self.tool_registry.names():
+            if name.startswith(MCP_TOOL_PREFIX) and _is_mcp_tool(self.tool_registry.get(name)):
+                self.tool_registry.unregister(name)
+        host_active = {name for name in previous_active if name in self.tool_registry}
+        for tool in tools:
+            self.tool_registry.register(tool)
+        self.tool_registry.set_active(host_active | {tool.name for tool in tools})
+
+    async def wait_for_mcp_server(self, name: str) -> bool:
+        """Wait for a server still connecting; rebind its tools once it is up (S15)."""
+        manager = self.mcp_manager
+        await manager.wait_for_connection(name)
+        if manager.get_connection_status(name) == "connected":
+            await self.refresh_mcp_tools(manager.get_tools())
+            return True
+        return False
+
+    async def reload_mcp(self) -> MCPLoadResult:
+        """The seed's ``/mcp reload``: disconnect all, rediscover, reconnect, refresh (S13)."""
+        manager = self.mcp_manager
+        await manager.disconnect_all()
+        loaded = await load_tools_into(manager)
+        self.mcp_errors = loaded.errors
+        await self.refresh_mcp_tools(manager.get_tools())
+        return MCPLoadResult(
+            tools=manager.get_tools(),
+            errors={error.path.removeprefix("mcp:"): error.error for error in loaded.errors},
+            connected_servers=loaded.connected_servers,
+            exa_api_keys=loaded.exa_api_keys,
+        )
+
+    def create_subagent(self, tools: Iterable[Tool] = ()) -> AgentSession:
+        """A child session that shares this session's manager and connections (S21)."""
+        child = AgentSession(self.cwd, manager=self._manager, owns_manager=False, tools=tools)
+        if self._manager is not None:
+            child.tool_registry_sync(self._manager.get_tools())
+        return child
+
+    def tool_registry_sync(self, tools: Sequence[AnyTool]) -> None:
+        """Install MCP tools without awaiting (used when a session is being built)."""
+        for tool in tools:
+            self.tool_registry.register(tool)
+
+    async def _on_manager_event(self, event: ManagerEvent) -> None:
+        if event.kind == "tools_changed" and not self._closed and self._manager is not None:
+            await self.refresh_mcp_tools(self._manager.get_tools())
+
+
+def _is_mcp_tool(tool: object) -> bool:
+    from mcpfleet.bridge import MCPTool
+
+    return isinstance(tool, MCPTool)
+
+
+async def create_agent_session(
+    cwd: str | Path,
+    *,
+    enable_mcp: bool = True,
+    enable_project_config: bool = True,
+    trust_project: bool = False,
+    startup_timeout_ms: int = 250,
+    on_uncached: UncachedPolicy = "wait",
+    cache: MCPToolCache | Literal["default"] | None = "default",
+    extra_config_paths: Sequence[str | Path] = (),
+    mcp_manager: MCPManager | None = None,
+    tools: Iterable[Tool] = (),
+) -> AgentSession:
+    """Build a session; with MCP enabled, discover and connect the fleet first (S1).
+
+    A session given ``mcp_manager`` uses it as-is and never closes it. Otherwise the
+    session creates, owns and closes its manager: leave ``async with session`` in the
+    task that created it.
+    """
+    if not enable_mcp:
+        return AgentSession(Path(cwd), manager=None, owns_manager=False, tools=tools)
+    if mcp_manager is not None:
+        session = AgentSession(mcp_manager.cwd, manager=mcp_manager, owns_manager=False, tools=tools)
+        session.tool_registry_sync(mcp_manager.get_tools())
+        return session
+    manager = MCPManager(
+        cwd,
+        cache=cache,
+        startup_timeout_ms=startup_timeout_ms,
+        on_uncached=on_uncached,
+        enable_project_config=enable_project_config,
+        trust_project=trust_project,
+        extra_config_paths=extra_config_paths,
+    )
+    await manager.__aenter__()
+    try:
+        loaded = await load_tools_into(manager)
+    except BaseException:
+        await manager.aclose()
+        raise
+    for error in loaded.errors:
+        logger.warning("MCP tool load failed: %s: %s", error.path, error.error)
+    session = AgentSession(manager.cwd, manager=manager, owns_manager=True, tools=tools)
+    session.mcp_errors = loaded.errors
+    session.tool_registry_sync(manager.get_tools())
+    return session

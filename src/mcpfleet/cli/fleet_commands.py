@@ -67,16 +67,15 @@ def manager_for(args: argparse.Namespace) -> MCPManager:
 
 
 async def _connect_with_progress(
-    args: argparse.Namespace, manager: MCPManager
-) -> tuple[DiscoveryResult, MCPLoadResult]:
-    """Discovery plus the gated connect round, with live per-server progress on a terminal."""
+    args: argparse.Namespace, manager: MCPManager, discovery: DiscoveryResult
+) -> MCPLoadResult:
+    """The gated connect round, with live per-server progress on a terminal."""
     from mcpfleet.cli.progress import live_progress
 
-    discovery = manager.discover()
     with live_progress(manager, enabled=not args.json and sys.stderr.isatty()):
         result = await manager.connect_servers(discovery.configs, discovery.sources)
     result.exa_api_keys = list(discovery.exa_api_keys)
-    return discovery, result
+    return result
 
 
 def server_rows(
@@ -114,8 +113,12 @@ def server_rows(
 
 
 async def status_command(args: argparse.Namespace) -> int:
-    async with manager_for(args) as manager:
-        discovery, result = await _connect_with_progress(args, manager)
+    manager = manager_for(args)
+    # Discovery first, outside the manager's task group: a bad --config file is a usage
+    # error to report as such, not a failure inside a running fleet.
+    discovery = manager.discover()
+    async with manager:
+        result = await _connect_with_progress(args, manager, discovery)
         rows = server_rows(discovery, manager, result)
     errors = [e.to_dict() for e in discovery.errors]
     if args.json:
@@ -129,8 +132,10 @@ async def status_command(args: argparse.Namespace) -> int:
 
 
 async def tools_command(args: argparse.Namespace) -> int:
-    async with manager_for(args) as manager:
-        discovery, result = await _connect_with_progress(args, manager)
+    manager = manager_for(args)
+    discovery = manager.discover()
+    async with manager:
+        result = await _connect_with_progress(args, manager, discovery)
         tools = [
             {
                 "name": tool.name,

@@ -1,0 +1,62 @@
+"""The manager on top of discovery: servers that may not start are errors that say how
+to fix them, and approved project servers start (S2, S3, B5)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tests.conftest import PYTHON
+from tests.servers.fixtures import FAKE_SERVER
+
+from mcpfleet.config import ApprovalStore
+from mcpfleet.manager import MCPManager
+from mcpfleet.paths import project_config_file, user_config_file
+
+pytestmark = pytest.mark.anyio
+
+
+def fake_entry(name: str, *flags: str, **fields: Any) -> dict[str, Any]:
+    return {"command": PYTHON, "args": [str(FAKE_SERVER), "--name", name, *flags], **fields}
+
+
+def write(path: Path, servers: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"mcpServers": servers}))
+
+
+async def test_pending_and_disabled_servers_are_errors_with_the_fix(tmp_path: Path) -> None:
+    write(project_config_file(tmp_path), {"project-tool": fake_entry("project-tool", "--tool", "echo")})
+    write(
+        user_config_file(), {"off": fake_entry("off", enabled=False), "on": fake_entry("on", "--tool", "add")}
+    )
+    async with MCPManager(tmp_path, cache=None, startup_timeout_ms=0) as manager:
+        result = await manager.discover_and_connect()
+        assert result.connected_servers == ["on"]
+        assert [tool.name for tool in result.tools] == ["mcp_on_add"]
+        assert "mcpfleet approve project-tool" in result.errors["project-tool"]
+        assert "mcpfleet enable off" in result.errors["off"]
+        assert manager.get_connection_status("project-tool") == "disconnected"
+
+
+async def test_an_approved_project_server_starts(tmp_path: Path) -> None:
+    write(project_config_file(tmp_path), {"project-tool": fake_entry("project-tool", "--tool", "echo")})
+    async with MCPManager(tmp_path, cache=None, startup_timeout_ms=0) as manager:
+        pending = manager.discover()
+        [entry] = [e for e in pending.entries if e.name == "project-tool"]
+        assert entry.state == "pending-approval"
+        ApprovalStore().approve(entry)
+        result = await manager.discover_and_connect()
+    assert result.connected_servers == ["project-tool"]
+
+
+async def test_trust_project_approves_for_one_run(tmp_path: Path) -> None:
+    write(project_config_file(tmp_path), {"project-tool": fake_entry("project-tool", "--tool", "echo")})
+    async with MCPManager(tmp_path, cache=None, startup_timeout_ms=0, trust_project=True) as manager:
+        result = await manager.discover_and_connect()
+    assert result.connected_servers == ["project-tool"]
+    async with MCPManager(tmp_path, cache=None, startup_timeout_ms=0) as manager:
+        again = await manager.discover_and_connect()
+    assert again.connected_servers == []

@@ -14,7 +14,7 @@ from mcpfleet.client.definitions import ServerInfo, ToolDefinition
 if TYPE_CHECKING:
     import anyio.abc
 
-    from mcpfleet.client.connection import NotificationCallback, ServerConnection
+    from mcpfleet.client.connection import ElicitationHandler, NotificationCallback, ServerConnection
     from mcpfleet.config.model import ServerConfig
 
 
@@ -28,6 +28,7 @@ async def connect_to_server(
     protocol_version: str | None = None,
     auth: object | None = None,
     resolve_secrets: bool = True,
+    elicitation_handler: ElicitationHandler | None = None,
 ) -> ServerConnection:
     """Connect one server and return the live connection (asyncio only; see ``open_connection``).
 
@@ -36,7 +37,8 @@ async def connect_to_server(
     remembered era: a modern version is adopted directly, anything else uses the legacy
     handshake (never the SDK's ``server/discover`` probe). ``auth`` (an ``httpx2.Auth``) is used
     for HTTP servers. ``resolve_secrets=False`` (unapproved entries) skips ``!command`` and
-    environment-name substitution.
+    environment-name substitution. ``elicitation_handler`` answers the server's
+    ``elicitation/create`` requests (without one the client does not offer elicitation).
     """
     from mcpfleet.client import connection
 
@@ -49,6 +51,7 @@ async def connect_to_server(
         protocol_version=protocol_version,
         auth=auth,
         resolve_secrets=resolve_secrets,
+        elicitation_handler=elicitation_handler,
     )
 
 
@@ -63,6 +66,7 @@ async def open_connection(
     protocol_version: str | None = None,
     auth: object | None = None,
     resolve_secrets: bool = True,
+    elicitation_handler: ElicitationHandler | None = None,
 ) -> ServerConnection:
     """Like ``connect_to_server``, with the connection's owner task hosted in ``task_group``
     (which must outlive the connection). Works on every anyio backend."""
@@ -78,6 +82,7 @@ async def open_connection(
         protocol_version=protocol_version,
         auth=auth,
         resolve_secrets=resolve_secrets,
+        elicitation_handler=elicitation_handler,
     )
 
 

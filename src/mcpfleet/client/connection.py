@@ -20,6 +20,7 @@ import logging
 import math
 import os
 import time
+import warnings
 from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AsyncExitStack
 from functools import partial
@@ -33,7 +34,7 @@ import anyio.to_thread
 import mcp_types as mcp_types
 from mcp import Client
 from mcp.client.session import ClientRequestContext
-from mcp.shared.exceptions import MCPError
+from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
@@ -62,6 +63,10 @@ logger = logging.getLogger(__name__)
 
 NotificationCallback = Callable[[str, dict[str, Any] | None], Awaitable[None] | None]
 ProgressCallback = Callable[[float, float | None, str | None], Awaitable[None] | None]
+ElicitationHandler = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
+"""Answers a server's ``elicitation/create``: receives its params as JSON (``message``,
+``requestedSchema`` or ``url``, ``mode``) and returns the result as JSON
+(``{"action": "accept", "content": {...}}``, or ``"decline"`` / ``"cancel"``)."""
 
 CLIENT_NAME = "mcpfleet"
 CLIENT_VERSION = "0.1.0"
@@ -91,6 +96,7 @@ class ServerConnection:
         protocol_version: str | None,
         auth: object | None,
         resolve_secrets: bool,
+        elicitation_handler: ElicitationHandler | None = None,
     ) -> None:
         self.name = name
         self.config = config
@@ -108,6 +114,7 @@ class ServerConnection:
         self._requested_version = protocol_version
         self._auth = auth
         self._resolve_secrets = resolve_secrets
+        self._elicitation_handler = elicitation_handler
         self._client: Client | None = None
         self._stdio: StdioTransport | None = None
         self._http: HttpTransport | None = None
@@ -121,6 +128,12 @@ class ServerConnection:
     def stderr_tail(self, lines: int = 20) -> list[str]:
         """The last lines the server wrote on stderr (stdio only)."""
         return self._stdio.stderr.tail(lines) if self._stdio is not None else []
+
+    @property
+    def ended(self) -> bool:
+        """True once no new request can be served: closed, or the transport ended (process exit,
+        stream end) and the owner task is tearing it down, before ``closed`` is set."""
+        return self.closed or self._wake.is_set()
 
     async def wait_closed(self) -> None:
         """Return once the transport is gone (process exit, stream end or ``close()``)."""
@@ -167,6 +180,19 @@ class ServerConnection:
         client = self._live_client()
         result = await self._request("resources/read", lambda: client.session.read_resource(uri))
         return _dump(result)
+
+    async def subscribe_resource(self, uri: str) -> None:
+        """Ask for ``notifications/resources/updated`` about ``uri`` (needs ``resources.subscribe``)."""
+        client = self._live_client()
+        await self._request(
+            "resources/subscribe", lambda: _handshake_era_call(client.session.subscribe_resource, uri)
+        )
+
+    async def unsubscribe_resource(self, uri: str) -> None:
+        client = self._live_client()
+        await self._request(
+            "resources/unsubscribe", lambda: _handshake_era_call(client.session.unsubscribe_resource, uri)
+        )
 
     async def list_prompts(self) -> list[dict[str, Any]]:
         pages = await self._paginate(
@@ -299,6 +325,22 @@ class ServerConnection:
         entry = mcp_types.Root.model_validate({"uri": root.as_uri(), "name": root.name or str(root)})
         return mcp_types.ListRootsResult(roots=[entry])
 
+    async def _elicit(
+        self, context: ClientRequestContext, params: mcp_types.ElicitRequestParams
+    ) -> mcp_types.ElicitResult | mcp_types.ErrorData:
+        assert self._elicitation_handler is not None
+        request = params.model_dump(by_alias=True, mode="json", exclude_none=True)
+        try:
+            answer = await self._elicitation_handler(request)
+            return mcp_types.ElicitResult.model_validate(answer)
+        except ValidationError as error:
+            logger.warning("%s: the elicitation handler returned an invalid result: %s", self.name, error)
+            return mcp_types.ErrorData(code=mcp_types.INTERNAL_ERROR, message="invalid elicitation result")
+        except Exception as error:
+            # The server waits for an answer: a failing host hook must still produce one.
+            logger.exception("%s: the elicitation handler raised", self.name)
+            return mcp_types.ErrorData(code=mcp_types.INTERNAL_ERROR, message=f"elicitation failed: {error}")
+
     async def _on_message(self, message: Any) -> None:
         if isinstance(message, Exception):
             logger.debug("%s: transport reported %r", self.name, message)
@@ -398,6 +440,8 @@ class ServerConnection:
                         client_info=mcp_types.Implementation(name=CLIENT_NAME, version=CLIENT_VERSION),
                         list_roots_callback=self._list_roots,
                         message_handler=self._on_message,
+                        # Without a handler the client must not advertise the elicitation capability.
+                        elicitation_callback=self._elicit if self._elicitation_handler is not None else None,
                     )
                     handshake_started = time.perf_counter()
                     await stack.enter_async_context(client)
@@ -580,6 +624,19 @@ class _EndWatchingReadStream:
         self._on_end()
 
 
+def _handshake_era_call(method: Callable[[str], Awaitable[_T]], uri: str) -> Awaitable[_T]:
+    """Call an SDK method marked as removed in the 2026-07-28 protocol without its notice.
+
+    It is the right method for the handshake-era servers it is sent to, and the notice
+    would reach users. The SDK warns when the coroutine is created, so only that
+    synchronous step runs with the warning filtered (a filter held across an await would
+    leak into other tasks).
+    """
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", MCPDeprecationWarning)
+        return method(uri)
+
+
 def _dump(model: Any) -> dict[str, Any]:
     result: dict[str, Any] = model.model_dump(
         by_alias=True, mode="json", exclude_none=True, exclude_unset=True
@@ -626,6 +683,7 @@ async def open_connection(
     protocol_version: str | None = None,
     auth: object | None = None,
     resolve_secrets: bool = True,
+    elicitation_handler: ElicitationHandler | None = None,
 ) -> ServerConnection:
     """Connect ``name`` with its owner task hosted in ``task_group`` (which must outlive the connection).
 
@@ -640,6 +698,7 @@ async def open_connection(
         protocol_version=protocol_version,
         auth=auth,
         resolve_secrets=resolve_secrets,
+        elicitation_handler=elicitation_handler,
     )
     await task_group.start(_run_owner_task, connection, name=f"mcpfleet connection {name}")
     return connection
@@ -661,6 +720,7 @@ async def connect_to_server(
     protocol_version: str | None = None,
     auth: object | None = None,
     resolve_secrets: bool = True,
+    elicitation_handler: ElicitationHandler | None = None,
 ) -> ServerConnection:
     """Connect ``name`` without a task group: the owner runs in an asyncio task of its own.
 
@@ -679,6 +739,7 @@ async def connect_to_server(
         protocol_version=protocol_version,
         auth=auth,
         resolve_secrets=resolve_secrets,
+        elicitation_handler=elicitation_handler,
     )
     ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
     owner = asyncio.create_task(connection.run_owner(task_status=_FutureTaskStatus(ready)))
@@ -704,4 +765,4 @@ class _FutureTaskStatus(anyio.abc.TaskStatus[None]):
             self._future.set_result(None)
 
 
-__all__ = ["ServerConnection", "connect_to_server", "open_connection"]
+__all__ = ["ElicitationHandler", "ServerConnection", "connect_to_server", "open_connection"]

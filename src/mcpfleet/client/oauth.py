@@ -5,8 +5,14 @@ mcpfleet's two situations.
   refreshes them when they expire, and otherwise fails with ``AuthRequiredError`` telling
   the user to run ``mcpfleet login NAME``.
 - ``mcpfleet login NAME`` runs the whole flow (metadata discovery, dynamic client
-  registration, PKCE, a loopback callback on 127.0.0.1, token exchange) and then connects
-  once to prove the tokens work.
+  registration or a client ID metadata document, PKCE, a loopback callback on 127.0.0.1,
+  token exchange) and then connects once to prove the tokens work.
+
+Two grants need no person at all and run wherever a connect happens:
+``grant_type: client_credentials`` (a client secret, or a ``private_key_jwt`` assertion signed
+with a configured key) and ``grant_type: identity_assertion`` (enterprise-managed
+authorization, SEP-990: the user's ID token from the company identity provider is exchanged
+there for an identity assertion grant, which the MCP authorization server turns into a token).
 
 The discovery, registration, PKCE and refresh requests are the SDK's
 (``OAuthClientProvider``); this module adds persistence, the loopback callback and the
@@ -35,6 +41,13 @@ import anyio
 import httpx2
 from anyio.abc import SocketListener, SocketStream
 from mcp.client.auth import OAuthClientProvider
+from mcp.client.auth.extensions.client_credentials import (
+    ClientCredentialsOAuthProvider,
+    PrivateKeyJWTOAuthProvider,
+    SignedJWTParameters,
+)
+from mcp.client.auth.extensions.identity_assertion import IdentityAssertionOAuthProvider
+from mcp.client.auth.utils import is_valid_client_metadata_url
 from mcp.shared.auth import (
     AuthorizationCodeResult,
     OAuthClientInformationFull,
@@ -76,6 +89,13 @@ CALLBACK_REQUEST_TIMEOUT_S = 10.0
 """How long one connection to the loopback callback may take to send its request line."""
 MAX_CALLBACK_REQUEST_BYTES = 64 * 1024
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
+SECRET_AUTH_METHODS = ("client_secret_basic", "client_secret_post")
+"""How a client with a secret authenticates at the token endpoint, in order of preference."""
+DEFAULT_JWT_SIGNING_ALGORITHM = "RS256"
+TOKEN_EXCHANGE_GRANT = "urn:ietf:params:oauth:grant-type:token-exchange"
+ID_TOKEN_TYPE = "urn:ietf:params:oauth:token-type:id_token"
+ID_JAG_TOKEN_TYPE = "urn:ietf:params:oauth:token-type:id-jag"
+IDP_REQUEST_TIMEOUT_S = 30.0
 
 
 def normalise_server_url(url: str) -> str:
@@ -397,6 +417,8 @@ class FleetOAuthProvider(OAuthClientProvider):
         callback_timeout_s: float,
         configured_client: OAuthClientInformationFull | None,
         configured_scope: str | None,
+        configured_auth_method: str | None = None,
+        client_metadata_url: str | None = None,
     ) -> None:
         super().__init__(
             server_url,
@@ -404,6 +426,7 @@ class FleetOAuthProvider(OAuthClientProvider):
             storage,
             redirect_handler=self._remember_authorize_url,
             callback_handler=self._wait_for_callback,
+            client_metadata_url=client_metadata_url,
         )
         self.server_name = server_name
         self.interactive = interactive
@@ -413,6 +436,7 @@ class FleetOAuthProvider(OAuthClientProvider):
         self._callback_timeout_s = callback_timeout_s
         self._configured_client = configured_client
         self._configured_scope = configured_scope
+        self._configured_auth_method = configured_auth_method
         self._authorize_url: str | None = None
 
     def login_needed_error(self) -> AuthRequiredError:
@@ -435,6 +459,7 @@ class FleetOAuthProvider(OAuthClientProvider):
             self.context.oauth_metadata = server_metadata
         if self._configured_client is not None:
             self.context.client_info = self._configured_client
+            self._choose_token_auth_method()
         elif self.interactive and self.context.client_info is not None:
             # Authorization servers compare redirect URIs exactly: a registration made for
             # another callback port cannot be used, so register again.
@@ -453,7 +478,27 @@ class FleetOAuthProvider(OAuthClientProvider):
         if self._configured_scope is not None:
             # The SDK picks the scope from the server's challenge; a configured one wins.
             self.context.client_metadata.scope = self._configured_scope
+        self._choose_token_auth_method()
         return await super()._perform_authorization_code_grant()
+
+    def _choose_token_auth_method(self) -> None:
+        """Settle how a pre-registered client with a secret authenticates at the token endpoint.
+
+        A configured method wins; otherwise the first of ``SECRET_AUTH_METHODS`` the
+        authorization server lists, and ``client_secret_basic`` when it lists none (the
+        RFC 8414 default). A dynamically registered client keeps what the server assigned.
+        """
+        client = self.context.client_info
+        if self._configured_client is None or client is None or not client.client_secret:
+            return
+        method = self._configured_auth_method
+        if method is None:
+            metadata = self.context.oauth_metadata
+            supported = metadata.token_endpoint_auth_methods_supported if metadata is not None else None
+            listed = [candidate for candidate in SECRET_AUTH_METHODS if supported and candidate in supported]
+            method = listed[0] if listed else SECRET_AUTH_METHODS[0]
+        if client.token_endpoint_auth_method != method:
+            self.context.client_info = client.model_copy(update={"token_endpoint_auth_method": method})
 
     async def _remember_authorize_url(self, url: str) -> None:
         self._authorize_url = url
@@ -567,6 +612,142 @@ def _configured_scope(settings: Mapping[str, Any]) -> str | None:
     return " ".join(str(item) for item in scope) if isinstance(scope, list | tuple) else str(scope)
 
 
+def _configured_auth_method(name: str, settings: Mapping[str, Any]) -> str | None:
+    method = _oauth_setting(settings, "token_endpoint_auth_method", "tokenEndpointAuthMethod")
+    if method is None:
+        return None
+    if method not in (*SECRET_AUTH_METHODS, "none"):
+        raise ConfigError(
+            f'MCP server "{name}": oauth.token_endpoint_auth_method must be one of '
+            f"{', '.join((*SECRET_AUTH_METHODS, 'none'))}, not {method!r}",
+            server=name,
+        )
+    return str(method)
+
+
+def _client_credentials_provider(
+    name: str, url: str, settings: Mapping[str, Any], scope: str | None
+) -> OAuthClientProvider:
+    """The machine-to-machine grant: a client secret, or a ``private_key_jwt`` assertion."""
+    client_id = _required_setting(name, settings, "client_credentials", "client_id", "clientId")
+    issuer = _oauth_setting(settings, "issuer")
+    storage = FileTokenStorage(url)
+    key_file = _oauth_setting(settings, "private_key_file", "privateKeyFile")
+    if key_file is not None:
+        try:
+            signing_key = Path(str(key_file)).expanduser().read_text(encoding="utf-8")
+        except OSError as error:
+            raise ConfigError(
+                f'MCP server "{name}": cannot read oauth.private_key_file {key_file}: {error.strerror}',
+                server=name,
+            ) from None
+        assertion = SignedJWTParameters(
+            issuer=str(client_id),
+            subject=str(client_id),
+            signing_key=signing_key,
+            signing_algorithm=str(
+                _oauth_setting(settings, "signing_algorithm", "signingAlgorithm")
+                or DEFAULT_JWT_SIGNING_ALGORITHM
+            ),
+        )
+        return PrivateKeyJWTOAuthProvider(
+            url,
+            storage,
+            str(client_id),
+            assertion.create_assertion_provider(),
+            scope=scope,
+            issuer=str(issuer) if issuer is not None else None,
+        )
+    client_secret = _oauth_setting(settings, "client_secret", "clientSecret")
+    if client_secret is None:
+        raise ConfigError(
+            f'MCP server "{name}": oauth.grant_type client_credentials needs oauth.client_secret or '
+            "oauth.private_key_file",
+            server=name,
+        )
+    post = _configured_auth_method(name, settings) == "client_secret_post"
+    return ClientCredentialsOAuthProvider(
+        url,
+        storage,
+        str(client_id),
+        str(client_secret),
+        token_endpoint_auth_method="client_secret_post" if post else "client_secret_basic",
+        scope=scope,
+        issuer=str(issuer) if issuer is not None else None,
+    )
+
+
+def _required_setting(name: str, settings: Mapping[str, Any], grant: str, *names: str) -> str:
+    value = _oauth_setting(settings, *names)
+    if value is None:
+        raise ConfigError(
+            f'MCP server "{name}": oauth.grant_type {grant} needs oauth.{names[0]}', server=name
+        )
+    return str(value)
+
+
+def _identity_assertion_provider(
+    name: str, url: str, settings: Mapping[str, Any], scope: str | None
+) -> httpx2.Auth:
+    """Enterprise-managed authorization (SEP-990): ID token → ID-JAG at the IdP → access token.
+
+    The user's ID token is read from ``oauth.id_token_file`` at each exchange, so the company's
+    sign-in tool can keep that file fresh. The MCP authorization server is configuration
+    (``oauth.issuer``), never discovered from the MCP server.
+    """
+    grant = "identity_assertion"
+    issuer = _required_setting(name, settings, grant, "issuer")
+    idp_token_endpoint = _required_setting(name, settings, grant, "idp_token_endpoint", "idpTokenEndpoint")
+    idp_client_id = _required_setting(name, settings, grant, "idp_client_id", "idpClientId")
+    idp_client_secret = _oauth_setting(settings, "idp_client_secret", "idpClientSecret")
+    id_token_file = Path(
+        _required_setting(name, settings, grant, "id_token_file", "idTokenFile")
+    ).expanduser()
+
+    async def fetch_identity_assertion(audience: str, resource: str) -> str:
+        try:
+            id_token = (await anyio.Path(id_token_file).read_text(encoding="utf-8")).strip()
+        except OSError as error:
+            raise AuthRequiredError(
+                f'MCP server "{name}": cannot read the ID token in {id_token_file} ({error.strerror}); '
+                "sign in to your identity provider again",
+                server=name,
+            ) from None
+        exchange = {
+            "grant_type": TOKEN_EXCHANGE_GRANT,
+            "subject_token": id_token,
+            "subject_token_type": ID_TOKEN_TYPE,
+            "requested_token_type": ID_JAG_TOKEN_TYPE,
+            "audience": audience,
+            "resource": resource,
+            "client_id": idp_client_id,
+        }
+        if idp_client_secret is not None:
+            exchange["client_secret"] = str(idp_client_secret)
+        async with httpx2.AsyncClient(timeout=IDP_REQUEST_TIMEOUT_S) as idp:
+            response = await idp.post(idp_token_endpoint, data=exchange)
+        assertion = response.json().get("access_token") if response.status_code == 200 else None
+        if not isinstance(assertion, str):
+            raise AuthRequiredError(
+                f'MCP server "{name}": the identity provider at {idp_token_endpoint} refused the token '
+                f"exchange (HTTP {response.status_code}: {response.text[:200]}); sign in to it again",
+                server=name,
+            )
+        return assertion
+
+    post = _configured_auth_method(name, settings) == "client_secret_post"
+    return IdentityAssertionOAuthProvider(
+        url,
+        FileTokenStorage(url),
+        _required_setting(name, settings, grant, "client_id", "clientId"),
+        _required_setting(name, settings, grant, "client_secret", "clientSecret"),
+        issuer,
+        fetch_identity_assertion,
+        scope=scope,
+        token_endpoint_auth_method="client_secret_post" if post else "client_secret_basic",
+    )
+
+
 def _build_provider(
     name: str,
     config: ServerConfig,
@@ -575,10 +756,22 @@ def _build_provider(
     on_authorize_url: AuthorizeUrlHandler | None,
     callback: LoopbackCallback | None,
     callback_timeout_s: float,
-) -> FleetOAuthProvider:
+) -> httpx2.Auth:
     url = server_url_of(name, config)
     settings: Mapping[str, Any] = config.oauth or {}
     scope = _configured_scope(settings)
+    grant_type = _oauth_setting(settings, "grant_type", "grantType") or "authorization_code"
+    if grant_type == "client_credentials":
+        return _client_credentials_provider(name, url, settings, scope)
+    if grant_type == "identity_assertion":
+        return _identity_assertion_provider(name, url, settings, scope)
+    if grant_type != "authorization_code":
+        raise ConfigError(
+            f'MCP server "{name}": oauth.grant_type must be authorization_code, client_credentials or '
+            f"identity_assertion, not {grant_type!r}",
+            server=name,
+        )
+    auth_method = _configured_auth_method(name, settings)
     # A non-interactive connect never redirects anyone, but the SDK wants a redirect URI to
     # describe the client; the loopback default stands in and is never listened on.
     redirect_uri = (
@@ -601,8 +794,16 @@ def _build_provider(
             client_secret=str(client_secret) if client_secret is not None else None,
             redirect_uris=[AnyUrl(redirect_uri)],
             grant_types=["authorization_code", "refresh_token"],
-            token_endpoint_auth_method="client_secret_post" if client_secret is not None else "none",
+            # Settled against the server's metadata once it is known (see _choose_token_auth_method).
+            token_endpoint_auth_method=auth_method or ("client_secret_basic" if client_secret else "none"),
             scope=scope,
+        )
+    metadata_url = _oauth_setting(settings, "client_metadata_url", "clientMetadataUrl")
+    if metadata_url is not None and not is_valid_client_metadata_url(str(metadata_url)):
+        raise ConfigError(
+            f'MCP server "{name}": oauth.client_metadata_url must be an https URL with a path, '
+            f"not {metadata_url}",
+            server=name,
         )
     return FleetOAuthProvider(
         name,
@@ -615,6 +816,8 @@ def _build_provider(
         callback_timeout_s=callback_timeout_s,
         configured_client=configured_client,
         configured_scope=scope,
+        configured_auth_method=auth_method,
+        client_metadata_url=str(metadata_url) if metadata_url is not None else None,
     )
 
 
@@ -686,7 +889,7 @@ async def login(
         callback.close()
 
 
-async def _initialize_once(name: str, config: ServerConfig, auth: FleetOAuthProvider, cwd: Path) -> None:
+async def _initialize_once(name: str, config: ServerConfig, auth: httpx2.Auth, cwd: Path) -> None:
     """Connect (``initialize``) with ``auth`` and close: the 401 on the way is what starts the flow."""
     from mcp.client.auth import OAuthFlowError
 

@@ -17,11 +17,15 @@ if TYPE_CHECKING:
     from mcpfleet.config.model import ServerConfig
     from mcpfleet.session import AgentSession
 
+STDERR_LINES_SHOWN = 5
+"""Lines of a down server's stderr that ``/mcp list`` shows."""
+
 HELP_TEXT = """\
 MCP server management
-  /mcp list                 every server with its state, tool count and source
-  /mcp reload [--full]      rediscover and reconnect (full: disconnect everything first)
-  /mcp reconnect NAME       reconnect one server
+  /mcp list                 every server with its state, tool count, source, last error
+  /mcp reload [--full]      apply config changes, keeping unchanged servers running
+                            (--full: disconnect everything, then rediscover and reconnect)
+  /mcp reconnect NAME       reconnect one server (also lifts a crash suspension)
   /mcp enable NAME          enable a server (persisted) and start it
   /mcp disable NAME         disable a server (persisted) and stop it
   /mcp add NAME [--project] (--url URL [--transport http|sse] | -- COMMAND [ARG…])
@@ -81,19 +85,30 @@ class MCPCommandController:
         errors = manager.get_errors()
         if not names and not errors:
             return "No MCP servers configured."
-        marks = {"connected": "●", "connecting": "◌", "disconnected": "○"}
+        marks = {
+            "connected": "●",
+            "connecting": "◌",
+            "reconnecting": "◌",
+            "disconnected": "○",
+            "suspended": "⏸",
+        }
         counts: dict[str, int] = {}
         for tool in manager.get_tools():
             counts[tool.server_name] = counts.get(tool.server_name, 0) + 1
         lines = []
         for name in sorted(set(names) | set(errors)):
-            status = manager.get_connection_status(name)
-            status_text = "failed" if status == "disconnected" and name in errors else status
+            state = manager.get_server_state(name)
             source = manager.get_source(name)
             where = f" [{source.provider_name}, {source.level}]" if source else ""
-            line = f"{marks.get(status, '✗')} {name}: {status_text}, {counts.get(name, 0)} tools{where}"
-            if name in errors:
-                line += f"\n    {errors[name]}"
+            crashes = f", {state.recent_crashes} recent crashes" if state.recent_crashes else ""
+            mark = marks.get(state.state, "✗")
+            line = f"{mark} {name}: {state.state}, {counts.get(name, 0)} tools{crashes}{where}"
+            if state.last_error:
+                line += f"\n    {state.last_error}"
+            if state.state != "connected" and state.stderr_tail:
+                line += "\n    stderr (last lines):" + "".join(
+                    f"\n      {text}" for text in state.stderr_tail[-STDERR_LINES_SHOWN:]
+                )
             lines.append(line)
         return "\n".join(lines)
 
@@ -102,7 +117,7 @@ class MCPCommandController:
         if unknown:
             return f"Unknown option: {unknown[0]}. Usage: /mcp reload [--full]"
         started = time.perf_counter()
-        result = await self.session.reload_mcp()
+        result = await self.session.reload_mcp(full="--full" in arguments)
         elapsed = (time.perf_counter() - started) * 1000
         lines = [
             f"MCP reload complete in {elapsed:.0f} ms: {len(result.connected_servers)} connected, "

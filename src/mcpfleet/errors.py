@@ -76,6 +76,10 @@ class ConnectionClosedError(MCPFleetError):
         self.server = server
 
 
+class ServerReconnectingError(ConnectError):
+    """The server's connection was lost and is being re-established; the call may be tried again."""
+
+
 class ServerNotConnectedError(MCPFleetError):
     """No connection to this server exists and none is in flight."""
 

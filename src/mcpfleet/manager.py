@@ -8,16 +8,24 @@ disconnect in any order. The registries follow the seed (S4):
 * ``_pending_connections`` servers whose connection attempt is in flight;
 * ``_pending_tool_loads``  servers connected whose ``tools/list`` is still running;
 * ``_catalog``             each server's slice of tools (live or deferred from the cache);
-* ``_sources``             where each server came from, known before it connects.
+* ``_sources``             where each server came from, known before it connects;
+* ``_reconnections``       servers whose transport was lost and that are being brought back.
 
 A server's tools are owned by the server's name, never found by a name prefix, so
 replacing or removing one server's slice never touches another's (S16).
+
+Beyond the seed (B1–B4): a lost transport is reconnected on the supervisor's ladder while
+the server's last tools stay registered (a call waits, bounded, for the new connection);
+``tools/list_changed`` re-lists and swaps one server's slice; ``reload()`` applies the
+difference between the running fleet and a fresh discovery; ``watch=True`` reloads when
+a discovered config file changes.
 """
 
 from __future__ import annotations
 
 import fnmatch
 import logging
+import os
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -26,13 +34,22 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 import anyio.abc
+import anyio.to_thread
 
 from mcpfleet.bridge import DeferredMCPTool, MCPTool, assign_tool_names
 from mcpfleet.cache import MCPToolCache
 from mcpfleet.client.definitions import ToolDefinition
 from mcpfleet.config import load_all_mcp_configs
 from mcpfleet.config.model import DiscoveryResult, ServerConfig, SourceInfo
-from mcpfleet.errors import ConnectError, MCPFleetError, ServerNotConnectedError
+from mcpfleet.errors import (
+    ConnectError,
+    ConnectionClosedError,
+    MCPFleetError,
+    ServerNotConnectedError,
+    ServerReconnectingError,
+    ToolCallError,
+)
+from mcpfleet.supervisor import ReconnectPolicy, ServerState, ServerStateName, Supervisor, is_remote
 
 if TYPE_CHECKING:
     from types import TracebackType
@@ -47,9 +64,27 @@ STARTUP_TIMEOUT_MS = 250
 SHUTDOWN_TIMEOUT_S = 6.0
 """One deadline for closing every server together (B4)."""
 
+LIST_CHANGED_DEBOUNCE_MS = 150
+"""``tools/list_changed`` notifications arriving within this delay cause one re-list (B2)."""
+
+WATCH_INTERVAL_S = 0.25
+"""How often watched config files are checked for a change (B3)."""
+
+STDERR_TAIL_LINES = 10
+"""Lines of a server's stderr kept for ``status`` and ``/mcp list``."""
+
 ConnectionStatus = Literal["connected", "connecting", "disconnected"]
 UncachedPolicy = Literal["wait", "late-join"]
-EventKind = Literal["connecting", "connected", "failed", "disconnected", "tools_changed"]
+EventKind = Literal[
+    "connecting",
+    "connected",
+    "failed",
+    "reconnecting",
+    "disconnected",
+    "tools_changed",
+    "resources_changed",
+    "prompts_changed",
+]
 AnyTool = MCPTool | DeferredMCPTool
 
 
@@ -64,6 +99,9 @@ class ManagerEvent:
 
 
 EventListener = Callable[[ManagerEvent], Awaitable[None] | None]
+ResourceListener = Callable[[str, str], Awaitable[None] | None]
+"""Called with ``(server, uri)`` when a subscribed resource changes."""
+FileStamp = tuple[int, int, int]
 
 
 @dataclass
@@ -98,6 +136,23 @@ class _Attempt:
     done: anyio.Event = field(default_factory=anyio.Event)
     error: str | None = None
     scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
+    reconnect: bool = False
+    """Part of a reconnection: failures go to the supervisor, stale tools stay registered."""
+
+
+@dataclass
+class _Reconnection:
+    """A lost server being brought back by its supervising task."""
+
+    epoch: int
+    scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
+
+
+@dataclass
+class _ToolRefresh:
+    """A coalesced re-list of one server's tools; ``dirty`` asks for one more pass."""
+
+    dirty: bool = True
 
 
 class MCPManager:
@@ -120,6 +175,10 @@ class MCPManager:
         filter_exa: bool = True,
         extra_config_paths: Sequence[str | Path] = (),
         shutdown_timeout_s: float = SHUTDOWN_TIMEOUT_S,
+        reconnect_policy: ReconnectPolicy | None = None,
+        watch: bool = False,
+        watch_interval_s: float = WATCH_INTERVAL_S,
+        list_changed_debounce_ms: int = LIST_CHANGED_DEBOUNCE_MS,
     ) -> None:
         self.cwd = Path(cwd).resolve()
         self._cache_setting = cache
@@ -132,6 +191,10 @@ class MCPManager:
         self.filter_exa = filter_exa
         self.extra_config_paths = tuple(Path(p) for p in extra_config_paths)
         self.shutdown_timeout_s = shutdown_timeout_s
+        self.watch = watch
+        self.watch_interval_s = watch_interval_s
+        self.list_changed_debounce_ms = list_changed_debounce_ms
+        self._supervisor = Supervisor(reconnect_policy or ReconnectPolicy())
 
         self._task_group: anyio.abc.TaskGroup | None = None
         self._connections: dict[str, ServerConnection] = {}
@@ -146,6 +209,13 @@ class MCPManager:
         self._listeners: list[EventListener] = []
         self._tools: list[AnyTool] = []
         self._startup_over = False
+        self._reconnections: dict[str, _Reconnection] = {}
+        self._stderr_tails: dict[str, tuple[str, ...]] = {}
+        self._tool_refreshes: dict[str, _ToolRefresh] = {}
+        self._resource_listeners: dict[tuple[str, str], list[ResourceListener]] = {}
+        self._state_changed: anyio.Event | None = None
+        self._reload_lock: anyio.Lock | None = None
+        self._config_stamps: dict[str, FileStamp | None] | None = None
         self.last_discovery: DiscoveryResult | None = None
 
     # -- lifetime -------------------------------------------------------------------
@@ -155,8 +225,12 @@ class MCPManager:
             self._cache = MCPToolCache.open_default()
         else:
             self._cache = self._cache_setting
+        self._state_changed = anyio.Event()
+        self._reload_lock = anyio.Lock()
         self._task_group = anyio.create_task_group()
         await self._task_group.__aenter__()
+        if self.watch:
+            self._task_group.start_soon(self._watch_config_files, name="mcpfleet config watcher")
         return self
 
     async def __aexit__(
@@ -192,6 +266,10 @@ class MCPManager:
     def cache(self) -> MCPToolCache | None:
         return self._cache
 
+    @property
+    def reconnect_policy(self) -> ReconnectPolicy:
+        return self._supervisor.policy
+
     # -- events ---------------------------------------------------------------------
 
     def subscribe(self, listener: EventListener) -> Callable[[], None]:
@@ -213,23 +291,69 @@ class MCPManager:
                 logger.exception("MCP event listener failed on %s %s", kind, server)
                 continue
             if outcome is not None and self._task_group is not None:
-                self._task_group.start_soon(self._await_listener, outcome, event)
+                self._task_group.start_soon(self._await_listener, outcome, f"{kind} {server}")
+        self._notify_state_change()
+
+    def _notify_state_change(self) -> None:
+        """Wake every task waiting for some server's state to move (``_wait_for_recovery``)."""
+        if self._state_changed is not None:
+            self._state_changed.set()
+            self._state_changed = anyio.Event()
 
     @staticmethod
-    async def _await_listener(outcome: Awaitable[None], event: ManagerEvent) -> None:
+    async def _await_listener(outcome: Awaitable[None], what: str) -> None:
         try:
             await outcome
         except Exception:
-            logger.exception("MCP event listener failed on %s %s", event.kind, event.server)
+            logger.exception("MCP listener failed on %s", what)
 
     # -- queries (S4, S5) -------------------------------------------------------------
 
     def get_connection_status(self, name: str) -> ConnectionStatus:
-        if name in self._connections and name not in self._pending_tool_loads:
+        """The seed's three states (S5), derived from the registries alone.
+
+        A server waiting between reconnect attempts is ``disconnected`` here (nothing is in
+        flight); ``get_server_state`` tells ``reconnecting`` and ``suspended`` apart.
+        """
+        if self._is_live(name) and name not in self._pending_tool_loads:
             return "connected"
         if name in self._pending_connections or name in self._pending_tool_loads:
             return "connecting"
         return "disconnected"
+
+    def get_server_state(self, name: str) -> ServerState:
+        """The supervisor's view of one server: state, last error, stderr tail, pid, recent crashes."""
+        status = self.get_connection_status(name)
+        connection = self._connections.get(name)
+        live = connection is not None and not connection.ended
+        tail = tuple(connection.stderr_tail(STDERR_TAIL_LINES)) if live and connection else ()
+        if name in self._reconnections:
+            state: ServerStateName = "reconnecting"
+        elif status != "disconnected":
+            state = status
+        elif self._supervisor.suspension(name) is not None:
+            state = "suspended"
+        elif name in self._errors:
+            state = "failed"
+        else:
+            state = "disconnected"
+        return ServerState(
+            name=name,
+            state=state,
+            last_error=self._errors.get(name),
+            stderr_tail=tail or self._stderr_tails.get(name, ()),
+            pid=connection.pid if live and connection else None,
+            recent_crashes=self._supervisor.recent_crashes(name),
+        )
+
+    def _is_live(self, name: str) -> bool:
+        connection = self._connections.get(name)
+        return connection is not None and not connection.ended
+
+    def _is_recovering(self, name: str) -> bool:
+        """Lost and not given up on: being reconnected, or closed and not yet noticed by its watcher."""
+        connection = self._connections.get(name)
+        return name in self._reconnections or (connection is not None and connection.ended)
 
     def get_tools(self) -> list[AnyTool]:
         """Every MCP tool, sorted by name, identical whatever the connection order."""
@@ -249,7 +373,9 @@ class MCPManager:
         return self._connections.get(name)
 
     def get_connected_servers(self) -> list[str]:
-        return sorted(name for name in self._connections if name not in self._pending_tool_loads)
+        return sorted(
+            name for name in self._connections if self._is_live(name) and name not in self._pending_tool_loads
+        )
 
     def get_all_server_names(self) -> list[str]:
         return sorted(set(self._configs) | set(self._sources))
@@ -276,29 +402,92 @@ class MCPManager:
             trust_project=self.trust_project,
         )
         self.last_discovery = result
+        # Stamped now, not at the watcher's next tick, so an edit made right after is not missed.
+        self._config_stamps = _stamp_files(result.config_paths)
         return result
 
     async def discover_and_connect(self) -> MCPLoadResult:
         """Discovery then ``connect_servers`` (S2, S6); servers that cannot start are errors."""
         discovery = self.discover()
         result = await self.connect_servers(discovery.configs, discovery.sources)
-        result.exa_api_keys = list(discovery.exa_api_keys)
-        for entry in discovery.entries:
-            if entry.name in discovery.configs or entry.name in result.errors:
-                continue
-            if entry.state == "pending-approval":
-                result.errors[entry.name] = (
-                    f'MCP server "{entry.name}" from {entry.source.path} is a project server awaiting '
-                    f"approval: run `mcpfleet approve {entry.name}` (or pass --trust-project)"
-                )
-            elif entry.state == "invalid":
-                result.errors[entry.name] = entry.reason
-            elif entry.state == "disabled":
-                result.errors[entry.name] = (
-                    f'MCP server "{entry.name}" is disabled in {entry.source.path}: '
-                    f"run `mcpfleet enable {entry.name}` to start it"
-                )
+        _complete_from_discovery(discovery, result)
         return result
+
+    async def reload(self, *, full: bool = False) -> MCPLoadResult:
+        """Rediscover and apply the difference (B3); ``full=True`` is the seed's cycle (S13).
+
+        Added servers start, removed ones stop, changed ones (another config fingerprint)
+        restart; unchanged ones stay as they are (same process, same connection) unless they
+        are not running at all (failed, suspended), in which case they are started again.
+        Reloads never overlap: a second one waits for the first.
+        """
+        lock = self._reload_lock
+        if lock is None:
+            raise RuntimeError("MCPManager is not running: use `async with MCPManager(...) as manager`")
+        async with lock:
+            if full:
+                await self.disconnect_all()
+                return await self.discover_and_connect()
+            discovery = self.discover()
+            wanted = discovery.configs
+            running = (
+                set(self._connections)
+                | set(self._pending_connections)
+                | set(self._pending_tool_loads)
+                | set(self._reconnections)
+            )
+            removed = [name for name in self._configs if name not in wanted]
+            changed = [
+                name
+                for name, config in self._configs.items()
+                if name in wanted and config.fingerprint != wanted[name].fingerprint
+            ]
+            async with anyio.create_task_group() as stoppers:
+                for name in [*removed, *changed]:
+                    stoppers.start_soon(self.disconnect_server, name)
+            for name, source in discovery.sources.items():
+                if name in wanted:
+                    self._sources[name] = source
+            to_start = {
+                name: config for name, config in wanted.items() if name in changed or name not in running
+            }
+            for name in to_start:
+                self._supervisor.forget(name)
+            logger.info(
+                "MCP reload: %d added or restarted, %d changed, %d removed, %d kept",
+                len(to_start),
+                len(changed),
+                len(removed),
+                len(wanted) - len(to_start),
+            )
+            result = await self.connect_servers(to_start, discovery.sources)
+            _complete_from_discovery(discovery, result)
+            return result
+
+    async def _watch_config_files(self) -> None:
+        """Reload by diff when a discovered config file is created, edited, replaced or deleted."""
+        while True:
+            await anyio.sleep(self.watch_interval_s)
+            stamps = self._config_stamps
+            if stamps is None:
+                continue
+            current = await anyio.to_thread.run_sync(_stamp_files, list(stamps))
+            if current == stamps:
+                continue
+            # Editors write in several steps (truncate, write, rename): act once the files hold still.
+            while True:
+                await anyio.sleep(self.watch_interval_s)
+                settled = await anyio.to_thread.run_sync(_stamp_files, list(stamps))
+                if settled == current:
+                    break
+                current = settled
+            self._config_stamps = current  # a reload that fails must not be retried in a hot loop
+            changed = sorted(path for path in current if current[path] != stamps.get(path))
+            logger.info("MCP config changed (%s): reloading", ", ".join(changed))
+            try:
+                await self.reload()
+            except Exception:
+                logger.warning("MCP reload after a config change failed", exc_info=True)
 
     async def connect_servers(
         self, configs: Mapping[str, ServerConfig], sources: Mapping[str, SourceInfo]
@@ -311,10 +500,12 @@ class MCPManager:
         for name, config in configs.items():
             if name in sources:
                 self._sources[name] = sources[name]
-            if name in self._connections or name in self._pending_connections:
+            if name in self._connections or name in self._pending_connections or name in self._reconnections:
                 continue
             self._configs[name] = config
             self._errors.pop(name, None)
+            # Connecting again by hand is what lifts a suspension (S17: reconnection is explicit).
+            self._supervisor.forget(name)
             attempt = _Attempt(name, self._epochs.get(name, 0), config)
             self._pending_connections[name] = attempt
             self._emit("connecting", name)
@@ -388,15 +579,19 @@ class MCPManager:
                 self._pending_tool_loads.pop(name, None)
                 self._catalog[name] = _ServerCatalog(definitions, deferred=False)
                 self._write_cache(name, attempt.config, connection, definitions, listed_at)
+                self._errors.pop(name, None)
+                self._stderr_tails.pop(name, None)
                 self._rebuild_tools()
                 self._emit("connected", name)
                 self._emit("tools_changed", name)
                 self._watch_connection(attempt, connection)
+                self._resubscribe_resources(name, connection)
                 connection = None  # registered: the manager owns it now
         except Exception as error:
             message = str(error) if isinstance(error, MCPFleetError) else f"{type(error).__name__}: {error}"
             attempt.error = message
-            if not self._is_stale(attempt):
+            # A failed reconnect attempt is the supervisor's business; the stale tools stay.
+            if not self._is_stale(attempt) and not attempt.reconnect:
                 self._drop_deferred_tools(name)
                 self._record_failure(name, message)
         finally:
@@ -422,7 +617,7 @@ class MCPManager:
             attempt.name,
             config,
             cwd=self.cwd,
-            on_notification=self._notification_handler(attempt.name),
+            on_notification=self._notification_handler(attempt),
             protocol_version=cached.protocol_version if cached is not None else None,
             auth=self._auth_for(attempt.name, config),
         )
@@ -437,11 +632,130 @@ class MCPManager:
 
         return oauth_auth_for(name, config, interactive=False)
 
-    def _notification_handler(self, name: str) -> Callable[[str, dict[str, Any] | None], None]:
+    # -- notifications (B2, B7) ----------------------------------------------------------
+
+    def _notification_handler(self, attempt: _Attempt) -> Callable[[str, dict[str, Any] | None], None]:
+        name = attempt.name
+
         def handle(method: str, params: dict[str, Any] | None) -> None:
-            logger.debug("notification %s from %s", method, name)
+            # A connection that was replaced or disconnected no longer speaks for the server.
+            if self._is_stale(attempt) or self._task_group is None:
+                return
+            if method == "notifications/tools/list_changed":
+                self._schedule_tools_refresh(name)
+            elif method == "notifications/resources/list_changed":
+                self._emit("resources_changed", name)
+            elif method == "notifications/prompts/list_changed":
+                self._emit("prompts_changed", name)
+            elif method == "notifications/resources/updated":
+                uri = (params or {}).get("uri")
+                if isinstance(uri, str):
+                    self._deliver_resource_update(name, uri)
+            else:
+                logger.debug("notification %s from %s", method, name)
 
         return handle
+
+    def _schedule_tools_refresh(self, name: str) -> None:
+        refresh = self._tool_refreshes.get(name)
+        if refresh is not None:
+            refresh.dirty = True  # the running refresh lists once more after its current pass
+            return
+        refresh = self._tool_refreshes[name] = _ToolRefresh()
+        self.task_group.start_soon(self._refresh_tools, name, refresh, name=f"mcpfleet re-list {name}")
+
+    async def _refresh_tools(self, name: str, refresh: _ToolRefresh) -> None:
+        """Re-list one server's tools after ``list_changed`` and swap its slice in one step."""
+        try:
+            while refresh.dirty:
+                await anyio.sleep(self.list_changed_debounce_ms / 1000)
+                refresh.dirty = False
+                # A notification sent during the first tools/list: that answer must land first.
+                loading = self._pending_tool_loads.get(name)
+                if loading is not None:
+                    await loading.done.wait()
+                connection = self._connections.get(name)
+                config = self._configs.get(name)
+                if connection is None or connection.ended or config is None:
+                    return  # a reconnection lists the tools anyway
+                epoch = self._epochs.get(name, 0)
+                listed_at = time.time()
+                try:
+                    definitions = _filter_tools(await connection.list_tools(), config)
+                except MCPFleetError as error:
+                    logger.warning("Re-listing the tools of MCP server %s failed: %s", name, error)
+                    return
+                if self._connections.get(name) is not connection or self._epochs.get(name, 0) != epoch:
+                    return  # replaced or disconnected meanwhile: this answer is about another server
+                previous = self._catalog.get(name)
+                self._catalog[name] = _ServerCatalog(definitions, deferred=False)
+                self._write_cache(name, config, connection, definitions, listed_at)
+                if previous is None or previous.deferred or previous.definitions != definitions:
+                    self._rebuild_tools()
+                    self._emit("tools_changed", name)
+        finally:
+            if self._tool_refreshes.get(name) is refresh:
+                del self._tool_refreshes[name]
+
+    async def subscribe_resource(
+        self, server: str, uri: str, listener: ResourceListener
+    ) -> Callable[[], None]:
+        """Call ``listener(server, uri)`` on each ``notifications/resources/updated`` for ``uri``.
+
+        Sends ``resources/subscribe`` when the server supports it (and again after every
+        reconnection). Returns the function that unsubscribes.
+        """
+        key = (server, uri)
+        listeners = self._resource_listeners.setdefault(key, [])
+        listeners.append(listener)
+        connection = self._connections.get(server)
+        if len(listeners) == 1 and connection is not None and not connection.ended:
+            await self._send_subscription(connection, uri, subscribe=True)
+
+        def unsubscribe() -> None:
+            current = self._resource_listeners.get(key)
+            if current is None or listener not in current:
+                return
+            current.remove(listener)
+            if current:
+                return
+            del self._resource_listeners[key]
+            live = self._connections.get(server)
+            if live is not None and not live.ended and self._task_group is not None:
+                self._task_group.start_soon(self._send_subscription, live, uri, False)
+
+        return unsubscribe
+
+    async def _send_subscription(self, connection: ServerConnection, uri: str, subscribe: bool) -> None:
+        resources = connection.capabilities.get("resources")
+        if not (isinstance(resources, dict) and resources.get("subscribe")):
+            return
+        try:
+            if subscribe:
+                await connection.subscribe_resource(uri)
+            else:
+                await connection.unsubscribe_resource(uri)
+        except MCPFleetError as error:
+            logger.warning(
+                "MCP server %s: resource subscription for %s failed: %s", connection.name, uri, error
+            )
+
+    def _resubscribe_resources(self, name: str, connection: ServerConnection) -> None:
+        for server, uri in list(self._resource_listeners):
+            if server == name:
+                self.task_group.start_soon(self._send_subscription, connection, uri, True)
+
+    def _deliver_resource_update(self, name: str, uri: str) -> None:
+        for listener in list(self._resource_listeners.get((name, uri), ())):
+            try:
+                outcome = listener(name, uri)
+            except Exception:
+                logger.exception("MCP resource listener failed on %s %s", name, uri)
+                continue
+            if outcome is not None:
+                self.task_group.start_soon(self._await_listener, outcome, f"resource update {name} {uri}")
+
+    # -- supervision (B1) ----------------------------------------------------------------
 
     def _watch_connection(self, attempt: _Attempt, connection: ServerConnection) -> None:
         """Notice a transport that ends on its own, so status and tools tell the truth."""
@@ -450,11 +764,91 @@ class MCPManager:
             await connection.wait_closed()
             if self._connections.get(attempt.name) is not connection or self._is_stale(attempt):
                 return
-            reason = connection.close_reason or "connection closed"
-            del self._connections[attempt.name]
-            self._record_failure(attempt.name, f'MCP server "{attempt.name}" disconnected: {reason}')
+            await self._recover(attempt.name, attempt.epoch, connection)
 
-        self.task_group.start_soon(watch)
+        self.task_group.start_soon(watch, name=f"mcpfleet watch {attempt.name}")
+
+    async def _recover(self, name: str, epoch: int, lost: ServerConnection) -> None:
+        """A registered connection ended by itself: report it, then bring the server back.
+
+        ``failed`` says what happened (with the reason), ``reconnecting`` what is being done.
+        The server's tools stay registered throughout; only a stdio server that trips the
+        crash breaker or exhausts its ladder is left down (its tools then answer with the
+        reason).
+        """
+        reason = lost.close_reason or "connection closed"
+        message = f'MCP server "{name}" disconnected: {reason}'
+        self._stderr_tails[name] = tuple(lost.stderr_tail(STDERR_TAIL_LINES))
+        del self._connections[name]
+        config = self._configs.get(name)
+        if config is None or not self._supervisor.policy.auto_reconnect:
+            self._record_failure(name, message)
+            return
+        tripped = self._supervisor.record_crash(name)
+        remote = is_remote(config.transport)
+        if tripped and not remote:
+            suspension = self._supervisor.suspension_message(name)
+            self._supervisor.suspend(name, suspension)
+            self._record_failure(name, f"{suspension} (last: {reason})")
+            return
+        reconnection = _Reconnection(epoch)
+        self._reconnections[name] = reconnection
+        self._record_failure(name, message)
+        self._emit("reconnecting", name, message)
+        try:
+            with reconnection.scope:
+                await self._reconnect(name, epoch, config, quiet=tripped)
+        finally:
+            if self._reconnections.get(name) is reconnection:
+                del self._reconnections[name]
+            self._notify_state_change()
+
+    async def _reconnect(self, name: str, epoch: int, config: ServerConfig, *, quiet: bool) -> None:
+        attempts = 0
+        last_error = "connection lost"
+        ladder_length = len(self._supervisor.policy.ladder_s)
+        for delay in self._supervisor.retry_delays(config.transport, quiet=quiet):
+            await anyio.sleep(delay)
+            if self._epochs.get(name, 0) != epoch:
+                return
+            attempts += 1
+            attempt = _Attempt(name, epoch, config, reconnect=True)
+            self._pending_connections[name] = attempt
+            await self._run_attempt(attempt)
+            if self._epochs.get(name, 0) != epoch:
+                return
+            if attempt.error is None:
+                logger.info("MCP server %s reconnected (attempt %d)", name, attempts)
+                return
+            last_error = attempt.error
+            self._errors[name] = (
+                f'MCP server "{name}" is reconnecting; attempt {attempts} failed: {last_error}'
+            )
+            if attempts == ladder_length and (quiet or is_remote(config.transport)):
+                logger.info("MCP server %s is still unreachable; retrying quietly", name)
+        # Only a stdio server's delays run out: respawning it forever could fork-storm the machine.
+        self._record_failure(
+            name,
+            f'MCP server "{name}" could not be restarted after {attempts} attempts: {last_error}; '
+            f"fix it, then run /mcp reconnect {name}",
+        )
+
+    async def _wait_for_recovery(self, name: str) -> None:
+        """Wait, bounded by the policy's ``call_wait_s``, for a lost server to be back."""
+        bound = self._supervisor.policy.call_wait_s
+        with anyio.move_on_after(bound):
+            while self._is_recovering(name) and self.get_connection_status(name) != "connected":
+                assert self._state_changed is not None
+                await self._state_changed.wait()
+        if self.get_connection_status(name) == "connected":
+            return
+        if self._is_recovering(name):
+            raise ServerReconnectingError(
+                f'MCP server "{name}" is reconnecting ({self._errors.get(name) or "connection lost"}); '
+                f"it was not back within {bound:g} s, try again shortly",
+                server=name,
+            )
+        raise ConnectError(self._errors.get(name) or f"MCP server not connected: {name}", server=name)
 
     def _write_cache(
         self,
@@ -515,8 +909,14 @@ class MCPManager:
     # -- calls --------------------------------------------------------------------------
 
     async def wait_for_connection(self, name: str) -> None:
-        """Return once ``name`` is connected; raise if it cannot be (bounded by its timeout)."""
+        """Return once ``name`` is connected; raise if it cannot be (bounded by its timeout).
+
+        A server being reconnected is waited for up to the reconnect policy's ``call_wait_s``.
+        """
         if self.get_connection_status(name) == "connected":
+            return
+        if self._is_recovering(name):
+            await self._wait_for_recovery(name)
             return
         attempt = self._pending_connections.get(name) or self._pending_tool_loads.get(name)
         if attempt is None:
@@ -543,17 +943,37 @@ class MCPManager:
         *,
         timeout_ms: int | None = None,
     ) -> Any:
-        """Call one tool on one server through its connection."""
+        """Call one tool on one server through its connection.
+
+        The decision to resend is taken *before* the request is handed to a connection, never
+        by guessing afterwards: when the server's connection has already ended (its transport
+        was seen ending, or it is being reconnected), the request has not left this process,
+        so it waits (bounded) for the new connection and is sent there, once. When the
+        connection drops after the request was handed to it, the server may have received and
+        run it: the outcome is unknown, the call is *not* replayed, and the error says so.
+        """
         connection = self._connections.get(server_name)
-        if connection is None:
+        if connection is None or connection.ended:
             await self.wait_for_connection(server_name)
             connection = self._connections[server_name]
         config = self._configs.get(server_name)
         bound = timeout_ms if timeout_ms is not None else config.tool_timeout_ms if config else None
-        return await connection.call_tool(tool_name, arguments, timeout_ms=bound)
+        try:
+            return await connection.call_tool(tool_name, arguments, timeout_ms=bound)
+        except ConnectionClosedError:
+            reason = connection.close_reason or "connection lost"
+            raise ToolCallError(
+                f'MCP server "{server_name}" lost the connection during the call to {tool_name} ({reason}); '
+                "the call may have run, so it was not repeated",
+                server=server_name,
+                tool=tool_name,
+            ) from None
 
     async def reconnect_server(self, name: str) -> None:
-        """Close one server and connect it again with the same config (explicit, S17)."""
+        """Close one server and connect it again with the same config (explicit, S17).
+
+        This also clears its crash breaker and any reconnection in progress.
+        """
         config = self._configs.get(name)
         if config is None:
             raise ServerNotConnectedError(name)
@@ -567,17 +987,24 @@ class MCPManager:
     async def disconnect_server(self, name: str) -> None:
         """Forget one server: pending work, source, connection and tools (S18)."""
         self._epochs[name] = self._epochs.get(name, 0) + 1
+        cancelled: list[_Attempt] = []
         for registry in (self._pending_connections, self._pending_tool_loads):
             attempt = registry.pop(name, None)
             if attempt is not None:
                 attempt.scope.cancel()
+                cancelled.append(attempt)
+        reconnection = self._reconnections.pop(name, None)
+        if reconnection is not None:
+            reconnection.scope.cancel()
+        self._supervisor.forget(name)
+        self._stderr_tails.pop(name, None)
         self._sources.pop(name, None)
         self._configs.pop(name, None)
         self._errors.pop(name, None)
         connection = self._connections.pop(name, None)
         had_tools = self._catalog.pop(name, None) is not None
-        if connection is not None:
-            await self._close_all([connection])
+        # An attempt cut short still reaps its process: wait for that too, so "stopped" means gone.
+        await self._close_all([connection] if connection is not None else [], cancelled)
         if had_tools:
             self._rebuild_tools()
             self._emit("tools_changed", name)
@@ -585,11 +1012,23 @@ class MCPManager:
 
     async def disconnect_all(self) -> None:
         """Close every transport concurrently under one deadline, then empty the registries (S19)."""
-        names = set(self._connections) | set(self._pending_connections) | set(self._pending_tool_loads)
+        names = (
+            set(self._connections)
+            | set(self._pending_connections)
+            | set(self._pending_tool_loads)
+            | set(self._reconnections)
+        )
         for name in set(self._epochs) | names:
             self._epochs[name] = self._epochs.get(name, 0) + 1
-        for attempt in [*self._pending_connections.values(), *self._pending_tool_loads.values()]:
+        cancelled = [*self._pending_connections.values(), *self._pending_tool_loads.values()]
+        for attempt in cancelled:
             attempt.scope.cancel()
+        for reconnection in self._reconnections.values():
+            reconnection.scope.cancel()
+        for name in set(self._configs) | names:
+            self._supervisor.forget(name)
+        self._reconnections.clear()
+        self._stderr_tails.clear()
         connections = list(self._connections.values())
         self._connections.clear()
         self._pending_connections.clear()
@@ -599,11 +1038,15 @@ class MCPManager:
         self._errors.clear()
         self._catalog.clear()
         self._rebuild_tools()
-        await self._close_all(connections)
+        await self._close_all(connections, cancelled)
         for name in sorted(names):
             self._emit("disconnected", name)
 
-    async def _close_all(self, connections: Iterable[ServerConnection]) -> None:
+    async def _close_all(
+        self, connections: Iterable[ServerConnection], cancelled: Iterable[_Attempt] = ()
+    ) -> None:
+        """Close connections and let cancelled attempts finish reaping, all under one deadline (B4)."""
+
         async def close_one(connection: ServerConnection) -> None:
             try:
                 await connection.close()
@@ -614,6 +1057,8 @@ class MCPManager:
             async with anyio.create_task_group() as closers:
                 for connection in connections:
                     closers.start_soon(close_one, connection)
+                for attempt in cancelled:
+                    closers.start_soon(attempt.done.wait)
 
 
 async def _wait_all(attempts: Iterable[_Attempt]) -> None:
@@ -632,3 +1077,36 @@ def _filter_tools(tools: Iterable[ToolDefinition], config: ServerConfig) -> tupl
         return any(fnmatch.fnmatchcase(name, pattern) for pattern in config.include_tools)
 
     return tuple(tool for tool in tools if allowed(tool.name))
+
+
+def _complete_from_discovery(discovery: DiscoveryResult, result: MCPLoadResult) -> None:
+    """Add the Exa keys and an error for every entry discovery found but will not start."""
+    result.exa_api_keys = list(discovery.exa_api_keys)
+    for entry in discovery.entries:
+        if entry.name in discovery.configs or entry.name in result.errors:
+            continue
+        if entry.state == "pending-approval":
+            result.errors[entry.name] = (
+                f'MCP server "{entry.name}" from {entry.source.path} is a project server awaiting '
+                f"approval: run `mcpfleet approve {entry.name}` (or pass --trust-project)"
+            )
+        elif entry.state == "invalid":
+            result.errors[entry.name] = entry.reason
+        elif entry.state == "disabled":
+            result.errors[entry.name] = (
+                f'MCP server "{entry.name}" is disabled in {entry.source.path}: '
+                f"run `mcpfleet enable {entry.name}` to start it"
+            )
+
+
+def _stamp_files(paths: Iterable[str]) -> dict[str, FileStamp | None]:
+    """What identifies each file's current content cheaply: mtime, size, inode (None: absent)."""
+    stamps: dict[str, FileStamp | None] = {}
+    for path in paths:
+        try:
+            info = os.stat(path)
+        except OSError:
+            stamps[path] = None
+        else:
+            stamps[path] = (info.st_mtime_ns, info.st_size, info.st_ino)
+    return stamps

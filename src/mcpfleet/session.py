@@ -2,20 +2,21 @@
 
 The session registers MCP tools under ``mcp_<server>_<tool>`` names next to the host's
 own tools (S10), swaps every MCP tool at once when the fleet changes (S14), follows
-late connections (S15) and ``tools_changed`` events by itself, and lets sub-agents
+late connections (S15) and ``tools_changed`` events by itself (a server's
+``tools/list_changed``, a reconnection, a watched config edit: B1–B3), and lets sub-agents
 share the parent's connections (S21).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from mcpfleet.bridge import ToolResult, resolve_tool_name
 from mcpfleet.cache import MCPToolCache
-from mcpfleet.errors import ToolNotFoundError
+from mcpfleet.errors import ConfigError, ToolNotFoundError
 from mcpfleet.loader import LoadError, load_tools_into
 from mcpfleet.manager import AnyTool, ManagerEvent, MCPLoadResult, MCPManager, UncachedPolicy
 
@@ -25,6 +26,9 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 MCP_TOOL_PREFIX = "mcp_"
+
+CatalogListener = Callable[[str], Awaitable[None] | None]
+"""Called with the server's name when its resources (or prompts) list changed."""
 
 
 class Tool(Protocol):
@@ -97,6 +101,10 @@ class AgentSession:
         self._owns_manager = owns_manager
         self._unsubscribe: Callable[[], None] | None = None
         self._closed = False
+        self.on_resources_changed: CatalogListener | None = None
+        """Set by the host to learn that a server's resources changed (``resources/list_changed``)."""
+        self.on_prompts_changed: CatalogListener | None = None
+        """Set by the host to learn that a server's prompts changed (``prompts/list_changed``)."""
         if manager is not None:
             self._unsubscribe = manager.subscribe(self._on_manager_event)
 
@@ -170,19 +178,44 @@ class AgentSession:
             return True
         return False
 
-    async def reload_mcp(self) -> MCPLoadResult:
-        """The seed's ``/mcp reload``: disconnect all, rediscover, reconnect, refresh (S13)."""
+    async def reload_mcp(self, *, full: bool = False) -> MCPLoadResult:
+        """``/mcp reload``: rediscover and apply the difference (B3), then refresh the tools.
+
+        Unchanged servers stay connected; ``full=True`` is the seed's cycle (S13): disconnect
+        all, discover and connect again. Either way a discovery crash becomes one
+        ``.mcp.json`` error, as at start-up (S3).
+        """
         manager = self.mcp_manager
-        await manager.disconnect_all()
-        loaded = await load_tools_into(manager)
-        self.mcp_errors = loaded.errors
+        if full:
+            await manager.disconnect_all()
+            loaded = await load_tools_into(manager)
+            self.mcp_errors = loaded.errors
+            result = MCPLoadResult(
+                tools=manager.get_tools(),
+                errors={error.path.removeprefix("mcp:"): error.error for error in loaded.errors},
+                connected_servers=loaded.connected_servers,
+                exa_api_keys=loaded.exa_api_keys,
+            )
+        else:
+            try:
+                result = await manager.reload()
+            except ConfigError:
+                raise  # an explicit --config file that cannot be used: a hard error, as at start-up
+            except Exception as error:
+                logger.warning("MCP discovery failed during reload: %s", error, exc_info=True)
+                message = str(error) or type(error).__name__
+                self.mcp_errors = [LoadError(path=".mcp.json", error=message)]
+                result = MCPLoadResult(
+                    tools=manager.get_tools(),
+                    errors={".mcp.json": message},
+                    connected_servers=manager.get_connected_servers(),
+                )
+            else:
+                self.mcp_errors = [
+                    LoadError(path=f"mcp:{name}", error=e) for name, e in result.errors.items()
+                ]
         await self.refresh_mcp_tools(manager.get_tools())
-        return MCPLoadResult(
-            tools=manager.get_tools(),
-            errors={error.path.removeprefix("mcp:"): error.error for error in loaded.errors},
-            connected_servers=loaded.connected_servers,
-            exa_api_keys=loaded.exa_api_keys,
-        )
+        return result
 
     def create_subagent(self, tools: Iterable[Tool] = ()) -> AgentSession:
         """A child session that shares this session's manager and connections (S21)."""
@@ -197,8 +230,19 @@ class AgentSession:
             self.tool_registry.register(tool)
 
     async def _on_manager_event(self, event: ManagerEvent) -> None:
-        if event.kind == "tools_changed" and not self._closed and self._manager is not None:
+        if self._closed or self._manager is None:
+            return
+        if event.kind == "tools_changed":
             await self.refresh_mcp_tools(self._manager.get_tools())
+            return
+        listener = {
+            "resources_changed": self.on_resources_changed,
+            "prompts_changed": self.on_prompts_changed,
+        }.get(event.kind)
+        if listener is not None:
+            outcome = listener(event.server)
+            if outcome is not None:
+                await outcome
 
 
 def _is_mcp_tool(tool: object) -> bool:
@@ -219,12 +263,14 @@ async def create_agent_session(
     extra_config_paths: Sequence[str | Path] = (),
     mcp_manager: MCPManager | None = None,
     tools: Iterable[Tool] = (),
+    watch: bool = False,
 ) -> AgentSession:
     """Build a session; with MCP enabled, discover and connect the fleet first (S1).
 
     A session given ``mcp_manager`` uses it as-is and never closes it. Otherwise the
     session creates, owns and closes its manager: leave ``async with session`` in the
-    task that created it.
+    task that created it. ``watch=True`` reloads by diff whenever a discovered config
+    file changes (B3).
     """
     if not enable_mcp:
         return AgentSession(Path(cwd), manager=None, owns_manager=False, tools=tools)
@@ -240,6 +286,7 @@ async def create_agent_session(
         enable_project_config=enable_project_config,
         trust_project=trust_project,
         extra_config_paths=extra_config_paths,
+        watch=watch,
     )
     await manager.__aenter__()
     try:

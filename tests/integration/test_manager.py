@@ -14,6 +14,7 @@ import anyio
 import pytest
 from tests.conftest import PYTHON, SERVERS_DIR
 
+import mcpfleet.client.connection  # noqa: F401  (pay the SDK's import before any gate is timed)
 from mcpfleet import paths
 from mcpfleet.cache import MCPToolCache
 from mcpfleet.config.model import ServerConfig, SourceInfo, fingerprint_of

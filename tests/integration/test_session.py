@@ -230,13 +230,17 @@ async def test_mcp_list_shows_states_counts_and_errors(controller: MCPCommandCon
     assert "exited with code 7" in listing
 
 
-async def test_mcp_reload_reconnects_everything(controller: MCPCommandController) -> None:
+async def test_mcp_reload_keeps_unchanged_servers_and_full_reload_restarts_them(
+    controller: MCPCommandController,
+) -> None:
     session = controller.session
     before = session.mcp_manager.get_connection("files")
     text = await controller.handle("/mcp reload")
     assert "MCP reload complete" in text
-    assert "1 connected" in text
     assert "broken: " in text
+    assert session.mcp_manager.get_connection("files") is before  # unchanged config: same process
+    text = await controller.handle("/mcp reload --full")
+    assert "1 connected" in text
     after = session.mcp_manager.get_connection("files")
     assert after is not None and after is not before
     assert [t.name for t in session.tools] == ["mcp_files_echo"]

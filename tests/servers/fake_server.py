@@ -34,6 +34,11 @@ Flags:
                             notifications/tools/list_changed
   --page-size N             tools/list pages of N tools with nextCursor
   --pid-file PATH           write "<pid>\\n" (and "<grandchild pid>\\n") to PATH at start
+  --exit-after S            S seconds after the handshake, exit with --exit-code (default 1)
+  --resource-updates        advertise resources.subscribe; each resources/subscribe is answered,
+                            then followed 0.1 s later by notifications/resources/updated for its URI
+  --catalog-changed-after S S seconds after the handshake, send notifications/resources/list_changed
+                            and notifications/prompts/list_changed
 
 Every received notifications/cancelled is logged on stderr as ``cancelled request <id>``.
 """
@@ -156,7 +161,7 @@ class FakeServer:
         try:
             if name not in self.tool_names:
                 self.reply_error(request_id, -32602, f"Unknown tool: {name}")
-            elif name == "echo" or str(name).startswith("tool_"):
+            elif name in ("echo", "late_tool") or str(name).startswith("tool_"):
                 message = str(arguments.get("message", ""))
                 self.reply(
                     request_id,
@@ -239,7 +244,9 @@ class FakeServer:
                     "protocolVersion": version,
                     "capabilities": {
                         "tools": {"listChanged": True},
-                        "resources": {},
+                        "resources": (
+                            {"subscribe": True, "listChanged": True} if self.options.resource_updates else {}
+                        ),
                         "prompts": {},
                         "logging": {},
                     },
@@ -263,6 +270,11 @@ class FakeServer:
         elif method == "resources/list":
             resource = {"uri": "fake://readme", "name": "readme", "mimeType": "text/plain"}
             self.reply(request_id, {"resources": [resource]})
+        elif method in ("resources/subscribe", "resources/unsubscribe") and self.options.resource_updates:
+            self.reply(request_id, {})
+            if method == "resources/subscribe":
+                uri = params.get("uri")
+                threading.Timer(0.1, self.notify, ("notifications/resources/updated", {"uri": uri})).start()
         elif method == "resources/read":
             uri = params.get("uri")
             if uri != "fake://readme":
@@ -288,13 +300,27 @@ class FakeServer:
             event = self.cancelled.get(request_id)
             if event is not None:
                 event.set()
-        elif method == "notifications/initialized" and self.options.list_changed_after is not None:
-            threading.Timer(self.options.list_changed_after, self.change_tools).start()
+        elif method == "notifications/initialized":
+            if self.options.list_changed_after is not None:
+                threading.Timer(self.options.list_changed_after, self.change_tools).start()
+            if self.options.catalog_changed_after is not None:
+                threading.Timer(self.options.catalog_changed_after, self.change_catalog).start()
+            if self.options.exit_after is not None:
+                threading.Timer(self.options.exit_after, self.exit_as_asked).start()
 
     def change_tools(self) -> None:
         with self.state_lock:
             self.tool_names.append("late_tool")
         self.notify("notifications/tools/list_changed", {})
+
+    def change_catalog(self) -> None:
+        self.notify("notifications/resources/list_changed", {})
+        self.notify("notifications/prompts/list_changed", {})
+
+    def exit_as_asked(self) -> None:
+        sys.stderr.write("exiting as asked\n")
+        sys.stderr.flush()
+        os._exit(self.options.exit_code or 1)
 
     def serve(self) -> None:
         for raw in sys.stdin:
@@ -328,6 +354,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--list-changed-after", type=float, default=None)
     parser.add_argument("--page-size", type=int, default=0)
     parser.add_argument("--pid-file")
+    parser.add_argument("--exit-after", type=float, default=None)
+    parser.add_argument("--resource-updates", action="store_true")
+    parser.add_argument("--catalog-changed-after", type=float, default=None)
     return parser.parse_args(argv)
 
 

@@ -91,20 +91,31 @@ def server_rows(
             continue
         error: str | None = None
         status: str
+        state: str
+        stderr_tail: list[str] = []
         if entry.state == "active":
-            error = result.errors.get(entry.name) or manager.get_errors().get(entry.name)
+            health = manager.get_server_state(entry.name)
+            error = result.errors.get(entry.name) or health.last_error
             status = "failed" if error else manager.get_connection_status(entry.name)
+            # ``status`` keeps the documented set; ``state`` adds reconnecting and suspended.
+            state = health.state if health.state in ("reconnecting", "suspended") else status
+            if state != "connected":
+                stderr_tail = list(health.stderr_tail)
         elif entry.state == "invalid":
             status, error = "failed", entry.reason
+            state = status
         else:
             status, error = entry.state, entry.reason
+            state = status
         rows.append(
             {
                 "name": entry.name,
                 "status": status,
+                "state": state,
                 "tools": tool_counts.get(entry.name, 0),
                 "deferred": manager.is_deferred(entry.name),
                 "error": error,
+                "stderr_tail": stderr_tail,
                 "source": entry.source.to_dict(),
                 "timings_ms": {k: round(v, 1) for k, v in manager.get_timings(entry.name).items()},
             }
@@ -211,8 +222,8 @@ async def demo_command(args: argparse.Namespace) -> int:
     return await run_demo(args)
 
 
-async def open_session(args: argparse.Namespace) -> AgentSession:
-    """A session configured from the global options (used by ``shell``)."""
+async def open_session(args: argparse.Namespace, *, watch: bool = False) -> AgentSession:
+    """A session configured from the global options; ``watch`` follows config edits (``shell``)."""
     from mcpfleet.session import create_agent_session
 
     return await create_agent_session(
@@ -222,4 +233,5 @@ async def open_session(args: argparse.Namespace) -> AgentSession:
         startup_timeout_ms=args.startup_timeout,
         cache=None if args.no_cache else "default",
         extra_config_paths=args.extra_configs,
+        watch=watch,
     )

@@ -17,9 +17,14 @@ if TYPE_CHECKING:
 
     from mcpfleet.manager import ManagerEvent, MCPManager
 
+STDERR_LINES_SHOWN = 3
+"""Lines of a down server's stderr shown under its error in the status table."""
+
 _STATUS_STYLE = {
     "connected": "green",
     "connecting": "yellow",
+    "reconnecting": "yellow",
+    "suspended": "red",
     "failed": "red",
     "disconnected": "dim",
     "pending-approval": "magenta",
@@ -57,7 +62,7 @@ def live_progress(manager: MCPManager, *, enabled: bool) -> Iterator[None]:
     with Live(render(), console=console(stderr=True), refresh_per_second=12, transient=True) as live:
 
         def on_event(event: ManagerEvent) -> None:
-            if event.kind in ("connecting", "connected", "failed"):
+            if event.kind in ("connecting", "connected", "failed", "reconnecting"):
                 states[event.server] = (event.kind, time.perf_counter(), event.error)
                 live.update(render())
 
@@ -69,6 +74,7 @@ def live_progress(manager: MCPManager, *, enabled: bool) -> Iterator[None]:
 
 
 def print_status_table(rows: list[dict[str, Any]], errors: list[dict[str, str]]) -> None:
+    from rich.markup import escape
     from rich.table import Table
 
     out = console()
@@ -79,16 +85,22 @@ def print_status_table(rows: list[dict[str, Any]], errors: list[dict[str, str]])
         for column in ("server", "status", "tools", "ms", "source", "error"):
             table.add_column(column, overflow="fold")
         for row in rows:
-            style = _STATUS_STYLE.get(row["status"], "")
+            state = row.get("state", row["status"])
+            style = _STATUS_STYLE.get(state, "")
             total = row["timings_ms"].get("total")
             deferred = " (cached)" if row["deferred"] else ""
+            error = row["error"] or ""
+            tail = row.get("stderr_tail") or []
+            if tail:
+                # Server output may hold square brackets, which rich would read as markup.
+                error += "\n[dim]stderr: " + escape(" | ".join(tail[-STDERR_LINES_SHOWN:])) + "[/]"
             table.add_row(
                 row["name"],
-                f"[{style}]{row['status']}[/]",
+                f"[{style}]{state}[/]",
                 f"{row['tools']}{deferred}",
                 f"{total:.0f}" if total is not None else "",
                 f"{row['source']['provider_name']} ({row['source']['level']})",
-                row["error"] or "",
+                error,
             )
         out.print(table)
     print_errors(errors)

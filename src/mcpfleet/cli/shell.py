@@ -1,7 +1,8 @@
 """``mcpfleet shell``: an agent session driven by typed (or piped) commands.
 
 Reads one command a line from stdin, so it works at a terminal and in scripts:
-``/mcp …`` sub-commands, ``/tools``, ``/call TOOL JSON``, ``/help``, ``/exit``.
+``/mcp …`` sub-commands, ``/tools``, ``/call TOOL JSON``, ``/help``, ``/exit``. The
+discovered config files are watched: an edit is applied (reload by diff) within a second.
 """
 
 from __future__ import annotations
@@ -27,7 +28,8 @@ async def run_shell(args: argparse.Namespace) -> int:
     from mcpfleet.commands import MCPCommandController
 
     interactive = sys.stdin.isatty()
-    session = await open_session(args)
+    # An interactive session lives long enough for config edits to matter: follow them.
+    session = await open_session(args, watch=True)
     async with session:
         controller = MCPCommandController(session)
         for error in session.mcp_errors:

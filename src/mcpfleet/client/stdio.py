@@ -8,7 +8,9 @@ into an error item. This one:
 * runs ``[command, *args]`` with ``os.environ`` + the config's resolved ``env``, in its own
   session and process group, so closing can signal the whole group (grandchildren too);
 * on Linux asks the kernel to SIGKILL the child if the thread that spawned it dies
-  (``PR_SET_PDEATHSIG``), so a crashed host leaves no server behind. This needs a
+  (``PR_SET_PDEATHSIG``), and announces its process group to the host's watchdog
+  (``watchdog.py``), which ends the whole group, grandchildren included, if the host dies;
+  so a crashed host leaves no server behind. The parent-death signal needs a
   ``preexec_fn``, which CPython documents as unsafe when other threads hold locks at fork
   time; the hook only calls an already-resolved ``prctl`` and ``getppid``, which take no
   Python-level locks. anyio's public ``open_process`` has no ``preexec_fn`` argument, so the
@@ -36,6 +38,7 @@ import anyio
 import anyio.abc
 from anyio._core._eventloop import get_async_backend
 
+from mcpfleet.client.watchdog import host_watchdog
 from mcpfleet.errors import CommandNotFoundError, ConnectError
 
 if TYPE_CHECKING:
@@ -218,6 +221,7 @@ class StdioTransport:
         self.spawn_ms = (time.perf_counter() - started) * 1000
         self._process = process
         self.pid = process.pid
+        host_watchdog().watch(process.pid)
         return process
 
     # -- pumps -----------------------------------------------------------------------------------------
@@ -310,6 +314,8 @@ class StdioTransport:
                     break
                 await anyio.sleep(_POLL_S)
             self._signal_group(signal.SIGKILL)
+        if self.pid is not None:
+            host_watchdog().release(self.pid)
 
     async def _wait_exit(self, seconds: float) -> bool:
         # Polls the exit status rather than waiting on ``_watch_exit``: during a cancelled

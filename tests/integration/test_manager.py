@@ -334,3 +334,15 @@ async def test_a_dropped_transport_is_reported_and_keeps_other_tools(tmp_path: P
         assert "exited with code 9" in manager.get_errors()["fragile"]
         steady = next(t for t in manager.get_tools() if t.server_name == "steady")
         assert "hi" in (await steady.execute({"message": "hi"})).text
+
+
+async def test_a_server_still_starting_is_stopped_without_waiting_for_it_to_read_stdin() -> None:
+    # It never answered, so it is not reading stdin: no stdin grace period before SIGTERM.
+    starting = fake("starting", "--delay-start", "30")
+    async with MCPManager("/", cache=None, startup_timeout_ms=50, on_uncached="late-join") as manager:
+        await manager.connect_servers(*fleet(starting))
+        await anyio.sleep(0.3)  # let the process spawn
+        started = time.perf_counter()
+        await manager.disconnect_server("starting")
+        elapsed = time.perf_counter() - started
+    assert elapsed < 0.8, elapsed

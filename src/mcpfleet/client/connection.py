@@ -540,8 +540,18 @@ class ServerConnection:
         return root
 
     def _http_connect_error(self, root: BaseException) -> ConnectError | None:
+        from mcp.client.auth.exceptions import OAuthFlowError
+
         assert self._http is not None
         url = self._http.url
+        if isinstance(root, OAuthFlowError):
+            # Checked before the HTTP status: the OAuth discovery probes well-known URLs that may
+            # answer 404, and that status says nothing about the server's own "url".
+            return AuthRequiredError(
+                f'MCP server "{self.name}" ({url}): OAuth failed: {_first_line(root)}; '
+                f"run: mcpfleet login {self.name}",
+                server=self.name,
+            )
         status = self._http.error_status or _status_of(root)
         if status == 401:
             return AuthRequiredError(

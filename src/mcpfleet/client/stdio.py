@@ -132,6 +132,8 @@ class StdioTransport:
         self.exited = anyio.Event()
         self.signalled = False
         """Whether shutdown had to signal the leader (its exit status is then ours, not its own)."""
+        self.answered = False
+        """Whether the server ever sent a message: one that never did has no work to wind down."""
         self._process: anyio.abc.Process | None = None
         self._task_group: anyio.abc.TaskGroup | None = None
         self._streams: list[Any] = []
@@ -248,6 +250,7 @@ class StdioTransport:
                         self.non_json_lines += 1
                         logger.debug("%s: skipped a non-JSON-RPC stdout line: %.200r", self.server_name, line)
                         continue
+                    self.answered = True
                     await read_writer.send(SessionMessage(message))
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream):
             pass
@@ -300,7 +303,9 @@ class StdioTransport:
         if process.stdin is not None:
             with contextlib.suppress(OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
                 await process.stdin.aclose()
-        if not await self._wait_exit(STDIN_CLOSE_GRACE_S):
+        # A server still starting (it never answered) is not reading its stdin yet: waiting for
+        # it to notice the close would only delay the SIGTERM.
+        if not await self._wait_exit(STDIN_CLOSE_GRACE_S if self.answered else 0):
             self.signalled = True
             self._signal_group(signal.SIGTERM)
             if not await self._wait_exit(SIGTERM_GRACE_S):

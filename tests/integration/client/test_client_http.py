@@ -107,3 +107,29 @@ async def test_wrong_path_reports_the_http_status(
     with pytest.raises(ConnectError) as caught:
         await connect_to_server("lost", http_config("lost", url, transport), cwd=tmp_path, timeout_ms=5000)
     assert f'MCP server "lost" answered HTTP 404 at {url}' in str(caught.value)
+
+
+async def test_a_failed_oauth_flow_is_reported_as_auth_not_as_a_wrong_url(
+    tmp_path: Path, http_server_factory: StartServer
+) -> None:
+    from mcpfleet.client.oauth import oauth_auth_for
+
+    # The server wants a bearer token but publishes no OAuth metadata: every discovery probe
+    # answers 404, which must not be reported as a wrong "url".
+    server = http_server_factory("--require-bearer", "sekrit")
+    config = http_config(
+        "guarded",
+        server.url,
+        oauth={
+            "grant_type": "client_credentials",
+            "client_id": "mcpfleet",
+            "client_secret": "s3",
+            "issuer": server.url.rsplit("/", 1)[0],
+        },
+    )
+    with pytest.raises(AuthRequiredError) as caught:
+        await connect_to_server("guarded", config, cwd=tmp_path, auth=oauth_auth_for("guarded", config))
+    message = str(caught.value)
+    assert "OAuth" in message
+    assert "run: mcpfleet login guarded" in message
+    assert 'check the "url" field' not in message

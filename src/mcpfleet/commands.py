@@ -222,7 +222,7 @@ class MCPCommandController:
         return config
 
     async def _test(self, arguments: list[str]) -> str:
-        from mcpfleet.client.connection import connect_to_server
+        from mcpfleet.client.opening import connect_to_server
 
         name = self._one_name(arguments, "/mcp test NAME")
         config = self._config_of(name)

@@ -39,6 +39,7 @@ import anyio.to_thread
 from mcpfleet.bridge import DeferredMCPTool, MCPTool, assign_tool_names
 from mcpfleet.cache import MCPToolCache
 from mcpfleet.client.definitions import ToolDefinition
+from mcpfleet.client.opening import import_off_loop, open_connection
 from mcpfleet.config import load_all_mcp_configs
 from mcpfleet.config.model import DiscoveryResult, ServerConfig, SourceInfo
 from mcpfleet.errors import (
@@ -608,7 +609,6 @@ class MCPManager:
             attempt.done.set()
 
     async def _open(self, attempt: _Attempt) -> ServerConnection:
-        from mcpfleet.client.connection import open_connection
 
         config = attempt.config
         cached = self._cache.get(attempt.name, config.fingerprint) if self._cache is not None else None
@@ -619,18 +619,18 @@ class MCPManager:
             cwd=self.cwd,
             on_notification=self._notification_handler(attempt),
             protocol_version=cached.protocol_version if cached is not None else None,
-            auth=self._auth_for(attempt.name, config),
+            auth=await self._auth_for(attempt.name, config),
         )
 
-    def _auth_for(self, name: str, config: ServerConfig) -> object | None:
+    async def _auth_for(self, name: str, config: ServerConfig) -> object | None:
         """The OAuth provider for an HTTP server that carries no credentials of its own."""
         if config.transport == "stdio":
             return None
         if any(key.lower() == "authorization" for key in config.headers):
             return None
-        from mcpfleet.client.oauth import oauth_auth_for
-
-        return oauth_auth_for(name, config, interactive=False)
+        oauth = await import_off_loop("mcpfleet.client.oauth")
+        provider: object = oauth.oauth_auth_for(name, config, interactive=False)
+        return provider
 
     # -- notifications (B2, B7) ----------------------------------------------------------
 

@@ -34,8 +34,9 @@ from urllib.parse import urlsplit
 
 import httpx2
 
-from mcpfleet.client.connection import ServerConnection, connect_to_server
+from mcpfleet.client.connection import ServerConnection
 from mcpfleet.client.oauth import oauth_auth_for
+from mcpfleet.client.opening import connect_to_server
 from mcpfleet.config.model import ServerConfig, SourceInfo
 from mcpfleet.manager import MCPManager
 

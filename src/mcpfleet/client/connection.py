@@ -18,10 +18,9 @@ from __future__ import annotations
 import inspect
 import logging
 import math
-import os
 import time
 import warnings
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 from functools import partial
 from pathlib import Path
@@ -39,8 +38,8 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
 from mcpfleet.client.definitions import ServerInfo, ToolDefinition
-from mcpfleet.client.secrets import resolve_secret_values
-from mcpfleet.client.stdio import StdioTransport, exit_description
+from mcpfleet.client.secrets import resolve_secrets_off_loop
+from mcpfleet.client.stdio import StdioTransport, exit_description, prepare_stdio_transport
 from mcpfleet.errors import (
     AuthRequiredError,
     ConnectError,
@@ -97,6 +96,7 @@ class ServerConnection:
         auth: object | None,
         resolve_secrets: bool,
         elicitation_handler: ElicitationHandler | None = None,
+        stdio_transport: StdioTransport | None = None,
     ) -> None:
         self.name = name
         self.config = config
@@ -116,13 +116,15 @@ class ServerConnection:
         self._resolve_secrets = resolve_secrets
         self._elicitation_handler = elicitation_handler
         self._client: Client | None = None
-        self._stdio: StdioTransport | None = None
+        self._stdio: StdioTransport | None = stdio_transport
+        """Set up front when the process was spawned before the SDK was loaded (``opening``)."""
         self._http: HttpTransport | None = None
         self._wake = anyio.Event()
         self._close_requested = False
         self._owner_done = anyio.Event()
         self._transport_error: BaseException | None = None
-        self._host_task: Any = None
+        self.host_task: Any = None
+        """The asyncio task hosting the owner when no task group does (``connect_to_server``)."""
 
     # -- public surface ---------------------------------------------------------------------------------
     def stderr_tail(self, lines: int = 20) -> list[str]:
@@ -384,30 +386,21 @@ class ServerConnection:
     async def _build_transport(self) -> Any:
         config = self.config
         if config.transport == "stdio":
-            if not config.command:
-                raise ConnectError(f'MCP server "{self.name}" has no "command"', server=self.name)
-            env = await self._resolved(config.env)
-            cwd = self._cwd / config.cwd if config.cwd else self._cwd
-            self._stdio = StdioTransport(
-                self.name, config.command, config.args, env={**os.environ, **env}, cwd=str(cwd)
-            )
+            if self._stdio is None:
+                self._stdio = await prepare_stdio_transport(
+                    self.name, config, cwd=self._cwd, resolve_secrets=self._resolve_secrets
+                )
             return self._stdio
         from mcpfleet.client.http import HttpTransport
 
         if not config.url:
             raise ConnectError(f'MCP server "{self.name}" has no "url"', server=self.name)
-        headers = await self._resolved(config.headers)
+        headers = await resolve_secrets_off_loop(
+            self.name, config.headers, cwd=self._cwd, enabled=self._resolve_secrets
+        )
         kind: Literal["http", "sse"] = "sse" if config.transport == "sse" else "http"
         self._http = HttpTransport(config.url, kind=kind, headers=headers, auth=self._auth)  # type: ignore[arg-type]
         return self._http
-
-    async def _resolved(self, values: Mapping[str, str]) -> dict[str, str]:
-        if not self._resolve_secrets or not values:
-            return dict(values)
-        # A !command may run for seconds: keep the event loop free meanwhile.
-        return await anyio.to_thread.run_sync(
-            lambda: resolve_secret_values(self.name, values, cwd=str(self._cwd))
-        )
 
     def _connect_mode(self) -> str:
         # The SDK's default "auto" probes server/discover first, which costs 10 s on a legacy server
@@ -682,97 +675,4 @@ def _is_connect_failure(error: BaseException) -> bool:
     return isinstance(error, httpx2.TransportError | OSError)
 
 
-async def open_connection(
-    task_group: anyio.abc.TaskGroup,
-    name: str,
-    config: ServerConfig,
-    *,
-    cwd: Path,
-    timeout_ms: int | None = None,
-    on_notification: NotificationCallback | None = None,
-    protocol_version: str | None = None,
-    auth: object | None = None,
-    resolve_secrets: bool = True,
-    elicitation_handler: ElicitationHandler | None = None,
-) -> ServerConnection:
-    """Connect ``name`` with its owner task hosted in ``task_group`` (which must outlive the connection).
-
-    Returns once the handshake is done; raises the connect error (nothing left running) otherwise.
-    """
-    connection = ServerConnection(
-        name,
-        config,
-        cwd=cwd,
-        timeout_ms=timeout_ms,
-        on_notification=on_notification,
-        protocol_version=protocol_version,
-        auth=auth,
-        resolve_secrets=resolve_secrets,
-        elicitation_handler=elicitation_handler,
-    )
-    await task_group.start(_run_owner_task, connection, name=f"mcpfleet connection {name}")
-    return connection
-
-
-async def _run_owner_task(
-    connection: ServerConnection, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
-) -> None:
-    await connection.run_owner(task_status=task_status)
-
-
-async def connect_to_server(
-    name: str,
-    config: ServerConfig,
-    *,
-    cwd: Path,
-    timeout_ms: int | None = None,
-    on_notification: NotificationCallback | None = None,
-    protocol_version: str | None = None,
-    auth: object | None = None,
-    resolve_secrets: bool = True,
-    elicitation_handler: ElicitationHandler | None = None,
-) -> ServerConnection:
-    """Connect ``name`` without a task group: the owner runs in an asyncio task of its own.
-
-    anyio offers no way to start a task that outlives the caller without a task group the
-    caller already holds, so this convenience needs the asyncio backend; code running on
-    another backend (or wanting structured ownership) uses ``open_connection``.
-    """
-    import asyncio
-
-    connection = ServerConnection(
-        name,
-        config,
-        cwd=cwd,
-        timeout_ms=timeout_ms,
-        on_notification=on_notification,
-        protocol_version=protocol_version,
-        auth=auth,
-        resolve_secrets=resolve_secrets,
-        elicitation_handler=elicitation_handler,
-    )
-    ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-    owner = asyncio.create_task(connection.run_owner(task_status=_FutureTaskStatus(ready)))
-    # The connection keeps its host task referenced: asyncio holds tasks only weakly.
-    connection._host_task = owner
-    try:
-        await asyncio.wait({owner, ready}, return_when=asyncio.FIRST_COMPLETED)
-    except BaseException:
-        owner.cancel()
-        await asyncio.wait({owner})
-        raise
-    if not ready.done():
-        owner.result()  # the connect error
-    return connection
-
-
-class _FutureTaskStatus(anyio.abc.TaskStatus[None]):
-    def __init__(self, future: Any) -> None:
-        self._future = future
-
-    def started(self, value: None = None) -> None:
-        if not self._future.done():
-            self._future.set_result(None)
-
-
-__all__ = ["ElicitationHandler", "ServerConnection", "connect_to_server", "open_connection"]
+__all__ = ["ElicitationHandler", "NotificationCallback", "ServerConnection"]

@@ -893,7 +893,7 @@ async def _initialize_once(name: str, config: ServerConfig, auth: httpx2.Auth, c
     """Connect (``initialize``) with ``auth`` and close: the 401 on the way is what starts the flow."""
     from mcp.client.auth import OAuthFlowError
 
-    from mcpfleet.client.connection import open_connection
+    from mcpfleet.client.opening import open_connection
 
     try:
         try:

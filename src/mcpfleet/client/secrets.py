@@ -21,6 +21,7 @@ import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
 from mcpfleet.errors import SecretResolutionError
 
@@ -163,3 +164,15 @@ def _command_error(server: str, key: str, reason: str, *, backing_off: bool) -> 
         "fix the command in the server's config",
         server=server,
     )
+
+
+async def resolve_secrets_off_loop(
+    name: str, values: Mapping[str, str], *, cwd: Path, enabled: bool = True
+) -> dict[str, str]:
+    """``resolve_secret_values`` in a worker thread (a ``!command`` may run for seconds),
+    or the values as they are when ``enabled`` is false (entries not approved to read secrets)."""
+    if not enabled or not values:
+        return dict(values)
+    import anyio.to_thread
+
+    return await anyio.to_thread.run_sync(lambda: resolve_secret_values(name, values, cwd=str(cwd)))

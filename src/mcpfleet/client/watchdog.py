@@ -1,9 +1,10 @@
 """No server outlives its host, even a host killed with SIGKILL (B4).
 
-``PR_SET_PDEATHSIG`` (see ``stdio.py``) kills only the direct child when the host dies;
-the processes *it* started (``npx`` → ``node``, ``uvx`` → ``python``) are reparented and
-live on. Every stdio server runs in a process group of its own, so what is needed is
-someone who outlives the host just long enough to end those groups.
+Linux's ``PR_SET_PDEATHSIG`` kills only the direct child when the host dies; the processes
+*it* started (``npx`` → ``node``, ``uvx`` → ``python``) are reparented and live on (and
+setting it needs a ``preexec_fn``, which makes every spawn a full fork). Every stdio
+server runs in a process group of its own, so what is needed is someone who outlives the
+host just long enough to end those groups.
 
 That someone is one small helper process per host process, started on the first stdio
 spawn (a stdlib-only ``python -I -S`` script: about 20 ms, paid once, never per server). The
@@ -87,6 +88,15 @@ class ProcessGroupWatchdog:
         """The group is gone (or about to be reaped by the host itself): forget it."""
         self._send(f"-{process_group}\n")
 
+    def ensure_running(self) -> bool:
+        """Start the helper if it is not running yet; whether it now guards this host's servers."""
+        if os.name != "posix":
+            return False
+        with self._lock:
+            if self._started_by is None:
+                self._start()
+            return self._write_fd is not None
+
     def _send(self, line: str) -> None:
         if os.name != "posix":
             return
@@ -138,7 +148,8 @@ class ProcessGroupWatchdog:
         self._write_fd = write_fd
 
     def _give_up(self, reason: str) -> None:
-        # Direct children still die with the host (PR_SET_PDEATHSIG); only their own children may not.
+        # Servers spawned from now on fall back to PR_SET_PDEATHSIG (see stdio.py), which covers
+        # the direct child only.
         logger.warning("%s: MCP server grandchildren may outlive a crashed host", reason)
         self._failed = True
         if self._write_fd is not None:

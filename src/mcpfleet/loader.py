@@ -106,6 +106,14 @@ async def discover_and_load_mcp_tools(
         filter_exa=filter_exa,
         extra_config_paths=extra_config_paths,
     )
+    return await start_and_load(manager)
+
+
+async def start_and_load(manager: MCPManager) -> MCPToolsLoadResult:
+    """Enter a new manager and run its start-up round; close it again if that raises.
+
+    On success the manager stays running for the caller, who closes it from this task.
+    """
     await manager.__aenter__()
     try:
         return await load_tools_into(manager)

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 from mcpfleet.bridge import ToolResult, resolve_tool_name
 from mcpfleet.cache import MCPToolCache
 from mcpfleet.errors import ConfigError, ToolNotFoundError
-from mcpfleet.loader import LoadError, load_tools_into
+from mcpfleet.loader import LoadError, load_tools_into, start_and_load
 from mcpfleet.manager import AnyTool, ManagerEvent, MCPLoadResult, MCPManager, UncachedPolicy
 
 if TYPE_CHECKING:
@@ -221,11 +221,11 @@ class AgentSession:
         """A child session that shares this session's manager and connections (S21)."""
         child = AgentSession(self.cwd, manager=self._manager, owns_manager=False, tools=tools)
         if self._manager is not None:
-            child.tool_registry_sync(self._manager.get_tools())
+            child._install_mcp_tools(self._manager.get_tools())
         return child
 
-    def tool_registry_sync(self, tools: Sequence[AnyTool]) -> None:
-        """Install MCP tools without awaiting (used when a session is being built)."""
+    def _install_mcp_tools(self, tools: Sequence[AnyTool]) -> None:
+        """Register MCP tools without awaiting, while a session is being built."""
         for tool in tools:
             self.tool_registry.register(tool)
 
@@ -276,7 +276,7 @@ async def create_agent_session(
         return AgentSession(Path(cwd), manager=None, owns_manager=False, tools=tools)
     if mcp_manager is not None:
         session = AgentSession(mcp_manager.cwd, manager=mcp_manager, owns_manager=False, tools=tools)
-        session.tool_registry_sync(mcp_manager.get_tools())
+        session._install_mcp_tools(mcp_manager.get_tools())
         return session
     manager = MCPManager(
         cwd,
@@ -288,15 +288,10 @@ async def create_agent_session(
         extra_config_paths=extra_config_paths,
         watch=watch,
     )
-    await manager.__aenter__()
-    try:
-        loaded = await load_tools_into(manager)
-    except BaseException:
-        await manager.aclose()
-        raise
+    loaded = await start_and_load(manager)
     for error in loaded.errors:
         logger.warning("MCP tool load failed: %s: %s", error.path, error.error)
     session = AgentSession(manager.cwd, manager=manager, owns_manager=True, tools=tools)
     session.mcp_errors = loaded.errors
-    session.tool_registry_sync(manager.get_tools())
+    session._install_mcp_tools(manager.get_tools())
     return session

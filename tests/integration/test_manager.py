@@ -12,7 +12,9 @@ from pathlib import Path
 
 import anyio
 import pytest
-from tests.conftest import PYTHON, SERVERS_DIR
+from tests.conftest import PYTHON
+from tests.servers.fixtures import FAKE_SERVER as FAKE_SERVER_PATH
+from tests.servers.fixtures import fake_server_config
 
 import mcpfleet.client.connection  # noqa: F401  (pay the SDK's import before any gate is timed)
 from mcpfleet import paths
@@ -24,21 +26,13 @@ from mcpfleet.manager import ManagerEvent, MCPManager
 
 pytestmark = pytest.mark.anyio
 
-FAKE_SERVER = str(SERVERS_DIR / "fake_server.py")
+FAKE_SERVER = str(FAKE_SERVER_PATH)
 
 
 def fake(
     name: str, *flags: str, timeout_ms: int | None = None, env: dict[str, str] | None = None
 ) -> ServerConfig:
-    config = ServerConfig(
-        name=name,
-        transport="stdio",
-        command=PYTHON,
-        args=(FAKE_SERVER, "--name", name, *flags),
-        env=env or {},
-        timeout_ms=timeout_ms,
-    )
-    return _fingerprinted(config)
+    return _fingerprinted(fake_server_config(name, *flags, timeout_ms=timeout_ms, env=env or {}))
 
 
 def delayed(name: str, *flags: str) -> ServerConfig:

@@ -233,11 +233,6 @@ class MCPToolCache:
         with self._lock:
             return self._run("write", server_name, compare_and_set) is True
 
-    def remember_protocol_version(self, server_name: str, fingerprint: str) -> str | None:
-        """The protocol era negotiated last time with this server (and config), if cached."""
-        cached = self.get(server_name, fingerprint)
-        return cached.protocol_version if cached is not None else None
-
     def delete(self, server_name: str) -> None:
         """Forget one server (best effort)."""
 

@@ -37,7 +37,7 @@ import anyio.abc
 import anyio.to_thread
 
 from mcpfleet.bridge import DeferredMCPTool, MCPTool, assign_tool_names
-from mcpfleet.cache import MCPToolCache
+from mcpfleet.cache import CachedServer, MCPToolCache
 from mcpfleet.client.definitions import ToolDefinition
 from mcpfleet.client.opening import import_off_loop, open_connection
 from mcpfleet.config import load_all_mcp_configs
@@ -139,6 +139,9 @@ class _Attempt:
     scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
     reconnect: bool = False
     """Part of a reconnection: failures go to the supervisor, stale tools stay registered."""
+    cached: CachedServer | None = None
+    """The tool-cache entry read when the attempt began: deferred tools at the gate, and the
+    protocol version to connect with (B8). Read once per attempt."""
 
 
 @dataclass
@@ -507,7 +510,7 @@ class MCPManager:
             self._errors.pop(name, None)
             # Connecting again by hand is what lifts a suspension (S17: reconnection is explicit).
             self._supervisor.forget(name)
-            attempt = _Attempt(name, self._epochs.get(name, 0), config)
+            attempt = self._new_attempt(name, self._epochs.get(name, 0), config)
             self._pending_connections[name] = attempt
             self._emit("connecting", name)
             task_group.start_soon(self._run_attempt, attempt)
@@ -523,7 +526,7 @@ class MCPManager:
         for attempt in attempts:
             if attempt.done.is_set() or self._is_stale(attempt):
                 continue
-            cached = self._read_cache(attempt.name, attempt.config)
+            cached = _filter_tools(attempt.cached.tools, attempt.config) if attempt.cached else ()
             if cached:
                 self._catalog[attempt.name] = _ServerCatalog(cached, deferred=True)
                 result.deferred_servers.append(attempt.name)
@@ -543,11 +546,11 @@ class MCPManager:
         result.connected_servers = self.get_connected_servers()
         return result
 
-    def _read_cache(self, name: str, config: ServerConfig) -> tuple[ToolDefinition, ...]:
-        if self._cache is None:
-            return ()
-        entry = self._cache.get(name, config.fingerprint)
-        return _filter_tools(entry.tools, config) if entry is not None else ()
+    def _new_attempt(
+        self, name: str, epoch: int, config: ServerConfig, *, reconnect: bool = False
+    ) -> _Attempt:
+        cached = self._cache.get(name, config.fingerprint) if self._cache is not None else None
+        return _Attempt(name, epoch, config, reconnect=reconnect, cached=cached)
 
     def _is_stale(self, attempt: _Attempt) -> bool:
         """True when the server was disconnected or restarted after this attempt began."""
@@ -609,9 +612,8 @@ class MCPManager:
             attempt.done.set()
 
     async def _open(self, attempt: _Attempt) -> ServerConnection:
-
         config = attempt.config
-        cached = self._cache.get(attempt.name, config.fingerprint) if self._cache is not None else None
+        cached = attempt.cached
         return await open_connection(
             self.task_group,
             attempt.name,
@@ -812,7 +814,7 @@ class MCPManager:
             if self._epochs.get(name, 0) != epoch:
                 return
             attempts += 1
-            attempt = _Attempt(name, epoch, config, reconnect=True)
+            attempt = self._new_attempt(name, epoch, config, reconnect=True)
             self._pending_connections[name] = attempt
             await self._run_attempt(attempt)
             if self._epochs.get(name, 0) != epoch:

@@ -340,3 +340,20 @@ async def test_a_server_still_starting_is_stopped_without_waiting_for_it_to_read
         await manager.disconnect_server("starting")
         elapsed = time.perf_counter() - started
     assert elapsed < 0.8, elapsed
+
+
+async def test_the_negotiated_protocol_version_is_remembered_in_the_cache(cache: MCPToolCache) -> None:
+    server = fake("era", "--tool", "echo")
+    async with MCPManager("/", cache=cache, startup_timeout_ms=0) as manager:
+        await manager.connect_servers(*fleet(server))
+        connection = manager.get_connection("era")
+        assert connection is not None and connection.protocol_version
+        negotiated = connection.protocol_version
+    remembered = cache.get("era", server.fingerprint)
+    assert remembered is not None
+    assert remembered.protocol_version == negotiated
+    # The next connection of the same config starts from what was remembered (B8).
+    async with MCPManager("/", cache=cache, startup_timeout_ms=0) as manager:
+        await manager.connect_servers(*fleet(server))
+        again = manager.get_connection("era")
+        assert again is not None and again.protocol_version == negotiated

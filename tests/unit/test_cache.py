@@ -100,10 +100,11 @@ def test_round_trip_keeps_every_field_and_survives_reopening(
 
 
 def test_protocol_version_is_remembered_for_reconnects(cache: MCPToolCache) -> None:
-    assert cache.remember_protocol_version("files", FINGERPRINT) is None
+    assert cache.get("files", FINGERPRINT) is None
     cache.put("files", FINGERPRINT, TOOLS, protocol_version="2024-11-05")
-    assert cache.remember_protocol_version("files", FINGERPRINT) == "2024-11-05"
-    assert cache.remember_protocol_version("files", OTHER_FINGERPRINT) is None
+    remembered = cache.get("files", FINGERPRINT)
+    assert remembered is not None and remembered.protocol_version == "2024-11-05"
+    assert cache.get("files", OTHER_FINGERPRINT) is None
 
     cache.put("plain", FINGERPRINT, TOOLS)
     cached = cache.get("plain", FINGERPRINT)

@@ -11,10 +11,24 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 TESTS_DIR = Path(__file__).parent
 SERVERS_DIR = TESTS_DIR / "servers"
 PYTHON = sys.executable
+
+# Property-based tests run in `make test`: the same examples on every run (a verdict that
+# depends on the seed or on machine load is no verdict), no per-example deadline (the CI
+# machine has 2 cores), and no example database written into the work tree.
+settings.register_profile(
+    "mcpfleet",
+    derandomize=True,
+    deadline=None,
+    max_examples=100,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+settings.load_profile("mcpfleet")
 
 
 @pytest.fixture

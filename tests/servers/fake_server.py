@@ -39,6 +39,12 @@ Flags:
                             then followed 0.1 s later by notifications/resources/updated for its URI
   --catalog-changed-after S S seconds after the handshake, send notifications/resources/list_changed
                             and notifications/prompts/list_changed
+  --list-changed-every S    after the handshake, send notifications/tools/list_changed every S seconds
+                            until the process ends (a notification flood)
+  --duplicate-tool NAME     list tool NAME a second time, with another description, right after the first
+  --request-log PATH        append the method of every request received to PATH, one per line
+  --exit-if-exists PATH     when PATH exists, wait --delay-start seconds, then exit with --exit-code
+                            without reading stdin (one config, two outcomes: switched by a file)
 
 Every received notifications/cancelled is logged on stderr as ``cancelled request <id>``.
 """
@@ -139,6 +145,8 @@ class FakeServer:
         for name in self.tool_names:
             schema = TOOL_SCHEMAS.get(name, TOOL_SCHEMAS["echo"])
             tools.append({"name": name, **schema})
+            if name == self.options.duplicate_tool:
+                tools.append({"name": name, **schema, "description": "a second definition of the same name"})
         return tools
 
     def list_tools(self, params: dict[str, Any]) -> dict[str, Any]:
@@ -236,6 +244,9 @@ class FakeServer:
         if request_id is None:
             self.handle_notification(method, params)
             return
+        if self.options.request_log:
+            with self.state_lock, open(self.options.request_log, "a") as log:
+                log.write(f"{method}\n")
         if method == "initialize":
             version = params.get("protocolVersion", "2025-06-18")
             self.reply(
@@ -307,11 +318,18 @@ class FakeServer:
                 threading.Timer(self.options.catalog_changed_after, self.change_catalog).start()
             if self.options.exit_after is not None:
                 threading.Timer(self.options.exit_after, self.exit_as_asked).start()
+            if self.options.list_changed_every is not None:
+                threading.Thread(target=self.flood_list_changed, daemon=True).start()
 
     def change_tools(self) -> None:
         with self.state_lock:
             self.tool_names.append("late_tool")
         self.notify("notifications/tools/list_changed", {})
+
+    def flood_list_changed(self) -> None:
+        while True:
+            self.notify("notifications/tools/list_changed", {})
+            time.sleep(self.options.list_changed_every)
 
     def change_catalog(self) -> None:
         self.notify("notifications/resources/list_changed", {})
@@ -357,6 +375,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--exit-after", type=float, default=None)
     parser.add_argument("--resource-updates", action="store_true")
     parser.add_argument("--catalog-changed-after", type=float, default=None)
+    parser.add_argument("--list-changed-every", type=float, default=None)
+    parser.add_argument("--duplicate-tool")
+    parser.add_argument("--request-log")
+    parser.add_argument("--exit-if-exists")
     return parser.parse_args(argv)
 
 
@@ -379,6 +401,9 @@ def main(argv: list[str]) -> None:
     for index in range(options.stderr_lines):
         sys.stderr.write(f"stderr line {index}\n")
     sys.stderr.flush()
+    if options.exit_if_exists and os.path.exists(options.exit_if_exists):
+        time.sleep(options.delay_start)
+        sys.exit(options.exit_code)
     if options.exit_before_handshake:
         sys.exit(options.exit_code)
     if options.banner:

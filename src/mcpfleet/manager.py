@@ -117,6 +117,8 @@ class MCPLoadResult:
     """Servers still starting whose tools came from the cache."""
     late_servers: list[str] = field(default_factory=list)
     """Servers still starting without a cache entry, left to join later (``late-join``)."""
+    waited_servers: list[str] = field(default_factory=list)
+    """Servers without a cache entry that the gate waited for past its deadline (``wait``)."""
 
 
 @dataclass
@@ -536,6 +538,7 @@ class MCPManager:
                 result.late_servers.append(attempt.name)
         self._rebuild_tools()
         # Correctness before speed: a server with no cached tools is waited for (S8).
+        result.waited_servers = [attempt.name for attempt in must_wait]
         await _wait_all(must_wait)
         self._startup_over = True
 

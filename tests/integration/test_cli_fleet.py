@@ -76,6 +76,40 @@ def test_status_strict_fails_when_a_server_failed(tmp_path: Path) -> None:
     assert run(tmp_path, "--json", "status", "--strict").returncode == 1
 
 
+def test_status_waits_for_a_server_the_gate_answered_from_the_cache(tmp_path: Path) -> None:
+    # One config, two outcomes: the switch file makes the same server exit at start, so
+    # the cache entry written by the first run still matches in the second.
+    switch = tmp_path / "exit-at-start"
+    write_user_config(
+        {
+            "flip": fake_entry(
+                "flip",
+                "--tool",
+                "echo",
+                "--delay-start",
+                "1",
+                "--exit-if-exists",
+                str(switch),
+                "--exit-code",
+                "3",
+            )
+        }
+    )
+    project = tmp_path / "project"
+    project.mkdir()
+    warm = run(project, "--json", "status", "--strict")
+    assert warm.returncode == 0, warm.stderr
+    [row] = json.loads(warm.stdout)["servers"]
+    assert (row["status"], row["at_gate"], row["tools"]) == ("connected", "waited", 1)
+
+    switch.touch()
+    completed = run(project, "--json", "status", "--strict")
+    assert completed.returncode == 1, completed.stdout
+    [row] = json.loads(completed.stdout)["servers"]
+    assert (row["status"], row["at_gate"], row["tools"]) == ("failed", "deferred", 0)
+    assert "exited with code 3" in row["error"]
+
+
 @pytest.mark.usefixtures("fleet")
 def test_tools_json_lists_what_an_agent_sees(tmp_path: Path) -> None:
     completed = run(tmp_path, "--json", "tools")

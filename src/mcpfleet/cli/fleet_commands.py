@@ -67,15 +67,50 @@ def manager_for(args: argparse.Namespace) -> MCPManager:
 
 
 async def _connect_with_progress(
-    args: argparse.Namespace, manager: MCPManager, discovery: DiscoveryResult
+    args: argparse.Namespace, manager: MCPManager, discovery: DiscoveryResult, *, settle: bool = False
 ) -> MCPLoadResult:
-    """The gated connect round, with live per-server progress on a terminal."""
+    """The gated connect round, with live per-server progress on a terminal.
+
+    ``settle`` then waits for every server the gate let through unfinished, so a report
+    gives each server's final state rather than the cache's picture of it.
+    """
     from mcpfleet.cli.progress import live_progress
 
     with live_progress(manager, enabled=not args.json and sys.stderr.isatty()):
         result = await manager.connect_servers(discovery.configs, discovery.sources)
+        if settle:
+            await _settle(manager, result)
     result.exa_api_keys = list(discovery.exa_api_keys)
     return result
+
+
+async def _settle(manager: MCPManager, result: MCPLoadResult) -> None:
+    """Wait, in parallel, for each server still starting after the gate, each within its own bound.
+
+    A server that does not come up in time gets that as its error in ``result``.
+    """
+    import anyio
+
+    from mcpfleet.errors import MCPFleetError
+
+    async def settle_one(name: str) -> None:
+        try:
+            await manager.wait_for_connection(name)
+        except MCPFleetError as error:
+            result.errors.setdefault(name, str(error))
+
+    async with anyio.create_task_group() as waiters:
+        for name in [*result.deferred_servers, *result.late_servers]:
+            waiters.start_soon(settle_one, name)
+
+
+def _at_gate(name: str, result: MCPLoadResult) -> str:
+    """How the start-up gate served one started server: ready in time, from the cache, or waited for."""
+    if name in result.deferred_servers or name in result.late_servers:
+        return "deferred"
+    if name in result.waited_servers:
+        return "waited"
+    return "live"
 
 
 def server_rows(
@@ -93,7 +128,9 @@ def server_rows(
         status: str
         state: str
         stderr_tail: list[str] = []
+        at_gate: str | None = None
         if entry.state == "active":
+            at_gate = _at_gate(entry.name, result)
             health = manager.get_server_state(entry.name)
             error = result.errors.get(entry.name) or health.last_error
             status = "failed" if error else manager.get_connection_status(entry.name)
@@ -114,6 +151,7 @@ def server_rows(
                 "state": state,
                 "tools": tool_counts.get(entry.name, 0),
                 "deferred": manager.is_deferred(entry.name),
+                "at_gate": at_gate,
                 "error": error,
                 "stderr_tail": stderr_tail,
                 "source": entry.source.to_dict(),
@@ -129,7 +167,7 @@ async def status_command(args: argparse.Namespace) -> int:
     # error to report as such, not a failure inside a running fleet.
     discovery = manager.discover()
     async with manager:
-        result = await _connect_with_progress(args, manager, discovery)
+        result = await _connect_with_progress(args, manager, discovery, settle=True)
         rows = server_rows(discovery, manager, result)
     errors = [e.to_dict() for e in discovery.errors]
     if args.json:

@@ -88,7 +88,7 @@ def print_status_table(rows: list[dict[str, Any]], errors: list[dict[str, str]])
             state = row.get("state", row["status"])
             style = _STATUS_STYLE.get(state, "")
             total = row["timings_ms"].get("total")
-            deferred = " (cached)" if row["deferred"] else ""
+            deferred = " (cached at start)" if row.get("at_gate") == "deferred" else ""
             error = row["error"] or ""
             tail = row.get("stderr_tail") or []
             if tail:

@@ -83,7 +83,14 @@ class MCPCommandController:
         manager = self.session.mcp_manager
         names = manager.get_all_server_names()
         errors = manager.get_errors()
-        if not names and not errors:
+        discovery = manager.last_discovery
+        # Disabled servers never reach the manager; discovery still knows them.
+        disabled = {
+            entry.name: entry
+            for entry in (discovery.entries if discovery is not None else ())
+            if entry.state == "disabled" and entry.name not in names
+        }
+        if not names and not errors and not disabled:
             return "No MCP servers configured."
         marks = {
             "connected": "●",
@@ -96,7 +103,11 @@ class MCPCommandController:
         for tool in manager.get_tools():
             counts[tool.server_name] = counts.get(tool.server_name, 0) + 1
         lines = []
-        for name in sorted(set(names) | set(errors)):
+        for name in sorted(set(names) | set(errors) | set(disabled)):
+            if name in disabled:
+                entry = disabled[name]
+                lines.append(f"○ {name}: disabled [{entry.source.provider_name}, {entry.source.level}]")
+                continue
             state = manager.get_server_state(name)
             source = manager.get_source(name)
             where = f" [{source.provider_name}, {source.level}]" if source else ""

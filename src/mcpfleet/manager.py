@@ -119,6 +119,8 @@ class MCPLoadResult:
     """Servers still starting without a cache entry, left to join later (``late-join``)."""
     waited_servers: list[str] = field(default_factory=list)
     """Servers without a cache entry that the gate waited for past its deadline (``wait``)."""
+    disabled_servers: list[str] = field(default_factory=list)
+    """Servers switched off in their config: skipped on purpose, so never among ``errors``."""
 
 
 @dataclass
@@ -1085,23 +1087,24 @@ def _filter_tools(tools: Iterable[ToolDefinition], config: ServerConfig) -> tupl
 
 
 def _complete_from_discovery(discovery: DiscoveryResult, result: MCPLoadResult) -> None:
-    """Add the Exa keys and an error for every entry discovery found but will not start."""
+    """Add the Exa keys, the disabled servers, and an error for every entry that cannot start.
+
+    A disabled server is the user's decision, not a failure: it is listed apart and never
+    reported as an error (nor warned about, nor counted by ``--strict``).
+    """
     result.exa_api_keys = list(discovery.exa_api_keys)
     for entry in discovery.entries:
         if entry.name in discovery.configs or entry.name in result.errors:
             continue
-        if entry.state == "pending-approval":
+        if entry.state == "disabled":
+            result.disabled_servers.append(entry.name)
+        elif entry.state == "pending-approval":
             result.errors[entry.name] = (
                 f'MCP server "{entry.name}" from {entry.source.path} is a project server awaiting '
                 f"approval: run `mcpfleet approve {entry.name}` (or pass --trust-project)"
             )
         elif entry.state == "invalid":
             result.errors[entry.name] = entry.reason
-        elif entry.state == "disabled":
-            result.errors[entry.name] = (
-                f'MCP server "{entry.name}" is disabled in {entry.source.path}: '
-                f"run `mcpfleet enable {entry.name}` to start it"
-            )
 
 
 def _stamp_files(paths: Iterable[str]) -> dict[str, FileStamp | None]:

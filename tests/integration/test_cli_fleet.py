@@ -110,6 +110,20 @@ def test_status_waits_for_a_server_the_gate_answered_from_the_cache(tmp_path: Pa
     assert "exited with code 3" in row["error"]
 
 
+def test_a_disabled_server_is_shown_as_disabled_never_as_an_error(tmp_path: Path) -> None:
+    write_user_config(
+        {"files": fake_entry("files", "--tool", "echo"), "off": {**fake_entry("off"), "enabled": False}}
+    )
+    status = run(tmp_path, "--json", "status", "--strict")
+    assert status.returncode == 0, status.stdout
+    rows = {row["name"]: row for row in json.loads(status.stdout)["servers"]}
+    assert (rows["off"]["status"], rows["off"]["error"], rows["off"]["at_gate"]) == ("disabled", None, None)
+    assert "off" not in status.stderr
+    tools = run(tmp_path, "--json", "tools", "--strict")
+    assert tools.returncode == 0, tools.stdout
+    assert json.loads(tools.stdout)["errors"] == []
+
+
 @pytest.mark.usefixtures("fleet")
 def test_tools_json_lists_what_an_agent_sees(tmp_path: Path) -> None:
     completed = run(tmp_path, "--json", "tools")

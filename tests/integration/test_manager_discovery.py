@@ -27,7 +27,7 @@ def write(path: Path, servers: dict[str, Any]) -> None:
     path.write_text(json.dumps({"mcpServers": servers}))
 
 
-async def test_pending_and_disabled_servers_are_errors_with_the_fix(tmp_path: Path) -> None:
+async def test_pending_servers_are_errors_with_the_fix_and_disabled_ones_are_skipped(tmp_path: Path) -> None:
     write(project_config_file(tmp_path), {"project-tool": fake_entry("project-tool", "--tool", "echo")})
     write(
         user_config_file(), {"off": fake_entry("off", enabled=False), "on": fake_entry("on", "--tool", "add")}
@@ -37,7 +37,9 @@ async def test_pending_and_disabled_servers_are_errors_with_the_fix(tmp_path: Pa
         assert result.connected_servers == ["on"]
         assert [tool.name for tool in result.tools] == ["mcp_on_add"]
         assert "mcpfleet approve project-tool" in result.errors["project-tool"]
-        assert "mcpfleet enable off" in result.errors["off"]
+        # Disabled is the user's decision, not a failure: listed apart, never an error.
+        assert "off" not in result.errors
+        assert result.disabled_servers == ["off"]
         assert manager.get_connection_status("project-tool") == "disconnected"
 
 

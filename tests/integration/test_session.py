@@ -4,6 +4,7 @@ sub-agents, and every /mcp command (S1, S3, S10-S15, S20, S21)."""
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -190,6 +191,40 @@ async def test_a_cancelled_call_stays_a_cancellation_and_the_connection_survives
         assert scope.cancelled_caught
         result = await session.call_tool("mcp_box_echo", {"message": "still here"})
         assert "still here" in result.text
+
+
+async def test_disabled_servers_are_skipped_silently_never_reported_as_failures(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    write_user_config(
+        {
+            "files": fake_entry("files", "--tool", "echo"),
+            "off": {**fake_entry("off", "--tool", "add"), "enabled": False},
+        }
+    )
+    with caplog.at_level(logging.INFO, logger="mcpfleet"):
+        session = await create_agent_session(tmp_path, cache=None)
+    async with session:
+        assert session.mcp_errors == []
+        assert not [r for r in caplog.records if "mcp:off" in r.getMessage() or '"off"' in r.getMessage()]
+        controller = MCPCommandController(session)
+        reloaded = await controller.handle("/mcp reload")
+        assert "failed" not in reloaded
+        assert session.mcp_errors == []
+        listing = await controller.handle("/mcp list")
+        assert "○ off: disabled [mcpfleet, user]" in listing
+        assert "● files: connected" in listing
+
+        # With every server switched off, the list still says what is there and why it is quiet.
+        assert await controller.handle("/mcp disable files") == "files disabled."
+        listing = await controller.handle("/mcp list")
+        assert listing.splitlines() == [
+            "○ files: disabled [mcpfleet, user]",
+            "○ off: disabled [mcpfleet, user]",
+        ]
+        assert session.mcp_errors == []
+        assert "failed" not in await controller.handle("/mcp reload --full")
+        assert session.mcp_errors == []
 
 
 # -- /mcp commands ----------------------------------------------------------------------

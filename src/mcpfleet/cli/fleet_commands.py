@@ -141,6 +141,9 @@ def server_rows(
         elif entry.state == "invalid":
             status, error = "failed", entry.reason
             state = status
+        elif entry.state == "disabled":
+            # Switched off on purpose: the status says so, and there is no error to report.
+            status = state = "disabled"
         else:
             status, error = entry.state, entry.reason
             state = status

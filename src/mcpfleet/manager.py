@@ -1043,8 +1043,12 @@ class MCPManager:
         self._sources.clear()
         self._configs.clear()
         self._errors.clear()
+        with_tools = sorted(self._catalog)
         self._catalog.clear()
         self._rebuild_tools()
+        # Before the (slow) closing, so no subscriber lists or calls a tool that is going away.
+        for name in with_tools:
+            self._emit("tools_changed", name)
         await self._close_all(connections, cancelled)
         for name in sorted(names):
             self._emit("disconnected", name)

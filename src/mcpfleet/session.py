@@ -160,6 +160,9 @@ class AgentSession:
 
     async def refresh_mcp_tools(self, tools: Sequence[AnyTool]) -> None:
         """Replace every MCP tool with ``tools`` and re-activate the set (S14)."""
+        self._replace_mcp_tools(tools)
+
+    def _replace_mcp_tools(self, tools: Sequence[AnyTool]) -> None:
         previous_active = {t.name for t in self.tool_registry.active_tools()}
         for name in self.tool_registry.names():
             if name.startswith(MCP_TOOL_PREFIX) and _is_mcp_tool(self.tool_registry.get(name)):
@@ -229,20 +232,24 @@ class AgentSession:
         for tool in tools:
             self.tool_registry.register(tool)
 
-    async def _on_manager_event(self, event: ManagerEvent) -> None:
+    def _on_manager_event(self, event: ManagerEvent) -> Awaitable[None] | None:
+        """Follow the manager; tool changes are applied before the manager's emitting call returns.
+
+        The registry is swapped synchronously (the manager calls its listeners in place), so
+        when ``disconnect_server``, ``disconnect_all`` or a reload returns, the session no
+        longer lists a tool that is gone. The host's catalog hooks may be async: their
+        awaitable goes back to the manager, which runs it in its task group.
+        """
         if self._closed or self._manager is None:
-            return
+            return None
         if event.kind == "tools_changed":
-            await self.refresh_mcp_tools(self._manager.get_tools())
-            return
+            self._replace_mcp_tools(self._manager.get_tools())
+            return None
         listener = {
             "resources_changed": self.on_resources_changed,
             "prompts_changed": self.on_prompts_changed,
         }.get(event.kind)
-        if listener is not None:
-            outcome = listener(event.server)
-            if outcome is not None:
-                await outcome
+        return listener(event.server) if listener is not None else None
 
 
 def _is_mcp_tool(tool: object) -> bool:

@@ -21,6 +21,7 @@ from mcpfleet import (
 )
 from mcpfleet.bridge import MCPTool
 from mcpfleet.commands import MCPCommandController
+from mcpfleet.errors import ToolNotFoundError
 from mcpfleet.paths import user_config_file
 
 pytestmark = pytest.mark.anyio
@@ -140,12 +141,25 @@ async def test_tools_changed_events_rebind_the_session_without_a_call(tmp_path: 
         session.mcp_manager.subscribe(lambda event: changed.set() if event.kind == "tools_changed" else None)
         with anyio.fail_after(10):
             await changed.wait()
-            # The session's own listener runs as a task of the manager: give it a few turns.
-            for _ in range(500):
-                if session.tools:
-                    break
-                await anyio.sleep(0.01)
+        # The session's listener subscribed first and applies the change in place.
         assert [t.name for t in session.tools] == ["mcp_slow_echo"]
+
+
+async def test_disconnects_return_with_the_session_already_in_step(tmp_path: Path) -> None:
+    write_user_config({"one": fake_entry("one", "--tool", "echo"), "two": fake_entry("two", "--tool", "add")})
+    session = await create_agent_session(tmp_path, cache=None, tools=[HostTool()])
+    async with session:
+        manager = session.mcp_manager
+        child = session.create_subagent()
+        await manager.disconnect_server("two")
+        assert [t.name for t in session.tools] == ["mcp_one_echo", "read_file"]
+        assert [t.name for t in child.tools] == ["mcp_one_echo"]
+        await manager.disconnect_all()
+        assert manager.get_tools() == []
+        assert [t.name for t in session.tools] == ["read_file"]
+        assert child.tools == []
+        with pytest.raises(ToolNotFoundError):
+            await session.call_tool("mcp_one_echo", {"message": "stale"})
 
 
 async def test_subagent_shares_the_parent_connections(tmp_path: Path) -> None:

@@ -1078,7 +1078,11 @@ async def _wait_all(attempts: Iterable[_Attempt]) -> None:
 
 
 def _filter_tools(tools: Iterable[ToolDefinition], config: ServerConfig) -> tuple[ToolDefinition, ...]:
-    """Apply a server's allow-list and deny-list (globs; the deny-list always wins)."""
+    """One definition per name, then the server's allow-list and deny-list (globs; deny wins).
+
+    A server may list a name twice; the agent calls tools by name, so only one definition
+    can ever be reached. The first is kept, as the server listed it first.
+    """
 
     def allowed(name: str) -> bool:
         if any(fnmatch.fnmatchcase(name, pattern) for pattern in config.exclude_tools):
@@ -1087,7 +1091,17 @@ def _filter_tools(tools: Iterable[ToolDefinition], config: ServerConfig) -> tupl
             return True
         return any(fnmatch.fnmatchcase(name, pattern) for pattern in config.include_tools)
 
-    return tuple(tool for tool in tools if allowed(tool.name))
+    kept: dict[str, ToolDefinition] = {}
+    for tool in tools:
+        if tool.name in kept:
+            logger.warning(
+                "MCP server %s lists the tool %r more than once; only its first definition is used",
+                config.name,
+                tool.name,
+            )
+        elif allowed(tool.name):
+            kept[tool.name] = tool
+    return tuple(kept.values())
 
 
 def _complete_from_discovery(discovery: DiscoveryResult, result: MCPLoadResult) -> None:

@@ -4,9 +4,11 @@ to fix them, and approved project servers start (S2, S3, B5)."""
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from tests.conftest import PYTHON
 from tests.servers.fixtures import FAKE_SERVER
@@ -62,3 +64,24 @@ async def test_trust_project_approves_for_one_run(tmp_path: Path) -> None:
     async with MCPManager(tmp_path, cache=None, startup_timeout_ms=0) as manager:
         again = await manager.discover_and_connect()
     assert again.connected_servers == []
+
+
+async def test_a_tool_listed_twice_by_one_server_is_registered_once(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # "late_tool" arrives twice with the re-list after list_changed; "echo" twice from the start.
+    flags = ("--tool", "echo", "--duplicate-tool", "echo", "--list-changed-after", "0.3")
+    write(user_config_file(), {"dup": fake_entry("dup", *flags, "--duplicate-tool", "late_tool")})
+    with caplog.at_level(logging.WARNING, logger="mcpfleet"):
+        async with MCPManager(tmp_path, cache=None, startup_timeout_ms=0) as manager:
+            result = await manager.discover_and_connect()
+            assert [tool.name for tool in result.tools] == ["mcp_dup_echo"]
+            assert result.tools[0].description == "Echo a message back"  # the first definition
+            relisted = anyio.Event()
+            manager.subscribe(lambda event: relisted.set() if event.kind == "tools_changed" else None)
+            with anyio.fail_after(20):
+                await relisted.wait()
+            assert [tool.name for tool in manager.get_tools()] == ["mcp_dup_echo", "mcp_dup_late_tool"]
+    warnings = [record.getMessage() for record in caplog.records if record.levelno == logging.WARNING]
+    assert any("dup" in text and "'echo'" in text and "more than once" in text for text in warnings)
+    assert any("'late_tool'" in text and "more than once" in text for text in warnings)

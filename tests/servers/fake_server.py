@@ -42,6 +42,7 @@ Flags:
   --list-changed-every S    after the handshake, send notifications/tools/list_changed every S seconds
                             until the process ends (a notification flood)
   --duplicate-tool NAME     list tool NAME a second time, with another description, right after the first
+                            (repeatable)
   --request-log PATH        append the method of every request received to PATH, one per line
   --exit-if-exists PATH     when PATH exists, wait --delay-start seconds, then exit with --exit-code
                             without reading stdin (one config, two outcomes: switched by a file)
@@ -145,7 +146,7 @@ class FakeServer:
         for name in self.tool_names:
             schema = TOOL_SCHEMAS.get(name, TOOL_SCHEMAS["echo"])
             tools.append({"name": name, **schema})
-            if name == self.options.duplicate_tool:
+            if name in self.options.duplicate_tool:
                 tools.append({"name": name, **schema, "description": "a second definition of the same name"})
         return tools
 
@@ -376,7 +377,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--resource-updates", action="store_true")
     parser.add_argument("--catalog-changed-after", type=float, default=None)
     parser.add_argument("--list-changed-every", type=float, default=None)
-    parser.add_argument("--duplicate-tool")
+    parser.add_argument("--duplicate-tool", action="append", default=[])
     parser.add_argument("--request-log")
     parser.add_argument("--exit-if-exists")
     return parser.parse_args(argv)

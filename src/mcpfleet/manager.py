@@ -68,6 +68,13 @@ SHUTDOWN_TIMEOUT_S = 6.0
 LIST_CHANGED_DEBOUNCE_MS = 150
 """``tools/list_changed`` notifications arriving within this delay cause one re-list (B2)."""
 
+LIST_CHANGED_MIN_INTERVAL_S = 1.0
+"""At least this long between the starts of two re-lists of one server, however often it
+announces a change: a server that floods ``list_changed`` costs one re-list a second."""
+
+LIST_CHANGED_FLOOD_WARNING = 100
+"""Notifications folded into one re-list beyond which the server is reported as flooding."""
+
 WATCH_INTERVAL_S = 0.25
 """How often watched config files are checked for a change (B3)."""
 
@@ -158,9 +165,21 @@ class _Reconnection:
 
 @dataclass
 class _ToolRefresh:
-    """A coalesced re-list of one server's tools; ``dirty`` asks for one more pass."""
+    """A coalesced re-list of one server's tools: at most one in flight, and ``dirty`` asks
+    for one trailing pass, however many notifications arrive meanwhile."""
 
     dirty: bool = True
+    folded: int = 1
+    """Notifications answered by the next pass."""
+
+
+@dataclass
+class _RelistPacing:
+    """One server's re-list rhythm, kept across refreshes while the server stays in the fleet."""
+
+    last_start: float | None = None
+    """When the last re-list after ``list_changed`` started (monotonic seconds)."""
+    flood_reported: bool = False
 
 
 class MCPManager:
@@ -187,6 +206,7 @@ class MCPManager:
         watch: bool = False,
         watch_interval_s: float = WATCH_INTERVAL_S,
         list_changed_debounce_ms: int = LIST_CHANGED_DEBOUNCE_MS,
+        list_changed_min_interval_s: float = LIST_CHANGED_MIN_INTERVAL_S,
     ) -> None:
         self.cwd = Path(cwd).resolve()
         self._cache_setting = cache
@@ -202,6 +222,7 @@ class MCPManager:
         self.watch = watch
         self.watch_interval_s = watch_interval_s
         self.list_changed_debounce_ms = list_changed_debounce_ms
+        self.list_changed_min_interval_s = list_changed_min_interval_s
         self._supervisor = Supervisor(reconnect_policy or ReconnectPolicy())
 
         self._task_group: anyio.abc.TaskGroup | None = None
@@ -220,6 +241,7 @@ class MCPManager:
         self._reconnections: dict[str, _Reconnection] = {}
         self._stderr_tails: dict[str, tuple[str, ...]] = {}
         self._tool_refreshes: dict[str, _ToolRefresh] = {}
+        self._relist_pacing: dict[str, _RelistPacing] = {}
         self._resource_listeners: dict[tuple[str, str], list[ResourceListener]] = {}
         self._state_changed: anyio.Event | None = None
         self._reload_lock: anyio.Lock | None = None
@@ -667,6 +689,7 @@ class MCPManager:
         refresh = self._tool_refreshes.get(name)
         if refresh is not None:
             refresh.dirty = True  # the running refresh lists once more after its current pass
+            refresh.folded += 1
             return
         refresh = self._tool_refreshes[name] = _ToolRefresh()
         self.task_group.start_soon(self._refresh_tools, name, refresh, name=f"mcpfleet re-list {name}")
@@ -676,7 +699,16 @@ class MCPManager:
         try:
             while refresh.dirty:
                 await anyio.sleep(self.list_changed_debounce_ms / 1000)
+                # Paced, not debounced until quiet: a server that never stops announcing changes
+                # is still re-listed (never starved), once per interval (never in a hot loop).
+                pacing = self._relist_pacing.setdefault(name, _RelistPacing())
+                if pacing.last_start is not None:
+                    await anyio.sleep(
+                        max(0.0, pacing.last_start + self.list_changed_min_interval_s - time.monotonic())
+                    )
+                self._report_flood(name, refresh.folded, pacing)
                 refresh.dirty = False
+                refresh.folded = 0
                 # A notification sent during the first tools/list: that answer must land first.
                 loading = self._pending_tool_loads.get(name)
                 if loading is not None:
@@ -687,6 +719,7 @@ class MCPManager:
                     return  # a reconnection lists the tools anyway
                 epoch = self._epochs.get(name, 0)
                 listed_at = time.time()
+                pacing.last_start = time.monotonic()
                 try:
                     definitions = _filter_tools(await connection.list_tools(), config)
                 except MCPFleetError as error:
@@ -703,6 +736,19 @@ class MCPManager:
         finally:
             if self._tool_refreshes.get(name) is refresh:
                 del self._tool_refreshes[name]
+
+    def _report_flood(self, name: str, folded: int, pacing: _RelistPacing) -> None:
+        """Say once that a server announces changes far faster than it can usefully be re-listed."""
+        if pacing.flood_reported or folded < LIST_CHANGED_FLOOD_WARNING:
+            return
+        pacing.flood_reported = True
+        logger.warning(
+            "MCP server %s sent %d tools/list_changed notifications between two re-lists; "
+            "its tools are re-listed at most once every %g s",
+            name,
+            folded,
+            self.list_changed_min_interval_s,
+        )
 
     async def subscribe_resource(
         self, server: str, uri: str, listener: ResourceListener
@@ -1005,6 +1051,7 @@ class MCPManager:
             reconnection.scope.cancel()
         self._supervisor.forget(name)
         self._stderr_tails.pop(name, None)
+        self._relist_pacing.pop(name, None)
         self._sources.pop(name, None)
         self._configs.pop(name, None)
         self._errors.pop(name, None)
@@ -1036,6 +1083,7 @@ class MCPManager:
             self._supervisor.forget(name)
         self._reconnections.clear()
         self._stderr_tails.clear()
+        self._relist_pacing.clear()
         connections = list(self._connections.values())
         self._connections.clear()
         self._pending_connections.clear()

@@ -9,6 +9,7 @@ supervisor's numbers are shrunk through ``ReconnectPolicy`` so a crash loop take
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -297,6 +298,49 @@ async def test_list_changed_reaches_the_session_without_a_host_call(tmp_path: Pa
         assert entry is not None and sorted(t.name for t in entry.tools) == ["echo", "late_tool"]
         result = await session.call_tool("mcp_live_late_tool", {"message": "new"})
         assert result.structured == {"message": "new"}
+
+
+async def test_a_list_changed_flood_is_relisted_at_a_bounded_pace(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A notification every millisecond, forever; its tools really change once, 0.5 s in.
+    request_log = tmp_path / "requests.log"
+    flooding = fake(
+        "flood",
+        "--tool",
+        "echo",
+        "--list-changed-every",
+        "0.001",
+        "--list-changed-after",
+        "0.5",
+        "--request-log",
+        str(request_log),
+    )
+    window_s = 4.0
+    caplog.set_level(logging.WARNING, logger="mcpfleet")
+    async with MCPManager(tmp_path, cache=None, startup_timeout_ms=0) as manager:
+        await manager.connect_servers(*fleet(flooding, fake("calm", "--tool", "add")))
+        listed_before = request_log.read_text().count("tools/list")
+        cpu_before, started = time.process_time(), time.perf_counter()
+        calls = 0
+        while time.perf_counter() - started < window_s:
+            with anyio.fail_after(10):
+                result = await manager.call_tool("calm", "add", {"a": calls, "b": 1})
+            assert result.structured_content == {"sum": calls + 1}
+            calls += 1
+            await anyio.sleep(0.05)
+        elapsed_s = time.perf_counter() - started
+        cpu_s = time.process_time() - cpu_before
+        relists = request_log.read_text().count("tools/list") - listed_before
+        # The change is picked up during the flood: rate-limited, never starved.
+        assert tool_names(manager, "flood") == ["mcp_flood_echo", "mcp_flood_late_tool"]
+    # About one re-list a second (LIST_CHANGED_MIN_INTERVAL_S), not one per debounce period.
+    assert 1 <= relists <= 6, relists
+    assert calls >= 10
+    # Reading the flood itself costs CPU; re-listing must not add a busy loop on top of it.
+    assert cpu_s < 0.8 * elapsed_s, (cpu_s, elapsed_s)
+    floods = [r.getMessage() for r in caplog.records if "list_changed notifications" in r.getMessage()]
+    assert len(floods) == 1 and floods[0].startswith("MCP server flood sent "), floods
 
 
 # -- reload by diff (B3) ------------------------------------------------------------------------

@@ -114,10 +114,15 @@ async def prepare_stdio_transport(
     name: str, config: ServerConfig, *, cwd: Path, resolve_secrets: bool
 ) -> StdioTransport:
     """The transport of a stdio server: the parent's environment plus the config's (secrets
-    resolved), in the config's ``cwd`` relative to the project root."""
+    resolved), in the config's ``cwd`` (relative to ``cwd``), else in ``cwd`` itself.
+
+    Discovery gives every stdio entry its working folder (see ``config/discovery.py``); a
+    config built by hand has no level to decide from, so it runs where its builder says: its
+    own ``cwd``, else the folder the caller passed.
+    """
     if not config.command:
         raise ConnectError(f'MCP server "{name}" has no "command"', server=name)
-    env = await resolve_secrets_off_loop(name, config.env, cwd=cwd, enabled=resolve_secrets)
+    env = await resolve_secrets_off_loop(name, config.env, enabled=resolve_secrets)
     folder = cwd / config.cwd if config.cwd else cwd
     return StdioTransport(name, config.command, config.args, env={**os.environ, **env}, cwd=str(folder))
 

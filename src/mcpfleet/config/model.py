@@ -57,6 +57,9 @@ class ServerConfig:
     args: tuple[str, ...] = ()
     env: Mapping[str, str] = field(default_factory=dict)
     cwd: str | None = None
+    """Working folder of a stdio server. Discovery always sets it (the project for an approved
+    project entry, the user's home for any other); ``None`` (a config built by hand) means
+    the folder the caller connects with."""
     url: str | None = None
     headers: Mapping[str, str] = field(default_factory=dict)
     timeout_ms: int | None = None

@@ -39,7 +39,12 @@ from pydantic import ValidationError
 
 from mcpfleet.client.definitions import ServerInfo, ToolDefinition
 from mcpfleet.client.secrets import resolve_secrets_off_loop
-from mcpfleet.client.stdio import StdioTransport, exit_description, prepare_stdio_transport
+from mcpfleet.client.stdio import (
+    MESSAGE_TOO_LARGE,
+    StdioTransport,
+    exit_description,
+    prepare_stdio_transport,
+)
 from mcpfleet.errors import (
     AuthRequiredError,
     ConnectError,
@@ -249,6 +254,9 @@ class ServerConnection:
         except MCPError as error:
             if error.code == mcp_types.CONNECTION_CLOSED:
                 raise self._closed_error() from None
+            if error.code == MESSAGE_TOO_LARGE:
+                message = f"The answer to {tool} was dropped: {error.error.message}"
+                raise ToolCallError(message, server=self.name, tool=tool) from None
             raise ToolCallError(
                 f'MCP server "{self.name}" rejected the call to {tool}: {error.error.message}',
                 server=self.name,
@@ -293,6 +301,9 @@ class ServerConnection:
         except MCPError as error:
             if error.code == mcp_types.CONNECTION_CLOSED:
                 raise self._closed_error() from None
+            if error.code == MESSAGE_TOO_LARGE:
+                message = f"The answer to {method} was dropped: {error.error.message}"
+                raise RequestError(message, server=self.name, method=method) from None
             raise RequestError(
                 f'MCP server "{self.name}" rejected {method}: {error.error.message}',
                 server=self.name,

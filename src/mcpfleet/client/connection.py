@@ -227,13 +227,15 @@ class ServerConnection:
         on_progress: ProgressCallback | None = None,
     ) -> mcp_types.CallToolResult:
         """Call one tool. Its deadline (``timeout_ms``, else the config's ``tool_timeout_ms``,
-        else none) is re-armed by each progress notification, up to ``PROGRESS_CEILING_FACTOR``
-        times the timeout. Cancelling the caller cancels the request on the server too."""
+        else 10 minutes; 0 for none) is re-armed by each progress notification, up to
+        ``PROGRESS_CEILING_FACTOR`` times the timeout. A deadline that passes, like a cancelled
+        caller, cancels the request on the server too (``notifications/cancelled``); the
+        connection stays up."""
         client = self._live_client()
-        timeout = self.config.tool_timeout_ms if timeout_ms is None else timeout_ms
-        bounded = timeout is not None and timeout > 0
+        timeout = self.config.effective_tool_timeout_ms if timeout_ms is None else timeout_ms
+        bounded = timeout > 0
         started = anyio.current_time()
-        timeout_s = (timeout or 0) / 1000
+        timeout_s = timeout / 1000
         ceiling = started + timeout_s * PROGRESS_CEILING_FACTOR
         scope = anyio.CancelScope(deadline=started + timeout_s if bounded else math.inf)
 
@@ -272,7 +274,8 @@ class ServerConnection:
         elapsed_ms = round((anyio.current_time() - started) * 1000)
         raise ToolCallError(
             f'MCP tool {tool} on server "{self.name}" timed out after {elapsed_ms}ms '
-            f"(timeout {timeout}ms, re-armed by progress up to {PROGRESS_CEILING_FACTOR}x)",
+            f"(timeout {timeout}ms, re-armed by progress up to {PROGRESS_CEILING_FACTOR}x); "
+            'raise "toolTimeout" in its config or pass a longer timeout to the call',
             server=self.name,
             tool=tool,
         )

@@ -17,6 +17,9 @@ Level = Literal["local", "project", "user"]
 EntryState = Literal["active", "disabled", "shadowed", "pending-approval", "invalid", "filtered"]
 
 DEFAULT_TIMEOUT_MS = 30_000
+DEFAULT_TOOL_TIMEOUT_MS = 10 * 60 * 1000
+"""Bound of one tool call when neither the server's ``toolTimeout`` nor the call sets one:
+a tool that never answers (or answers under another id) must not hang a session forever."""
 DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 """Largest message a stdio server may send (``maxMessageBytes``): a bigger one fails the
 request it answered and is never held in memory."""
@@ -68,7 +71,7 @@ class ServerConfig:
     timeout_ms: int | None = None
     """Handshake (and default request) bound in ms; ``None`` means 30 000; 0 disables."""
     tool_timeout_ms: int | None = None
-    """Bound of one tool call in ms; ``None`` means no bound beyond progress ceilings."""
+    """Bound of one tool call in ms, re-armed by progress; ``None`` means 10 minutes; 0 disables."""
     enabled: bool = True
     include_tools: tuple[str, ...] | None = None
     """Allow-list of tool names (``None``: every tool)."""
@@ -85,6 +88,11 @@ class ServerConfig:
     def effective_timeout_ms(self) -> int:
         """The handshake bound in ms; 0 means unbounded."""
         return DEFAULT_TIMEOUT_MS if self.timeout_ms is None else self.timeout_ms
+
+    @property
+    def effective_tool_timeout_ms(self) -> int:
+        """The bound of one tool call in ms; 0 means unbounded."""
+        return DEFAULT_TOOL_TIMEOUT_MS if self.tool_timeout_ms is None else self.tool_timeout_ms
 
     @property
     def effective_max_message_bytes(self) -> int:

@@ -7,20 +7,24 @@ into an error item. This one:
 
 * runs ``[command, *args]`` with ``os.environ`` + the config's resolved ``env``, in its own
   session and process group, so closing can signal the whole group (grandchildren too);
-* announces its process group to the host's watchdog (``watchdog.py``), which ends the
-  whole group, grandchildren included, if the host dies; so a crashed host leaves no
-  server behind. Only if that helper cannot run does a Linux child get the kernel's
-  parent-death signal (``PR_SET_PDEATHSIG``) instead: it covers the direct child alone and
-  needs a ``preexec_fn``, which turns the spawn into a full fork of the host (measured:
-  30 servers spawn in 0.43 s without it, 0.76 s with it). The hook only calls an
-  already-resolved ``prctl`` and ``getppid``, which take no Python-level locks (CPython
-  documents ``preexec_fn`` as unsafe when other threads hold locks at fork time), and
-  anyio's public ``open_process`` has no ``preexec_fn`` argument, so the backend's
-  ``open_process`` (which forwards extra options to the platform call) is used;
+* gives the child a mark of its own in its environment, which every descendant inherits
+  even when it leaves the group (``setsid()``, a double fork): closing ends the marked
+  processes after the group (``descendants.py``);
+* announces its process group and its mark to the host's watchdog (``watchdog.py``), which
+  ends both if the host dies; so a crashed host leaves no server behind. Only if that
+  helper cannot run does a Linux child get the kernel's parent-death signal
+  (``PR_SET_PDEATHSIG``) instead: it covers the direct child alone and needs a
+  ``preexec_fn``, which turns the spawn into a full fork of the host (measured: 30 servers
+  spawn in 0.43 s without it, 0.76 s with it). The hook only calls an already-resolved
+  ``prctl`` and ``getppid``, which take no Python-level locks (CPython documents
+  ``preexec_fn`` as unsafe when other threads hold locks at fork time), and anyio's public
+  ``open_process`` has no ``preexec_fn`` argument, so the backend's ``open_process``
+  (which forwards extra options to the platform call) is used;
 * keeps the last lines of stderr in a bounded ring buffer for error messages;
 * parses each stdout line as JSON-RPC and skips (counts, debug-logs) anything else, in
   linear time, holding no message over the server's limit (``MessageReader``);
-* closes in bounded steps: close stdin, wait, SIGTERM the group, wait, SIGKILL the group.
+* closes in bounded steps: close stdin, wait, SIGTERM the group, wait, SIGKILL the group,
+  then the same for the marked descendants that left it.
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ import anyio
 import anyio.abc
 from anyio._core._eventloop import get_async_backend
 
+from mcpfleet.client.descendants import end_marked_processes, marked_environment, new_mark
 from mcpfleet.client.secrets import resolve_secrets_off_loop
 from mcpfleet.client.watchdog import host_watchdog
 from mcpfleet.config.model import DEFAULT_MAX_MESSAGE_BYTES
@@ -376,6 +381,8 @@ class StdioTransport:
         self.env = dict(env)
         self.cwd = cwd
         self.max_message_bytes = max_message_bytes
+        self.mark = new_mark()
+        """Carried in the environment of the server and of everything it starts."""
         self.stderr = StderrRing()
         self.reader: MessageReader | None = None
         """Set once the transport is entered; its counters say what the server wrote."""
@@ -457,7 +464,8 @@ class StdioTransport:
                 'fix the "cwd" field of its config',
                 server=self.server_name,
             )
-        options: dict[str, Any] = {"cwd": self.cwd, "env": self.env, "start_new_session": True}
+        env = marked_environment(self.env, self.mark)
+        options: dict[str, Any] = {"cwd": self.cwd, "env": env, "start_new_session": True}
         hook = None if host_watchdog().ensure_running() else _parent_death_hook()
         if hook is not None:
             options["preexec_fn"] = hook
@@ -490,7 +498,7 @@ class StdioTransport:
         self.spawn_ms = (time.perf_counter() - started) * 1000
         self._process = process
         self.pid = process.pid
-        host_watchdog().watch(process.pid)
+        host_watchdog().watch(process.pid, self.mark)
         return process
 
     # -- pumps -----------------------------------------------------------------------------------------
@@ -571,6 +579,8 @@ class StdioTransport:
                     break
                 await anyio.sleep(_POLL_S)
             self._signal_group(signal.SIGKILL)
+        # Descendants that left the group (setsid, a double fork) still carry the mark.
+        await end_marked_processes(self.mark, SIGTERM_GRACE_S)
         if self.pid is not None:
             host_watchdog().release(self.pid)
 

@@ -114,3 +114,15 @@ def test_workspace_placeholders_still_expand_to_the_project_as_text(
     assert result.configs["lint"].args == ("--root", str(project))
     assert result.configs["lint"].cwd == str(isolated_home)
     assert result.configs["pinned"].cwd == str(project)
+
+
+def test_the_same_server_in_a_user_file_and_an_approved_project_file_stays_one_server(
+    project: Path,
+) -> None:
+    entry = {"command": "npx", "args": ["-y", "some-mcp-server"]}
+    write_user_servers({"mine": entry})
+    (project / ".mcp.json").write_text(json.dumps({"mcpServers": {"theirs": entry}}))
+    result = load_all_mcp_configs(project, trust_project=True)
+    assert list(result.configs) == ["theirs"]
+    assert result.configs["theirs"].cwd == str(project)
+    assert "same connection as" in next(e for e in result.entries if e.name == "mine").reason

@@ -322,7 +322,10 @@ class _Resolver:
         resolved = substitute_config(config, candidate.spec.dialect, self.context)
         if resolved.cwd is not None:
             resolved = replace(resolved, cwd=root_path(resolved.cwd, candidate.spec.path.parent))
-        elif resolved.transport == "stdio":
+        # Two entries that declare the same connection stay aliases whatever their levels;
+        # the folder chosen for an entry that declared none does not make it another server.
+        identity = resolved.connection_identity()
+        if resolved.cwd is None and resolved.transport == "stdio":
             resolved = replace(resolved, cwd=self._working_dir(candidate))
         if is_exa_server(resolved):
             key = exa_api_key(resolved)
@@ -331,7 +334,6 @@ class _Resolver:
             if self.filter_exa and should_filter_exa(resolved):
                 reason = "Exa server: the agent's native Exa integration is used instead (API key collected)"
                 return self._entry(candidate, "filtered", reason, resolved)
-        identity = resolved.connection_identity()
         twin = self.identities.get(identity)
         if twin is not None:
             return self._entry(candidate, "shadowed", f"same connection as {_describe(twin)}", resolved)

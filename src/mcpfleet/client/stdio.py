@@ -204,7 +204,11 @@ _SCALAR = re.compile(_JSON_SCALAR)
 _MEMBER_END = re.compile(rb"\s*([,}])")
 _OBJECT_START = re.compile(rb"\s*\{")
 _SCALAR_MEMBER = re.compile(rb"(" + _JSON_STRING + rb")\s*:\s*(" + _JSON_SCALAR + rb")")
-_TRAILING_MEMBERS = re.compile(rb"((?:,\s*" + _JSON_STRING + rb"\s*:\s*" + _JSON_SCALAR + rb"\s*)+)\}\s*$")
+# The run starts right after the large value (an object or an array): runs are then
+# disjoint, and the search stays linear whatever the tail holds.
+_TRAILING_MEMBERS = re.compile(
+    rb"(?<=[\]}])\s*((?:,\s*" + _JSON_STRING + rb"\s*:\s*" + _JSON_SCALAR + rb"\s*)+)\}\s*$"
+)
 
 
 def _leading_members(head: bytes) -> tuple[dict[str, Any], str | None]:
@@ -233,8 +237,9 @@ def _leading_members(head: bytes) -> tuple[dict[str, Any], str | None]:
 def _trailing_members(tail: bytes) -> dict[str, Any]:
     """The scalar top-level members that end a JSON object, read from its last bytes.
 
-    Only members after the last non-scalar value match: the run must end the message with
-    a single ``}``, so members of a nested object (closed by two or more) never do.
+    Only members after the last non-scalar value match: the run must follow an object or an
+    array and end the message with a single ``}``, so members of a nested object (closed by
+    two or more) never do.
     """
     run = _TRAILING_MEMBERS.search(tail)
     if run is None:

@@ -19,6 +19,19 @@ def home_dir() -> Path:
     return Path(os.environ.get("HOME") or Path.home())
 
 
+def neutral_working_dir() -> Path:
+    """Where a process runs when no project declared it: the user's home.
+
+    A working directory is code: ``python -m pkg`` imports ``./pkg`` and ``npx pkg`` finds
+    ``./node_modules/pkg`` before anything installed. The home is the folder a fresh terminal
+    or a desktop MCP host starts in, it is the same whichever file defined the server, and it
+    is never a checkout's own folder (a config file's folder can be: a ``--config`` file, or
+    ``CODEX_HOME`` pointed into a repository). A missing home falls back to the root folder.
+    """
+    home = home_dir()
+    return home if home.is_dir() else Path(home.anchor or os.sep)
+
+
 def _override() -> Path | None:
     value = os.environ.get("MCPFLEET_HOME")
     return Path(value).expanduser() if value else None

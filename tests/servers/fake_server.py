@@ -16,6 +16,10 @@ Tools (all by default; ``--tool NAME`` keeps only the named ones, repeatable):
   env {name}                structuredContent {"value": os.environ.get(name), "cwd": os.getcwd()}
   roots {}                  asks the client for roots/list and returns its answer as text
 ``--tools N`` adds N more echo-like tools ``tool_0`` … ``tool_<N-1>``.
+``--hostile-tools`` adds three that misbehave:
+  big {bytes}               a text result of that many bytes ("x" repeated)
+  hang {}                   never answers (a notifications/cancelled is still logged)
+  wrong_id {}               answers, but under another request id
 
 Flags:
   --name NAME               serverInfo name and instructions (default "fake")
@@ -97,6 +101,17 @@ TOOL_SCHEMAS: dict[str, dict[str, Any]] = {
         "inputSchema": {"type": "object", "properties": {}},
     },
 }
+HOSTILE_TOOL_SCHEMAS: dict[str, dict[str, Any]] = {
+    "big": {
+        "description": "Answer with a large text",
+        "inputSchema": {"type": "object", "properties": {"bytes": {"type": "integer"}}},
+    },
+    "hang": {"description": "Never answer", "inputSchema": {"type": "object", "properties": {}}},
+    "wrong_id": {
+        "description": "Answer under another request id",
+        "inputSchema": {"type": "object", "properties": {}},
+    },
+}
 
 
 class FakeServer:
@@ -110,6 +125,8 @@ class FakeServer:
         self.calls = 0
         self.tool_names = list(options.tool or TOOL_SCHEMAS)
         self.tool_names += [f"tool_{index}" for index in range(options.tools)]
+        if options.hostile_tools:
+            self.tool_names += list(HOSTILE_TOOL_SCHEMAS)
 
     # -- output -------------------------------------------------------------------------------------------
     def send(self, message: dict[str, Any]) -> None:
@@ -144,7 +161,7 @@ class FakeServer:
     def tool_list(self) -> list[dict[str, Any]]:
         tools = []
         for name in self.tool_names:
-            schema = TOOL_SCHEMAS.get(name, TOOL_SCHEMAS["echo"])
+            schema = TOOL_SCHEMAS.get(name) or HOSTILE_TOOL_SCHEMAS.get(name) or TOOL_SCHEMAS["echo"]
             tools.append({"name": name, **schema})
             if name in self.options.duplicate_tool:
                 tools.append({"name": name, **schema, "description": "a second definition of the same name"})
@@ -204,6 +221,14 @@ class FakeServer:
             elif name == "roots":
                 answer = self.ask_client("roots/list", {})
                 self.reply(request_id, {"content": [{"type": "text", "text": json.dumps(answer)}]})
+            elif name == "big":
+                text = "x" * int(arguments.get("bytes", 1000))
+                self.reply(request_id, {"content": [{"type": "text", "text": text}]})
+            elif name == "hang":
+                cancelled.wait()
+            elif name == "wrong_id":
+                wrong_id = request_id + 100_000 if isinstance(request_id, int) else f"{request_id}-wrong"
+                self.reply(wrong_id, {"content": [{"type": "text", "text": "answered under another id"}]})
         finally:
             self.cancelled.pop(request_id, None)
 
@@ -360,6 +385,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--name", default="fake")
     parser.add_argument("--tool", action="append")
     parser.add_argument("--tools", type=int, default=0)
+    parser.add_argument("--hostile-tools", action="store_true")
     parser.add_argument("--delay-start", type=float, default=0.0)
     parser.add_argument("--exit-code", type=int, default=0)
     parser.add_argument("--exit-before-handshake", action="store_true")

@@ -39,7 +39,12 @@ from pydantic import ValidationError
 
 from mcpfleet.client.definitions import ServerInfo, ToolDefinition
 from mcpfleet.client.secrets import resolve_secrets_off_loop
-from mcpfleet.client.stdio import StdioTransport, exit_description, prepare_stdio_transport
+from mcpfleet.client.stdio import (
+    MESSAGE_TOO_LARGE,
+    StdioTransport,
+    exit_description,
+    prepare_stdio_transport,
+)
 from mcpfleet.errors import (
     AuthRequiredError,
     ConnectError,
@@ -222,13 +227,15 @@ class ServerConnection:
         on_progress: ProgressCallback | None = None,
     ) -> mcp_types.CallToolResult:
         """Call one tool. Its deadline (``timeout_ms``, else the config's ``tool_timeout_ms``,
-        else none) is re-armed by each progress notification, up to ``PROGRESS_CEILING_FACTOR``
-        times the timeout. Cancelling the caller cancels the request on the server too."""
+        else 10 minutes; 0 for none) is re-armed by each progress notification, up to
+        ``PROGRESS_CEILING_FACTOR`` times the timeout. A deadline that passes, like a cancelled
+        caller, cancels the request on the server too (``notifications/cancelled``); the
+        connection stays up."""
         client = self._live_client()
-        timeout = self.config.tool_timeout_ms if timeout_ms is None else timeout_ms
-        bounded = timeout is not None and timeout > 0
+        timeout = self.config.effective_tool_timeout_ms if timeout_ms is None else timeout_ms
+        bounded = timeout > 0
         started = anyio.current_time()
-        timeout_s = (timeout or 0) / 1000
+        timeout_s = timeout / 1000
         ceiling = started + timeout_s * PROGRESS_CEILING_FACTOR
         scope = anyio.CancelScope(deadline=started + timeout_s if bounded else math.inf)
 
@@ -249,6 +256,9 @@ class ServerConnection:
         except MCPError as error:
             if error.code == mcp_types.CONNECTION_CLOSED:
                 raise self._closed_error() from None
+            if error.code == MESSAGE_TOO_LARGE:
+                message = f"The answer to {tool} was dropped: {error.error.message}"
+                raise ToolCallError(message, server=self.name, tool=tool) from None
             raise ToolCallError(
                 f'MCP server "{self.name}" rejected the call to {tool}: {error.error.message}',
                 server=self.name,
@@ -264,7 +274,8 @@ class ServerConnection:
         elapsed_ms = round((anyio.current_time() - started) * 1000)
         raise ToolCallError(
             f'MCP tool {tool} on server "{self.name}" timed out after {elapsed_ms}ms '
-            f"(timeout {timeout}ms, re-armed by progress up to {PROGRESS_CEILING_FACTOR}x)",
+            f"(timeout {timeout}ms, re-armed by progress up to {PROGRESS_CEILING_FACTOR}x); "
+            'raise "toolTimeout" in its config or pass a longer timeout to the call',
             server=self.name,
             tool=tool,
         )
@@ -293,6 +304,9 @@ class ServerConnection:
         except MCPError as error:
             if error.code == mcp_types.CONNECTION_CLOSED:
                 raise self._closed_error() from None
+            if error.code == MESSAGE_TOO_LARGE:
+                message = f"The answer to {method} was dropped: {error.error.message}"
+                raise RequestError(message, server=self.name, method=method) from None
             raise RequestError(
                 f'MCP server "{self.name}" rejected {method}: {error.error.message}',
                 server=self.name,
@@ -395,9 +409,7 @@ class ServerConnection:
 
         if not config.url:
             raise ConnectError(f'MCP server "{self.name}" has no "url"', server=self.name)
-        headers = await resolve_secrets_off_loop(
-            self.name, config.headers, cwd=self._cwd, enabled=self._resolve_secrets
-        )
+        headers = await resolve_secrets_off_loop(self.name, config.headers, enabled=self._resolve_secrets)
         kind: Literal["http", "sse"] = "sse" if config.transport == "sse" else "http"
         self._http = HttpTransport(config.url, kind=kind, headers=headers, auth=self._auth)  # type: ignore[arg-type]
         return self._http

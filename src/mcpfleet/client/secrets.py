@@ -4,7 +4,10 @@ A value ``!command`` is replaced by the trimmed stdout of ``command`` run throug
 (bounded, cached per process, failures backed off); a value that is exactly the name of a
 set environment variable is replaced by that variable's value; anything else stays literal.
 An empty result drops the key. Only approved and user-level entries are resolved (the
-caller decides): these substitutions read secrets and run commands.
+caller decides): these substitutions read secrets and run commands. Every command runs in
+the user's home, never in the project: ``!python -m keyring get …`` run in a cloned
+repository would import the repository's own ``keyring.py``, with the user's secrets in
+its environment.
 
 Nothing here ever puts a resolved value in a message or a log line; ``redact`` masks
 secret-looking keys for display.
@@ -21,9 +24,9 @@ import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 
 from mcpfleet.errors import SecretResolutionError
+from mcpfleet.paths import neutral_working_dir
 
 logger = logging.getLogger(__name__)
 
@@ -62,7 +65,7 @@ def redact(mapping: Mapping[str, str]) -> dict[str, str]:
 
 
 def resolve_secret_values(
-    name: str, values: Mapping[str, str], *, env: Mapping[str, str] | None = None, cwd: str | None = None
+    name: str, values: Mapping[str, str], *, env: Mapping[str, str] | None = None
 ) -> dict[str, str]:
     """Resolve every value of ``values`` (see the module docstring) for server ``name``.
 
@@ -72,7 +75,7 @@ def resolve_secret_values(
     resolved: dict[str, str] = {}
     for key, raw in values.items():
         if raw.startswith("!"):
-            value = _run_secret_command(name, key, raw[1:].strip(), cwd=cwd)
+            value = _run_secret_command(name, key, raw[1:].strip())
         elif raw and raw in environment:
             value = environment[raw]
         else:
@@ -88,7 +91,7 @@ def clear_secret_cache() -> None:
         _command_cache.clear()
 
 
-def _run_secret_command(server: str, key: str, command: str, *, cwd: str | None) -> str:
+def _run_secret_command(server: str, key: str, command: str) -> str:
     """Run one ``!command`` (cached, backed off). Blocking: call it off the event loop."""
     if not command:
         raise SecretResolutionError(
@@ -104,7 +107,7 @@ def _run_secret_command(server: str, key: str, command: str, *, cwd: str | None)
             if cached.value is not None:
                 return cached.value
             raise _command_error(server, key, cached.failure or "failed", backing_off=True)
-    failure = _execute(command, cwd=cwd)
+    failure = _execute(command)
     with _cache_lock:
         entry = _command_cache.setdefault(command, _CommandOutcome(value=None))
         if isinstance(failure, _Success):
@@ -124,13 +127,14 @@ class _Success:
     value: str
 
 
-def _execute(command: str, *, cwd: str | None) -> _Success | str:
-    """Run ``command`` through the shell in its own process group; a reason string on failure."""
+def _execute(command: str) -> _Success | str:
+    """Run ``command`` through the shell in its own process group, in the user's home; a reason
+    string on failure."""
     try:
         process = subprocess.Popen(
             command,
             shell=True,
-            cwd=cwd if cwd and os.path.isdir(cwd) else None,
+            cwd=neutral_working_dir(),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
@@ -167,7 +171,7 @@ def _command_error(server: str, key: str, reason: str, *, backing_off: bool) -> 
 
 
 async def resolve_secrets_off_loop(
-    name: str, values: Mapping[str, str], *, cwd: Path, enabled: bool = True
+    name: str, values: Mapping[str, str], *, enabled: bool = True
 ) -> dict[str, str]:
     """``resolve_secret_values`` in a worker thread (a ``!command`` may run for seconds),
     or the values as they are when ``enabled`` is false (entries not approved to read secrets)."""
@@ -175,4 +179,4 @@ async def resolve_secrets_off_loop(
         return dict(values)
     import anyio.to_thread
 
-    return await anyio.to_thread.run_sync(lambda: resolve_secret_values(name, values, cwd=str(cwd)))
+    return await anyio.to_thread.run_sync(lambda: resolve_secret_values(name, values))

@@ -7,27 +7,34 @@ into an error item. This one:
 
 * runs ``[command, *args]`` with ``os.environ`` + the config's resolved ``env``, in its own
   session and process group, so closing can signal the whole group (grandchildren too);
-* announces its process group to the host's watchdog (``watchdog.py``), which ends the
-  whole group, grandchildren included, if the host dies; so a crashed host leaves no
-  server behind. Only if that helper cannot run does a Linux child get the kernel's
-  parent-death signal (``PR_SET_PDEATHSIG``) instead: it covers the direct child alone and
-  needs a ``preexec_fn``, which turns the spawn into a full fork of the host (measured:
-  30 servers spawn in 0.43 s without it, 0.76 s with it). The hook only calls an
-  already-resolved ``prctl`` and ``getppid``, which take no Python-level locks (CPython
-  documents ``preexec_fn`` as unsafe when other threads hold locks at fork time), and
-  anyio's public ``open_process`` has no ``preexec_fn`` argument, so the backend's
-  ``open_process`` (which forwards extra options to the platform call) is used;
+* gives the child a mark of its own in its environment, which every descendant inherits
+  even when it leaves the group (``setsid()``, a double fork): closing ends the marked
+  processes after the group (``descendants.py``);
+* announces its process group and its mark to the host's watchdog (``watchdog.py``), which
+  ends both if the host dies; so a crashed host leaves no server behind. Only if that
+  helper cannot run does a Linux child get the kernel's parent-death signal
+  (``PR_SET_PDEATHSIG``) instead: it covers the direct child alone and needs a
+  ``preexec_fn``, which turns the spawn into a full fork of the host (measured: 30 servers
+  spawn in 0.43 s without it, 0.76 s with it). The hook only calls an already-resolved
+  ``prctl`` and ``getppid``, which take no Python-level locks (CPython documents
+  ``preexec_fn`` as unsafe when other threads hold locks at fork time), and anyio's public
+  ``open_process`` has no ``preexec_fn`` argument, so the backend's ``open_process``
+  (which forwards extra options to the platform call) is used;
 * keeps the last lines of stderr in a bounded ring buffer for error messages;
-* parses each stdout line as JSON-RPC and skips (counts, debug-logs) anything else;
-* closes in bounded steps: close stdin, wait, SIGTERM the group, wait, SIGKILL the group.
+* parses each stdout line as JSON-RPC and skips (counts, debug-logs) anything else, in
+  linear time, holding no message over the server's limit (``MessageReader``);
+* closes in bounded steps: close stdin, wait, SIGTERM the group, wait, SIGKILL the group,
+  then the same for the marked descendants that left it.
 """
 
 from __future__ import annotations
 
 import contextlib
 import ctypes
+import json
 import logging
 import os
+import re
 import signal
 import sys
 import time
@@ -41,8 +48,10 @@ import anyio
 import anyio.abc
 from anyio._core._eventloop import get_async_backend
 
+from mcpfleet.client.descendants import end_marked_processes, marked_environment, new_mark
 from mcpfleet.client.secrets import resolve_secrets_off_loop
 from mcpfleet.client.watchdog import host_watchdog
+from mcpfleet.config.model import DEFAULT_MAX_MESSAGE_BYTES
 from mcpfleet.errors import CommandNotFoundError, ConnectError
 
 if TYPE_CHECKING:
@@ -65,6 +74,12 @@ STDOUT_DRAIN_S = 0.5
 STDERR_MAX_LINES = 200
 STDERR_MAX_BYTES = 64 * 1024
 STDERR_MAX_LINE_CHARS = 2000
+MESSAGE_TOO_LARGE = -32019
+"""Error code of the answer mcpfleet gives a request whose real answer was over the limit
+(the last code of JSON-RPC's implementation-defined band; the SDK uses the first ones)."""
+OVERSIZED_KEPT_BYTES = 4096
+"""Of a message over the limit, how many of its first and of its last bytes are kept to
+find the id of the request it answered."""
 _POLL_S = 0.02
 _PR_SET_PDEATHSIG = 1
 
@@ -110,16 +125,243 @@ class StderrRing:
         return list(self._lines)[-lines:]
 
 
+class LineFramer:
+    """Splits a byte stream into newline-terminated lines, in linear time and bounded memory.
+
+    Each byte is searched for a newline once and copied at most once into the line being
+    assembled (growing a ``bytes`` and re-splitting it at each chunk made a 50 MB message
+    cost 28 s). A line longer than ``max_line_bytes`` is never held: from the moment it
+    outgrows the limit only its size and its first and last ``OVERSIZED_KEPT_BYTES`` are
+    kept, and it comes out as an ``OversizedLine``. Bytes after the last newline at the end
+    of the stream are an incomplete message and never come out.
+    """
+
+    def __init__(self, max_line_bytes: int) -> None:
+        self.max_line_bytes = max_line_bytes
+        self._partial = bytearray()
+        self._oversized: OversizedLine | None = None
+
+    @property
+    def buffered_bytes(self) -> int:
+        """Bytes held for the line in progress (never more than ``max_line_bytes``)."""
+        return len(self._partial)
+
+    def feed(self, chunk: bytes) -> list[bytearray | OversizedLine]:
+        """The lines that ``chunk`` completes, without their newline."""
+        lines: list[bytearray | OversizedLine] = []
+        view = memoryview(chunk)
+        position = 0
+        while position < len(chunk):
+            newline = chunk.find(b"\n", position)
+            end = len(chunk) if newline < 0 else newline
+            self._take(view[position:end])
+            if newline < 0:
+                break
+            lines.append(self._finish_line())
+            position = newline + 1
+        return lines
+
+    def _take(self, piece: memoryview) -> None:
+        if self._oversized is not None:
+            self._oversized.add(piece)
+        elif len(self._partial) + len(piece) > self.max_line_bytes:
+            self._oversized = OversizedLine()
+            self._oversized.add(memoryview(self._partial))
+            self._oversized.add(piece)
+            self._partial = bytearray()
+        else:
+            self._partial += piece
+
+    def _finish_line(self) -> bytearray | OversizedLine:
+        if self._oversized is not None:
+            line, self._oversized = self._oversized, None
+            return line
+        # Handed over, not copied: the next line starts in a fresh buffer.
+        completed, self._partial = self._partial, bytearray()
+        return completed
+
+
+class OversizedLine:
+    """A line over the limit: its size and the two ends where a JSON-RPC id can sit."""
+
+    def __init__(self) -> None:
+        self.size = 0
+        self.head = bytearray()
+        self.tail = bytearray()
+
+    def add(self, piece: memoryview) -> None:
+        self.size += len(piece)
+        if len(self.head) < OVERSIZED_KEPT_BYTES:
+            self.head += piece[: OVERSIZED_KEPT_BYTES - len(self.head)]
+        self.tail += piece[-OVERSIZED_KEPT_BYTES:]
+        del self.tail[:-OVERSIZED_KEPT_BYTES]
+
+
+_JSON_STRING = rb'"(?:[^"\\]|\\.)*"'
+_JSON_SCALAR = rb"(?:" + _JSON_STRING + rb"|-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?|true|false|null)"
+_MEMBER_KEY = re.compile(rb"\s*(" + _JSON_STRING + rb")\s*:\s*")
+_SCALAR = re.compile(_JSON_SCALAR)
+_MEMBER_END = re.compile(rb"\s*([,}])")
+_OBJECT_START = re.compile(rb"\s*\{")
+_SCALAR_MEMBER = re.compile(rb"(" + _JSON_STRING + rb")\s*:\s*(" + _JSON_SCALAR + rb")")
+# The run starts right after the large value (an object or an array): runs are then
+# disjoint, and the search stays linear whatever the tail holds.
+_TRAILING_MEMBERS = re.compile(
+    rb"(?<=[\]}])\s*((?:,\s*" + _JSON_STRING + rb"\s*:\s*" + _JSON_SCALAR + rb"\s*)+)\}\s*$"
+)
+
+
+def _leading_members(head: bytes) -> tuple[dict[str, Any], str | None]:
+    """The scalar top-level members at the start of a JSON object, and the key of the first
+    member that is not a scalar (the large one), read from the object's first bytes."""
+    members: dict[str, Any] = {}
+    start = _OBJECT_START.match(head)
+    if start is None:
+        return members, None
+    position = start.end()
+    while True:
+        key = _MEMBER_KEY.match(head, position)
+        if key is None:
+            return members, None
+        name = json.loads(key.group(1))
+        value = _SCALAR.match(head, key.end())
+        end = _MEMBER_END.match(head, value.end()) if value is not None else None
+        if value is None or end is None:
+            return members, name
+        members[name] = json.loads(value.group(0))
+        if end.group(1) == b"}":
+            return members, None
+        position = end.end()
+
+
+def _trailing_members(tail: bytes) -> dict[str, Any]:
+    """The scalar top-level members that end a JSON object, read from its last bytes.
+
+    Only members after the last non-scalar value match: the run must follow an object or an
+    array and end the message with a single ``}``, so members of a nested object (closed by
+    two or more) never do.
+    """
+    run = _TRAILING_MEMBERS.search(tail)
+    if run is None:
+        return {}
+    return {
+        json.loads(member.group(1)): json.loads(member.group(2))
+        for member in _SCALAR_MEMBER.finditer(run.group(1))
+    }
+
+
+def oversized_response_id(line: OversizedLine) -> int | str | None:
+    """The id of the response a line over the limit carried, if it is a response and its id
+    is at either end of it (every JSON-RPC library writes ``jsonrpc`` and ``id`` before or
+    after the large ``result``); ``None`` for a request, a notification or anything else."""
+    try:
+        members, large_member = _leading_members(bytes(line.head))
+        members.update(_trailing_members(bytes(line.tail)))
+    except (ValueError, RecursionError):
+        return None
+    if "method" in members or large_member == "params":
+        return None
+    request_id = members.get("id")
+    if isinstance(request_id, bool) or not isinstance(request_id, int | str):
+        return None
+    return request_id
+
+
+def describe_size(size: int) -> str:
+    """``64 MiB``, ``512 KiB`` or ``1000 bytes``."""
+    for unit, factor in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if size >= factor and size % factor == 0:
+            return f"{size // factor} {unit}"
+    return f"{size} bytes"
+
+
+class MessageReader:
+    """A stdio server's stdout turned into JSON-RPC messages, one line at a time.
+
+    Lines that are not JSON-RPC (banners, invalid UTF-8, broken JSON) are counted and
+    skipped. A line over the server's message limit is dropped whole; when it was the
+    answer to a request, that request gets an error answer instead (code
+    ``MESSAGE_TOO_LARGE``, naming the server and the limit), so the one call fails at once
+    and the connection stays usable. Nothing here raises for anything the server writes.
+    """
+
+    def __init__(self, server_name: str, max_message_bytes: int) -> None:
+        self.server_name = server_name
+        self.max_message_bytes = max_message_bytes
+        self.framer = LineFramer(max_message_bytes)
+        self.non_json_lines = 0
+        self.oversized_messages = 0
+
+    def feed(self, chunk: bytes) -> list[SessionMessage]:
+        """The messages that ``chunk`` completes, in order."""
+        messages: list[SessionMessage] = []
+        for line in self.framer.feed(chunk):
+            message = self._oversized(line) if isinstance(line, OversizedLine) else self._parse(line)
+            if message is not None:
+                messages.append(message)
+        return messages
+
+    def _parse(self, line: bytearray) -> SessionMessage | None:
+        from mcp.shared.message import SessionMessage
+        from mcp_types import jsonrpc_message_adapter
+        from pydantic import ValidationError
+
+        if not line or line.isspace():
+            return None
+        try:
+            return SessionMessage(jsonrpc_message_adapter.validate_json(line, by_name=False))
+        except (ValidationError, ValueError, RecursionError):
+            self.non_json_lines += 1
+            logger.debug(
+                "%s: skipped a non-JSON-RPC stdout line: %.200r", self.server_name, bytes(line[:200])
+            )
+            return None
+
+    def _oversized(self, line: OversizedLine) -> SessionMessage | None:
+        from mcp.shared.message import SessionMessage
+        from mcp_types import jsonrpc_message_adapter
+
+        self.oversized_messages += 1
+        problem = (
+            f'MCP server "{self.server_name}" sent a message of {line.size} bytes, over its limit of '
+            f'{describe_size(self.max_message_bytes)}; raise "maxMessageBytes" in its config if '
+            "messages this large are expected"
+        )
+        request_id = oversized_response_id(line)
+        if request_id is None:
+            # Nobody waits for it, so nobody else would report it.
+            logger.warning("%s (the message was dropped)", problem)
+            return None
+        answer = {
+            "jsonrpc": "2.0",
+            "id": request_id,
+            "error": {"code": MESSAGE_TOO_LARGE, "message": problem},
+        }
+        return SessionMessage(jsonrpc_message_adapter.validate_python(answer, by_name=False))
+
+
 async def prepare_stdio_transport(
     name: str, config: ServerConfig, *, cwd: Path, resolve_secrets: bool
 ) -> StdioTransport:
     """The transport of a stdio server: the parent's environment plus the config's (secrets
-    resolved), in the config's ``cwd`` relative to the project root."""
+    resolved), in the config's ``cwd`` (relative to ``cwd``), else in ``cwd`` itself.
+
+    Discovery gives every stdio entry its working folder (see ``config/discovery.py``); a
+    config built by hand has no level to decide from, so it runs where its builder says: its
+    own ``cwd``, else the folder the caller passed.
+    """
     if not config.command:
         raise ConnectError(f'MCP server "{name}" has no "command"', server=name)
-    env = await resolve_secrets_off_loop(name, config.env, cwd=cwd, enabled=resolve_secrets)
+    env = await resolve_secrets_off_loop(name, config.env, enabled=resolve_secrets)
     folder = cwd / config.cwd if config.cwd else cwd
-    return StdioTransport(name, config.command, config.args, env={**os.environ, **env}, cwd=str(folder))
+    return StdioTransport(
+        name,
+        config.command,
+        config.args,
+        env={**os.environ, **env},
+        cwd=str(folder),
+        max_message_bytes=config.effective_max_message_bytes,
+    )
 
 
 class StdioTransport:
@@ -136,14 +378,19 @@ class StdioTransport:
         *,
         env: Mapping[str, str],
         cwd: str,
+        max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
     ) -> None:
         self.server_name = server_name
         self.command = command
         self.args = list(args)
         self.env = dict(env)
         self.cwd = cwd
+        self.max_message_bytes = max_message_bytes
+        self.mark = new_mark()
+        """Carried in the environment of the server and of everything it starts."""
         self.stderr = StderrRing()
-        self.non_json_lines = 0
+        self.reader: MessageReader | None = None
+        """Set once the transport is entered; its counters say what the server wrote."""
         self.pid: int | None = None
         self.returncode: int | None = None
         self.spawn_ms: float | None = None
@@ -222,7 +469,8 @@ class StdioTransport:
                 'fix the "cwd" field of its config',
                 server=self.server_name,
             )
-        options: dict[str, Any] = {"cwd": self.cwd, "env": self.env, "start_new_session": True}
+        env = marked_environment(self.env, self.mark)
+        options: dict[str, Any] = {"cwd": self.cwd, "env": env, "start_new_session": True}
         hook = None if host_watchdog().ensure_running() else _parent_death_hook()
         if hook is not None:
             options["preexec_fn"] = hook
@@ -255,35 +503,20 @@ class StdioTransport:
         self.spawn_ms = (time.perf_counter() - started) * 1000
         self._process = process
         self.pid = process.pid
-        host_watchdog().watch(process.pid)
+        host_watchdog().watch(process.pid, self.mark)
         return process
 
     # -- pumps -----------------------------------------------------------------------------------------
     async def _read_stdout(
         self, process: anyio.abc.Process, read_writer: MemoryObjectSendStream[SessionMessage | Exception]
     ) -> None:
-        from mcp.shared.message import SessionMessage
-        from mcp_types import jsonrpc_message_adapter
-        from pydantic import ValidationError
-
         assert process.stdout is not None
-        buffer = b""
+        reader = self.reader = MessageReader(self.server_name, self.max_message_bytes)
         try:
             async for chunk in process.stdout:
-                buffer += chunk
-                *lines, buffer = buffer.split(b"\n")
-                for raw in lines:
-                    line = raw.strip()
-                    if not line:
-                        continue
-                    try:
-                        message = jsonrpc_message_adapter.validate_json(line, by_name=False)
-                    except ValidationError:
-                        self.non_json_lines += 1
-                        logger.debug("%s: skipped a non-JSON-RPC stdout line: %.200r", self.server_name, line)
-                        continue
+                for message in reader.feed(chunk):
                     self.answered = True
-                    await read_writer.send(SessionMessage(message))
+                    await read_writer.send(message)
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream):
             pass
         finally:
@@ -351,6 +584,8 @@ class StdioTransport:
                     break
                 await anyio.sleep(_POLL_S)
             self._signal_group(signal.SIGKILL)
+        # Descendants that left the group (setsid, a double fork) still carry the mark.
+        await end_marked_processes(self.mark, SIGTERM_GRACE_S)
         if self.pid is not None:
             host_watchdog().release(self.pid)
 
@@ -400,4 +635,12 @@ def exit_description(returncode: int) -> str:
     return f"exited with code {returncode}"
 
 
-__all__ = ["StderrRing", "StdioTransport", "exit_description"]
+__all__ = [
+    "MESSAGE_TOO_LARGE",
+    "LineFramer",
+    "MessageReader",
+    "OversizedLine",
+    "StderrRing",
+    "StdioTransport",
+    "exit_description",
+]

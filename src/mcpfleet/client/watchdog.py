@@ -8,11 +8,13 @@ host just long enough to end those groups.
 
 That someone is one small helper process per host process, started on the first stdio
 spawn (a stdlib-only ``python -I -S`` script: about 20 ms, paid once, never per server). The
-host keeps the write end of a pipe to it and announces each server's process group as it
-is spawned (``+PGID``) and as it is reaped (``-PGID``). When the host dies, however it
-dies, the kernel closes the pipe; the helper reads EOF, sends SIGTERM to every group still
-announced, waits a moment, SIGKILLs what is left, and exits. A host that exits normally has
-already reaped its servers, so the helper finds nothing to do and leaves too.
+host keeps the write end of a pipe to it and announces each server's process group and
+environment mark as it is spawned (``+PGID MARK``) and as it is reaped (``-PGID``). When
+the host dies, however it dies, the kernel closes the pipe; the helper reads EOF, sends
+SIGTERM to every group still announced and to every process carrying one of their marks
+(descendants that left the group, see ``descendants.py``), waits a moment, SIGKILLs what is
+left, and exits. A host that exits normally has already reaped its servers, so the helper
+finds nothing to do and leaves too.
 
 The helper runs in a session of its own (a Ctrl-C at the terminal must not take it down
 with the host) and ignores SIGINT and SIGHUP. A forked child drops the inherited pipe end
@@ -31,11 +33,11 @@ logger = logging.getLogger(__name__)
 GROUP_TERM_GRACE_S = 1.0
 """After the host's death, how long announced groups get between SIGTERM and SIGKILL."""
 
-_HELPER_SOURCE = f"""# mcpfleet watchdog: ends the MCP server process groups of a host that died
+_HELPER_SOURCE = f"""# mcpfleet watchdog: ends the MCP servers (and their descendants) of a host that died
 import os, signal, time
 signal.signal(signal.SIGINT, signal.SIG_IGN)
 signal.signal(signal.SIGHUP, signal.SIG_IGN)
-groups = set()
+marks = {{}}
 pending = b""
 while True:
     try:
@@ -47,27 +49,48 @@ while True:
     pending += chunk
     *lines, pending = pending.split(b"\\n")
     for line in lines:
+        group, _, mark = line[1:].partition(b" ")
         if line[:1] == b"+":
-            groups.add(int(line[1:]))
+            marks[int(group)] = mark
         elif line[:1] == b"-":
-            groups.discard(int(line[1:]))
+            marks.pop(int(group), None)
 
-def signal_groups(signum):
-    alive = set()
-    for group in groups:
+def marked_pids():
+    tokens = [mark for mark in marks.values() if mark]
+    found = []
+    for name in os.listdir("/proc") if tokens and os.path.isdir("/proc") else ():
+        if name.isdigit():
+            try:
+                with open("/proc/" + name + "/environ", "rb") as environ:
+                    data = environ.read()
+            except OSError:
+                continue
+            if any(token in data for token in tokens):
+                found.append(int(name))
+    return found
+
+def signal_all(signum):
+    alive = False
+    for group in marks:
         try:
             os.killpg(group, signum)
-            alive.add(group)
+            alive = True
+        except OSError:
+            pass
+    for pid in marked_pids():
+        try:
+            os.kill(pid, signum)
+            alive = True
         except OSError:
             pass
     return alive
 
-groups = signal_groups(signal.SIGTERM)
+alive = signal_all(signal.SIGTERM)
 deadline = time.monotonic() + {GROUP_TERM_GRACE_S}
-while groups and time.monotonic() < deadline:
+while alive and time.monotonic() < deadline:
     time.sleep(0.05)
-    groups = signal_groups(0)
-signal_groups(signal.SIGKILL)
+    alive = signal_all(0)
+signal_all(signal.SIGKILL)
 """
 
 
@@ -80,12 +103,13 @@ class ProcessGroupWatchdog:
         self._started_by: int | None = None
         self._failed = False
 
-    def watch(self, process_group: int) -> None:
-        """End ``process_group`` if this process dies before calling ``release``."""
-        self._send(f"+{process_group}\n")
+    def watch(self, process_group: int, mark: str = "") -> None:
+        """End ``process_group``, and every process whose environment carries ``mark``, if this
+        process dies before calling ``release``."""
+        self._send(f"+{process_group} {mark}\n")
 
     def release(self, process_group: int) -> None:
-        """The group is gone (or about to be reaped by the host itself): forget it."""
+        """The group is gone (or about to be reaped by the host itself): forget it and its mark."""
         self._send(f"-{process_group}\n")
 
     def ensure_running(self) -> bool:

@@ -10,9 +10,10 @@ files, then level local > project > user, then provider order, then order in the
    it still claims its name;
 4. an unapproved project entry is ``pending-approval`` and does not claim its name, so a
    user server of the same name stays active until the project one is approved;
-5. the entry's substitutions run; an Exa server is ``filtered`` (its key kept); an entry
-   with the same connection as an earlier one is ``shadowed`` as an alias; the rest is
-   ``active``.
+5. the entry's substitutions run and a stdio entry without ``cwd`` gets its working folder
+   (the project for a project entry, the user's home for any other); an Exa server is
+   ``filtered`` (its key kept); an entry with the same connection as an earlier one is
+   ``shadowed`` as an alias; the rest is ``active``.
 
 Discovery never raises for a discovered file: a broken file or entry becomes an error
 entry and every other source still loads. Files named explicitly (``--config``) are the
@@ -307,10 +308,25 @@ class _Resolver:
         key = (real_path(candidate.source.path), candidate.name, candidate.config.fingerprint)
         return key in self.approved
 
+    def _working_dir(self, candidate: _Candidate) -> str:
+        """Where a stdio entry without ``cwd`` runs, decided here because only discovery knows
+        the entry's level: an (approved) project entry in the project, since that is the code
+        it came with; any other entry in the user's home, since a cloned project must never be
+        the working directory of a server it did not declare (``python -m pkg`` would import
+        the project's ``pkg/``)."""
+        if candidate.source.level == "project":
+            return self.context.workspace
+        return str(paths.neutral_working_dir())
+
     def _activate(self, candidate: _Candidate, config: ServerConfig) -> DiscoveredEntry:
         resolved = substitute_config(config, candidate.spec.dialect, self.context)
         if resolved.cwd is not None:
             resolved = replace(resolved, cwd=root_path(resolved.cwd, candidate.spec.path.parent))
+        # Two entries that declare the same connection stay aliases whatever their levels;
+        # the folder chosen for an entry that declared none does not make it another server.
+        identity = resolved.connection_identity()
+        if resolved.cwd is None and resolved.transport == "stdio":
+            resolved = replace(resolved, cwd=self._working_dir(candidate))
         if is_exa_server(resolved):
             key = exa_api_key(resolved)
             if key and key not in self.result.exa_api_keys:
@@ -318,7 +334,6 @@ class _Resolver:
             if self.filter_exa and should_filter_exa(resolved):
                 reason = "Exa server: the agent's native Exa integration is used instead (API key collected)"
                 return self._entry(candidate, "filtered", reason, resolved)
-        identity = resolved.connection_identity()
         twin = self.identities.get(identity)
         if twin is not None:
             return self._entry(candidate, "shadowed", f"same connection as {_describe(twin)}", resolved)

@@ -17,6 +17,12 @@ Level = Literal["local", "project", "user"]
 EntryState = Literal["active", "disabled", "shadowed", "pending-approval", "invalid", "filtered"]
 
 DEFAULT_TIMEOUT_MS = 30_000
+DEFAULT_TOOL_TIMEOUT_MS = 10 * 60 * 1000
+"""Bound of one tool call when neither the server's ``toolTimeout`` nor the call sets one:
+a tool that never answers (or answers under another id) must not hang a session forever."""
+DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+"""Largest message a stdio server may send (``maxMessageBytes``): a bigger one fails the
+request it answered and is never held in memory."""
 
 
 @dataclass(frozen=True)
@@ -57,12 +63,15 @@ class ServerConfig:
     args: tuple[str, ...] = ()
     env: Mapping[str, str] = field(default_factory=dict)
     cwd: str | None = None
+    """Working folder of a stdio server. Discovery always sets it (the project for an approved
+    project entry, the user's home for any other); ``None`` (a config built by hand) means
+    the folder the caller connects with."""
     url: str | None = None
     headers: Mapping[str, str] = field(default_factory=dict)
     timeout_ms: int | None = None
     """Handshake (and default request) bound in ms; ``None`` means 30 000; 0 disables."""
     tool_timeout_ms: int | None = None
-    """Bound of one tool call in ms; ``None`` means no bound beyond progress ceilings."""
+    """Bound of one tool call in ms, re-armed by progress; ``None`` means 10 minutes; 0 disables."""
     enabled: bool = True
     include_tools: tuple[str, ...] | None = None
     """Allow-list of tool names (``None``: every tool)."""
@@ -70,6 +79,8 @@ class ServerConfig:
     """Deny-list of tool names; always wins over the allow-list."""
     oauth: Mapping[str, Any] | None = None
     """OAuth client settings (client id, scopes, callback port…), HTTP servers only."""
+    max_message_bytes: int | None = None
+    """Largest message the server may send, in bytes; ``None`` means 64 MiB (stdio only)."""
     fingerprint: str = ""
     """SHA-256 of the canonical *unresolved* entry: the tool-cache key and the reload diff key."""
 
@@ -77,6 +88,15 @@ class ServerConfig:
     def effective_timeout_ms(self) -> int:
         """The handshake bound in ms; 0 means unbounded."""
         return DEFAULT_TIMEOUT_MS if self.timeout_ms is None else self.timeout_ms
+
+    @property
+    def effective_tool_timeout_ms(self) -> int:
+        """The bound of one tool call in ms; 0 means unbounded."""
+        return DEFAULT_TOOL_TIMEOUT_MS if self.tool_timeout_ms is None else self.tool_timeout_ms
+
+    @property
+    def effective_max_message_bytes(self) -> int:
+        return DEFAULT_MAX_MESSAGE_BYTES if self.max_message_bytes is None else self.max_message_bytes
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready view, used for canonical hashing and for ``--json`` output."""
@@ -93,12 +113,16 @@ class ServerConfig:
             exclude_tools=list(self.exclude_tools),
             oauth=dict(self.oauth) if self.oauth is not None else None,
         )
+        # Only when set, so that the fingerprints (approvals, cache keys) of every entry
+        # written before the field existed stay what they were.
+        if self.max_message_bytes is not None:
+            data["max_message_bytes"] = self.max_message_bytes
         return data
 
     def connection_identity(self) -> str:
         """What makes two entries the same server whatever their names (alias dedupe)."""
         data = self.to_dict()
-        for key in ("name", "enabled", "timeout_ms", "tool_timeout_ms"):
+        for key in ("name", "enabled", "timeout_ms", "tool_timeout_ms", "max_message_bytes"):
             data.pop(key, None)
         return canonical_json(data)
 

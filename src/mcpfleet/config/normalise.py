@@ -2,7 +2,8 @@
 
 Each tool gets a small *adapter* that renames its keys into one canonical dict
 (``type``, ``command``, ``args``, ``env``, ``cwd``, ``url``, ``headers``, ``enabled``,
-``timeout_ms``, ``tool_timeout_ms``, ``include_tools``, ``exclude_tools``, ``oauth``);
+``timeout_ms``, ``tool_timeout_ms``, ``include_tools``, ``exclude_tools``, ``oauth``,
+``max_message_bytes``);
 ``build_server`` then validates that dict once, for every tool alike.
 """
 
@@ -114,6 +115,7 @@ def adapt_standard(
         "include_tools": _first(raw, "includeTools", "enabledTools"),
         "exclude_tools": _first(raw, "excludeTools", "disabledTools"),
         "oauth": raw.get("oauth"),
+        "max_message_bytes": raw.get("maxMessageBytes"),
     }
 
 
@@ -284,6 +286,7 @@ def build_server(name: str, fields: Canonical, *, base_dir: Path) -> ServerConfi
         include_tools=tuple(_string_list(fields, "include_tools") or ()) if include is not None else None,
         exclude_tools=tuple(_string_list(fields, "exclude_tools") or ()),
         oauth=_oauth(fields.get("oauth")),
+        max_message_bytes=_byte_count(fields, "max_message_bytes"),
     )
     return _with_fingerprint(config)
 
@@ -358,6 +361,15 @@ def _milliseconds(fields: Canonical, key: str) -> int | None:
     if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
         raise EntryError(f"timeout {value!r} must be a number >= 0")
     return round(value)
+
+
+def _byte_count(fields: Canonical, key: str) -> int | None:
+    value = fields.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise EntryError(f'"maxMessageBytes" must be a whole number of bytes >= 1, not {value!r}')
+    return value
 
 
 def _boolean(value: Any) -> bool:

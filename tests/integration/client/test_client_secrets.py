@@ -28,9 +28,7 @@ def test_values_resolve_from_commands_env_names_and_literals(tmp_path: Path) -> 
         "EMPTY_ENV": "EMPTY_VAR",
         "EMPTY": "",
     }
-    resolved = resolve_secret_values(
-        "srv", values, env={"MY_TOKEN_VAR": "t0ken", "EMPTY_VAR": ""}, cwd=str(tmp_path)
-    )
+    resolved = resolve_secret_values("srv", values, env={"MY_TOKEN_VAR": "t0ken", "EMPTY_VAR": ""})
     assert resolved == {"FROM_COMMAND": "s3cret", "FROM_ENV": "t0ken", "LITERAL": "plain value"}
 
 

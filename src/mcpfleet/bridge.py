@@ -90,7 +90,8 @@ def _prefix_key(part: str) -> str:
 
 
 def _short_hash(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:_HASH_SUFFIX_LENGTH]
+    # A lone surrogate (JSON can carry one, from a cache file say) must still hash, not raise.
+    return hashlib.sha256(text.encode("utf-8", errors="surrogatepass")).hexdigest()[:_HASH_SUFFIX_LENGTH]
 
 
 def _with_hash_suffix(name: str, hashed: str) -> str:

@@ -109,7 +109,7 @@ class MCPToolCache:
         self._lock = threading.Lock()
         self._connection: sqlite3.Connection | None = None
         try:
-            _create_private_folder(self.path.parent)
+            paths.make_private_folder(self.path.parent)
             try:
                 self._connection = self._connect()
             except sqlite3.DatabaseError as error:
@@ -413,15 +413,6 @@ def _is_still_corrupt(path: Path) -> bool:
         return _is_corruption(error)
     finally:
         probe.close()
-
-
-def _create_private_folder(folder: Path) -> None:
-    """Create the cache folder readable by its owner only; an existing folder keeps its mode."""
-    if folder.is_dir():
-        return
-    folder.mkdir(parents=True, mode=0o700, exist_ok=True)
-    # mkdir's mode is filtered by the umask; this is the folder we just created, so set it exactly.
-    os.chmod(folder, 0o700)
 
 
 @contextlib.contextmanager

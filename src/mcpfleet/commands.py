@@ -1,7 +1,9 @@
 """The ``/mcp`` command of an agent session: list, reload, reconnect, enable, test, …
 
 ``MCPCommandController.handle("/mcp list")`` returns the text to show. Bad input gets
-one clear line back, never an exception; the controller never exits the process.
+one clear line back, never an exception; the controller never exits the process. Every
+piece of text from a server or a config file goes into that text through ``safe_text``
+(one line each, control characters made visible), so the host can print it as it is.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
+from mcpfleet.display import safe_text
 from mcpfleet.errors import MCPFleetError
 
 if TYPE_CHECKING:
@@ -68,13 +71,13 @@ class MCPCommandController:
             return HELP_TEXT
         command = self._commands.get(words[0])
         if command is None:
-            return f"Unknown subcommand: {words[0]}. Type /mcp help for usage."
+            return f"Unknown subcommand: {safe_text(words[0])}. Type /mcp help for usage."
         try:
             return await command(words[1:])
         except _UsageError as error:
-            return str(error)
+            return safe_text(error)
         except MCPFleetError as error:
-            return f"/mcp {words[0]} failed: {error}"
+            return f"/mcp {words[0]} failed: {safe_text(error)}"
 
     async def _help(self, arguments: list[str]) -> str:
         return HELP_TEXT
@@ -106,19 +109,20 @@ class MCPCommandController:
         for name in sorted(set(names) | set(errors) | set(disabled)):
             if name in disabled:
                 entry = disabled[name]
-                lines.append(f"○ {name}: disabled [{entry.source.provider_name}, {entry.source.level}]")
+                where = f"[{entry.source.provider_name}, {entry.source.level}]"
+                lines.append(f"○ {safe_text(name)}: disabled {where}")
                 continue
             state = manager.get_server_state(name)
             source = manager.get_source(name)
             where = f" [{source.provider_name}, {source.level}]" if source else ""
             crashes = f", {state.recent_crashes} recent crashes" if state.recent_crashes else ""
             mark = marks.get(state.state, "✗")
-            line = f"{mark} {name}: {state.state}, {counts.get(name, 0)} tools{crashes}{where}"
+            line = f"{mark} {safe_text(name)}: {state.state}, {counts.get(name, 0)} tools{crashes}{where}"
             if state.last_error:
-                line += f"\n    {state.last_error}"
+                line += f"\n    {safe_text(state.last_error)}"
             if state.state != "connected" and state.stderr_tail:
                 line += "\n    stderr (last lines):" + "".join(
-                    f"\n      {text}" for text in state.stderr_tail[-STDERR_LINES_SHOWN:]
+                    f"\n      {safe_text(text)}" for text in state.stderr_tail[-STDERR_LINES_SHOWN:]
                 )
             lines.append(line)
         return "\n".join(lines)
@@ -136,7 +140,9 @@ class MCPCommandController:
         ]
         if result.errors:
             lines.append("Some servers failed to connect:")
-            lines += [f"  {name}: {error}" for name, error in sorted(result.errors.items())]
+            lines += [
+                f"  {safe_text(name)}: {safe_text(error)}" for name, error in sorted(result.errors.items())
+            ]
         return "\n".join(lines)
 
     def _one_name(self, arguments: list[str], usage: str) -> str:
@@ -208,7 +214,7 @@ class MCPCommandController:
         add_server(path, name, entry)
         await self.session.reload_mcp()
         status = manager.get_connection_status(name)
-        return f'+ Added server "{name}" to {path} ({status}).'
+        return f'+ Added server "{name}" to {safe_text(path)} ({status}).'
 
     async def _remove(self, arguments: list[str]) -> str:
         from mcpfleet.config.writer import own_config_file, remove_server
@@ -221,7 +227,7 @@ class MCPCommandController:
         remove_server(path, name)
         await manager.disconnect_server(name)
         await self.session.reload_mcp()
-        return f'- Removed server "{name}" from {path}.'
+        return f'- Removed server "{name}" from {safe_text(path)}.'
 
     def _config_of(self, name: str) -> ServerConfig:
         manager = self.session.mcp_manager
@@ -244,7 +250,7 @@ class MCPCommandController:
         finally:
             await connection.close()
         elapsed = (time.perf_counter() - started) * 1000
-        shown = ", ".join(tool.name for tool in tools[:10]) + (" …" if len(tools) > 10 else "")
+        shown = ", ".join(safe_text(tool.name) for tool in tools[:10]) + (" …" if len(tools) > 10 else "")
         if not tools:
             return f"Connection successful in {elapsed:.0f} ms. No tools reported."
         return f"Connection successful in {elapsed:.0f} ms. {len(tools)} tool(s): {shown}"
@@ -257,7 +263,9 @@ class MCPCommandController:
             if connection is None or "resources" not in connection.capabilities:
                 continue
             for resource in await connection.list_resources():
-                lines.append(f"{name}: {resource.get('uri')}  {resource.get('name') or ''}".rstrip())
+                lines.append(
+                    safe_text(f"{name}: {resource.get('uri')}  {resource.get('name') or ''}".rstrip())
+                )
         return "\n".join(lines) or "No resources on the connected servers."
 
     async def _prompts(self, arguments: list[str]) -> str:
@@ -272,7 +280,7 @@ class MCPCommandController:
                     f"{a.get('name')}={'*' if a.get('required') else ''}"
                     for a in prompt.get("arguments") or []
                 )
-                lines.append(f"/{name}:{prompt.get('name')} {parameters}".rstrip())
+                lines.append(safe_text(f"/{name}:{prompt.get('name')} {parameters}".rstrip()))
         return "\n".join(lines) or "No prompts on the connected servers."
 
 

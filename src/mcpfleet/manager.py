@@ -653,7 +653,7 @@ class MCPManager:
 
     async def _auth_for(self, name: str, config: ServerConfig) -> object | None:
         """The OAuth provider for an HTTP server that carries no credentials of its own."""
-        if config.transport == "stdio":
+        if config.transport not in ("http", "sse"):
             return None
         if any(key.lower() == "authorization" for key in config.headers):
             return None

@@ -3,7 +3,8 @@
 Every path derives from ``HOME`` and the XDG variables (through platformdirs), read at
 call time, so a test that points ``HOME`` at a temporary folder sees none of the real
 user's files. ``MCPFLEET_HOME`` overrides mcpfleet's own user dir: config, state and
-cache then all live under it.
+cache then all live under it. Folders mcpfleet creates are its owner's only (0700),
+whatever the umask: they hold approvals, OAuth tokens and the tool cache.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import os
 from pathlib import Path
 
 APP_NAME = "mcpfleet"
+PRIVATE_FOLDER_MODE = 0o700
 
 
 def home_dir() -> Path:
@@ -75,3 +77,28 @@ def user_config_file() -> Path:
 def project_config_file(project_root: Path) -> Path:
     """mcpfleet's project-level config file."""
     return project_root / ".mcpfleet" / "mcp.json"
+
+
+def make_private_folder(path: Path) -> Path:
+    """Create ``path`` and each missing folder above it with mode 0700, whatever the umask.
+
+    ``Path.mkdir(mode=…, parents=True)`` applies the mode to the last folder only, and the
+    umask to every folder: under ``umask 000`` the missing parents (mcpfleet's own folder
+    above ``state/``, or ``~/.local/state`` itself) came out world-writable. The XDG base
+    directory specification asks for 0700 for the base folders too. A folder that already
+    exists keeps its mode.
+    """
+    missing: list[Path] = []
+    folder = path
+    while not folder.is_dir() and folder.parent != folder:
+        missing.append(folder)
+        folder = folder.parent
+    for folder in reversed(missing):
+        try:
+            # The umask can only remove bits from 0700, so the folder is never more open than
+            # that, even before the chmod restores any owner bit the umask took away.
+            os.mkdir(folder, PRIVATE_FOLDER_MODE)
+        except FileExistsError:
+            continue  # another process created it meanwhile
+        os.chmod(folder, PRIVATE_FOLDER_MODE)
+    return path

@@ -84,10 +84,10 @@ def test_approve_revoke_and_trust(project: Path) -> None:
     assert run(project, "approve", "proj").returncode == 0
     assert states(config_json(project))["proj"] == "active"
     missing = run(project, "approve", "ghost")
-    assert missing.returncode == 1 and "ghost" in missing.stderr
+    assert missing.returncode == 2 and "ghost" in missing.stderr
     assert run(project, "revoke", "proj").returncode == 0
     assert states(config_json(project))["proj"] == "pending-approval"
-    assert run(project, "revoke", "proj").returncode == 1
+    assert run(project, "revoke", "proj").returncode == 2  # nothing left to revoke
 
 
 def test_add_remove_enable_disable(project: Path) -> None:
@@ -109,10 +109,10 @@ def test_add_remove_enable_disable(project: Path) -> None:
     assert states(config_json(project))["proj"] == "disabled"
     assert run(project, "enable", "proj").returncode == 0
     assert states(config_json(project))["proj"] == "pending-approval"
-    assert run(project, "disable", "ghost").returncode == 1
+    assert run(project, "disable", "ghost").returncode == 2
     assert run(project, "remove", "web").returncode == 0
     assert "web" not in states(config_json(project))
-    assert run(project, "remove", "web").returncode == 1
+    assert run(project, "remove", "web").returncode == 2
 
 
 def test_bad_extra_config_exits_2_with_one_line(project: Path, tmp_path: Path) -> None:

@@ -8,8 +8,16 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mcpfleet.cli.main import project_root, trust_project
-from mcpfleet.cli.output import EXIT_FAILED, EXIT_OK, emit_json, error_line
+from mcpfleet.cli.main import project_root, strict_option, trust_project
+from mcpfleet.cli.output import (
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_USAGE,
+    emit_json,
+    error_line,
+    output_line,
+    rich_text,
+)
 
 if TYPE_CHECKING:
     from mcpfleet.config.model import DiscoveredEntry, DiscoveryResult
@@ -26,7 +34,7 @@ STATE_STYLES = {
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     config = subparsers.add_parser("config", help="list discovered servers with source, level, state and why")
-    config.add_argument("--strict", action="store_true", help="exit 1 when any entry or file is invalid")
+    strict_option(config, "exit 1 when any entry or file is invalid")
     config.set_defaults(handler=run_config)
 
     approve = subparsers.add_parser("approve", help="approve project servers (stored outside the repository)")
@@ -113,18 +121,18 @@ def run_config(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title=f"MCP servers for {project_root(args)}")
+    table = Table(title=rich_text(f"MCP servers for {project_root(args)}"))
     for column in ("Name", "State", "Transport", "Level", "Source", "Reason"):
         table.add_column(column, overflow="fold")
     for entry in result.entries:
         style = STATE_STYLES.get(entry.state, "")
         table.add_row(
-            entry.name,
+            rich_text(entry.name),
             f"[{style}]{entry.state}[/]",
-            entry.transport or "-",
+            rich_text(entry.transport or "-"),
             entry.source.level,
-            f"{entry.source.provider_name}: {entry.source.path}",
-            entry.reason,
+            rich_text(f"{entry.source.provider_name}: {entry.source.path}"),
+            rich_text(entry.reason, multiline=True),
         )
     # Off a terminal (a pipe, a log) rich would wrap at 80 columns; paths and reasons need more.
     console = Console(width=None if sys.stdout.isatty() else 200)
@@ -141,7 +149,8 @@ def _report(args: argparse.Namespace, payload: dict[str, Any], lines: list[str])
     if args.json:
         emit_json(payload)
     else:
-        sys.stdout.write("".join(f"{line}\n" for line in lines))
+        for line in lines:
+            output_line(line)
 
 
 def run_approve(args: argparse.Namespace) -> int:
@@ -156,7 +165,7 @@ def run_approve(args: argparse.Namespace) -> int:
         {"approved": [{"name": item.name, "path": item.path} for item in made], "unknown": unknown},
         [f"approved {item.name} ({item.path})" for item in made],
     )
-    return EXIT_FAILED if unknown else EXIT_OK
+    return EXIT_USAGE if unknown else EXIT_OK
 
 
 def run_revoke(args: argparse.Namespace) -> int:
@@ -169,7 +178,7 @@ def run_revoke(args: argparse.Namespace) -> int:
     for name in unknown:
         error_line(f'"{name}" has no approval in {root}; nothing to revoke')
     _report(args, {"revoked": revoked, "unknown": unknown}, [f"revoked {name}" for name in revoked])
-    return EXIT_FAILED if unknown else EXIT_OK
+    return EXIT_USAGE if unknown else EXIT_OK
 
 
 def run_add(args: argparse.Namespace) -> int:
@@ -215,6 +224,15 @@ def run_remove(args: argparse.Namespace) -> int:
     from mcpfleet.errors import ConfigWriteError
 
     path = own_config_file("project" if args.project else "user", project_root(args))
+    discovery = _discover(args, all_project_entries=True)
+    # An unreadable file is left to remove_server, whose error says what is wrong with it.
+    readable = all(error.path != str(path) for error in discovery.errors)
+    declared = any(entry.name == args.name and entry.source.path == str(path) for entry in discovery.entries)
+    if readable and not declared:
+        error_line(
+            f'no server named "{args.name}" in {path}; `mcpfleet config` lists every server and its file'
+        )
+        return EXIT_USAGE
     try:
         remove_server(path, args.name)
     except ConfigWriteError as error:
@@ -231,7 +249,7 @@ def _toggle(args: argparse.Namespace, enabled: bool) -> int:
     known = {entry.name for entry in _discover(args, all_project_entries=True).entries}
     if args.name not in known:
         error_line(f'no server named "{args.name}" was found; `mcpfleet config` lists them')
-        return EXIT_FAILED
+        return EXIT_USAGE
     try:
         path = set_server_enabled(args.name, enabled, project_root=project_root(args))
     except ConfigWriteError as error:

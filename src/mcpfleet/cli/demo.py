@@ -3,7 +3,8 @@
 It runs in a throw-away home folder, so nothing of the user's own configs is read or
 written: cold start, a failing server isolated, a tool call, a warm start that hands
 out cached (deferred) tools inside the gate, a call through a deferred tool that waits
-for its server, ``/mcp reload``, and a shutdown that leaves no process behind.
+for its server, ``/mcp reload``, and a shutdown that leaves no process behind. With
+``--json`` it prints nothing while it runs and reports every step as one JSON document.
 """
 
 from __future__ import annotations
@@ -16,9 +17,10 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from mcpfleet.cli.output import EXIT_FAILED, EXIT_OK
+from mcpfleet.cli.output import EXIT_FAILED, EXIT_OK, emit_json
+from mcpfleet.display import safe_text
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -54,12 +56,41 @@ def _isolate(home: Path) -> None:
         os.environ[variable] = str(home / folder)
 
 
+class _Narrator:
+    """Tells the demo as it happens on a terminal; under ``--json`` stays silent (the report
+    is printed at the end instead).
+
+    ``say`` takes plain strings and ``(text, style)`` pairs; neither is read as markup, and
+    server text in them is shown through ``safe_text``.
+    """
+
+    def __init__(self, console: Console | None) -> None:
+        self._console = console
+
+    def say(self, *parts: str | tuple[str, str]) -> None:
+        if self._console is None:
+            return
+        from rich.text import Text
+
+        self._console.print(
+            Text.assemble(
+                *(
+                    safe_text(part, multiline=True)
+                    if isinstance(part, str)
+                    else (safe_text(part[0], multiline=True), part[1])
+                    for part in parts
+                )
+            )
+        )
+
+
 async def run_demo(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from mcpfleet import paths
 
-    out = Console(highlight=False)
+    show = _Narrator(None if args.json else Console(highlight=False))
+    report: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="mcpfleet-demo-") as scratch:
         root = Path(scratch)
         home, project = root / "home", root / "project"
@@ -70,69 +101,106 @@ async def run_demo(args: argparse.Namespace) -> int:
         config_file = paths.user_config_file()
         config_file.parent.mkdir(parents=True)
         config_file.write_text(json.dumps(_demo_config(root / "notes.json"), indent=2))
-        out.print(f"[bold]mcpfleet demo[/] in a throw-away home: {home}")
-        out.print(
+        report.update(home=str(home), config_file=str(config_file), steps=[])
+        show.say(("mcpfleet demo", "bold"), f" in a throw-away home: {home}")
+        show.say(
             f"three example servers in {config_file}: notes (useful), slow ({SLOW_STARTUP_S}s), failing\n"
         )
-        ok = await _lifecycle(out, project)
-    out.print("\n[bold green]demo complete[/]" if ok else "\n[bold red]demo found a problem[/]")
+        ok = await _lifecycle(show, project, report["steps"])
+    report["ok"] = ok
+    if args.json:
+        emit_json(report)
+    else:
+        show.say(("\ndemo complete", "bold green") if ok else ("\ndemo found a problem", "bold red"))
     return EXIT_OK if ok else EXIT_FAILED
 
 
-async def _lifecycle(out: Console, project: Path) -> bool:
+async def _lifecycle(show: _Narrator, project: Path, steps: list[dict[str, Any]]) -> bool:
+    """Run the four steps, narrating each and recording it in ``steps``; ``True`` when no
+    server process outlived its session."""
     from mcpfleet.commands import MCPCommandController
     from mcpfleet.session import create_agent_session
 
-    out.print("[bold]1. cold start[/] (empty tool cache: the gate waits for servers it knows nothing of)")
+    show.say(("1. cold start", "bold"), " (empty tool cache: the gate waits for servers it knows nothing of)")
     started = time.perf_counter()
     session = await create_agent_session(project, startup_timeout_ms=250)
     async with session:
-        _report_start(out, session, started)
+        cold = _report_start(show, session, started, "cold start")
         result = await session.call_tool("mcp_notes_add_note", {"title": "demo", "body": "mcpfleet was here"})
-        out.print(f"   call mcp_notes_add_note → {result.text}")
+        cold["call"] = {"tool": "mcp_notes_add_note", "is_error": result.is_error, "text": result.text}
+        show.say(f"   call mcp_notes_add_note → {result.text}")
         pids = _server_pids(session)
-    out.print(f"   session closed; server processes left: {_alive(pids) or 'none'}\n")
+    cold["processes_left"] = _alive(pids)
+    steps.append(cold)
+    show.say(f"   session closed; server processes left: {_alive(pids) or 'none'}\n")
 
-    out.print("[bold]2. warm start[/] (tool cache filled: tools are handed out inside the 250 ms gate)")
+    show.say(("2. warm start", "bold"), " (tool cache filled: tools are handed out inside the 250 ms gate)")
     started = time.perf_counter()
     session = await create_agent_session(project, startup_timeout_ms=250)
     async with session:
-        _report_start(out, session, started)
+        warm = _report_start(show, session, started, "warm start")
         waited = time.perf_counter()
         result = await session.call_tool("mcp_slow_clock_now", {})
-        out.print(
-            f"   call through deferred mcp_slow_clock_now waited for its server: "
-            f"{(time.perf_counter() - waited) * 1000:.0f} ms → {result.text}"
+        waited_ms = (time.perf_counter() - waited) * 1000
+        warm["call"] = {
+            "tool": "mcp_slow_clock_now",
+            "is_error": result.is_error,
+            "text": result.text,
+            "waited_ms": round(waited_ms, 1),
+        }
+        steps.append(warm)
+        show.say(
+            "   call through deferred mcp_slow_clock_now waited for its server: "
+            f"{waited_ms:.0f} ms → {result.text}"
         )
-        out.print("\n[bold]3. /mcp reload[/]")
+        show.say(("\n3. /mcp reload", "bold"))
         controller = MCPCommandController(session)
-        out.print(_indent(await controller.handle("/mcp reload")))
+        reloaded = await controller.handle("/mcp reload")
+        show.say(_indent(reloaded))
         for name in ("notes", "slow"):
             await session.wait_for_mcp_server(name)
-        out.print("   after waiting for the deferred servers, /mcp list:")
-        out.print(_indent(await controller.handle("/mcp list")))
+        listed = await controller.handle("/mcp list")
+        steps.append({"step": "reload", "reload": reloaded, "list": listed})
+        show.say("   after waiting for the deferred servers, /mcp list:")
+        show.say(_indent(listed))
         pids = _server_pids(session)
         closing = time.perf_counter()
-    out.print(
-        f"\n[bold]4. shutdown[/] in {(time.perf_counter() - closing) * 1000:.0f} ms; "
-        f"server processes left: {_alive(pids) or 'none'}"
-    )
-    return not _alive(pids)
+    shutdown_ms = (time.perf_counter() - closing) * 1000
+    left = _alive(pids)
+    steps.append({"step": "shutdown", "shutdown_ms": round(shutdown_ms, 1), "processes_left": left})
+    show.say(("\n4. shutdown", "bold"), f" in {shutdown_ms:.0f} ms; server processes left: {left or 'none'}")
+    return not left
 
 
-def _report_start(out: Console, session: AgentSession, started: float) -> None:
+def _report_start(show: _Narrator, session: AgentSession, started: float, step: str) -> dict[str, Any]:
     elapsed = (time.perf_counter() - started) * 1000
     manager = session.mcp_manager
-    out.print(f"   session ready in {elapsed:.0f} ms with {len(session.tools)} tools")
+    show.say(f"   session ready in {elapsed:.0f} ms with {len(session.tools)} tools")
+    servers = []
     for name in ("notes", "slow", "failing"):
         error = manager.get_errors().get(name)
-        if error:
-            out.print(f"   [red]✗ {name}[/]: {_shorten(error)}")
-            continue
-        deferred = " [yellow](deferred, from cache)[/]" if manager.is_deferred(name) else ""
+        deferred = manager.is_deferred(name)
         total = manager.get_timings(name).get("total")
+        status = "failed" if error else manager.get_connection_status(name)
+        servers.append(
+            {
+                "name": name,
+                "status": status,
+                "error": error,
+                "deferred": deferred,
+                "total_ms": round(total, 1) if total is not None else None,
+            }
+        )
+        if error:
+            show.say((f"   ✗ {name}", "red"), f": {_shorten(error)}")
+            continue
         took = f" in {total:.0f} ms" if total is not None else ""
-        out.print(f"   [green]●[/] {name}: {manager.get_connection_status(name)}{took}{deferred}")
+        show.say(
+            ("   ●", "green"),
+            f" {name}: {status}{took}",
+            (" (deferred, from cache)", "yellow") if deferred else "",
+        )
+    return {"step": step, "ready_ms": round(elapsed, 1), "tools": len(session.tools), "servers": servers}
 
 
 def _shorten(text: str, width: int = 100) -> str:

@@ -11,8 +11,8 @@ import json
 import sys
 from typing import TYPE_CHECKING, Any
 
-from mcpfleet.cli.main import project_root, trust_project
-from mcpfleet.cli.output import EXIT_FAILED, EXIT_OK, EXIT_USAGE, emit_json, error_line
+from mcpfleet.cli.main import project_root, strict_option, trust_project
+from mcpfleet.cli.output import EXIT_FAILED, EXIT_OK, EXIT_USAGE, emit_json, error_line, output_line
 
 if TYPE_CHECKING:
     from mcpfleet.config.model import DiscoveryResult
@@ -22,12 +22,12 @@ if TYPE_CHECKING:
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     status = subparsers.add_parser("status", help="connect every server like an agent would and report")
-    status.add_argument("--strict", action="store_true", help="exit 1 when any server failed")
+    strict_option(status, "exit 1 when any server failed")
     status.set_defaults(handler=_run_async(status_command))
 
     tools = subparsers.add_parser("tools", help="the tools an agent would see")
     tools.add_argument("--server", help="only this server's tools")
-    tools.add_argument("--strict", action="store_true", help="exit 1 when any server failed")
+    strict_option(tools, "exit 1 when any server failed")
     tools.set_defaults(handler=_run_async(tools_command))
 
     call = subparsers.add_parser("call", help="call one tool and print its result")
@@ -246,8 +246,7 @@ async def call_command(args: argparse.Namespace) -> int:
             }
         )
     else:
-        stream = sys.stderr if result.is_error else sys.stdout
-        stream.write(result.text + "\n")
+        output_line(result.text, multiline=True, stream=sys.stderr if result.is_error else sys.stdout)
     return EXIT_FAILED if result.is_error else EXIT_OK
 
 

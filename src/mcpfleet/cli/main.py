@@ -15,7 +15,8 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from mcpfleet.cli.output import EXIT_USAGE, error_line
+from mcpfleet.cli.output import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE, error_line
+from mcpfleet.display import safe_text
 from mcpfleet.errors import ConfigError
 
 COMMAND_MODULES: tuple[str, ...] = (
@@ -48,19 +49,37 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--startup-timeout",
-        type=int,
+        type=_milliseconds,
         default=250,
         metavar="MS",
         help="start-up gate in ms (default 250; 0 waits for every server)",
     )
     parser.add_argument("--no-cache", action="store_true", help="do not read or write the tool cache")
     parser.add_argument("--json", action="store_true", help="machine-readable output on stdout")
+    parser.add_argument(
+        "--strict", action="store_true", help="config, status, tools: exit 1 when any server or file failed"
+    )
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging on stderr")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for module_name in COMMAND_MODULES:
         module = importlib.import_module(module_name)
         module.register(subparsers)
     return parser
+
+
+def strict_option(parser: argparse.ArgumentParser, help_text: str) -> None:
+    """``--strict`` after a sub-command too; absent there, it leaves the global value alone."""
+    parser.add_argument("--strict", action="store_true", default=argparse.SUPPRESS, help=help_text)
+
+
+def _milliseconds(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number of milliseconds, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 (wait for every server) or more, got {value}")
+    return value
 
 
 def project_root(args: argparse.Namespace) -> Path:
@@ -74,9 +93,26 @@ def trust_project(args: argparse.Namespace) -> bool:
     return bool(args.trust_project) or os.environ.get("MCPFLEET_TRUST_PROJECT", "") in ("1", "true", "yes")
 
 
+class _SafeFormatter(logging.Formatter):
+    """Log records quote server output and file contents: show them as text on the terminal."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return safe_text(super().format(record), multiline=True)
+
+
 def _configure_logging(verbosity: int) -> None:
     level = logging.WARNING if verbosity == 0 else logging.INFO if verbosity == 1 else logging.DEBUG
-    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_SafeFormatter("%(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=level, handlers=[handler])
+
+
+def _silence_stdout() -> None:
+    """The reader of stdout went away (``mcpfleet --json config | head``): drop the rest of
+    the output, including what the interpreter would flush at exit."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -93,7 +129,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         error_line(str(error))
         return EXIT_USAGE
     except KeyboardInterrupt:
-        return 130
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        # The same exit as rich's own when a table meets a closed pipe.
+        _silence_stdout()
+        return EXIT_FAILED
 
 
 if __name__ == "__main__":

@@ -1,32 +1,58 @@
 """Shared output rules of every command: JSON on stdout only, one clear line per error on
-stderr, and the exit codes of the CLI contract."""
+stderr, the exit codes of the CLI contract, and text from outside shown as text.
+
+Every string that came from a server, a config file or a path reaches the terminal
+through one of these functions (or through ``rich_text`` inside a rich table), so it is
+never read as rich markup and its control characters are made visible
+(``mcpfleet.display.safe_text``).
+"""
 
 from __future__ import annotations
 
-import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any, TextIO
+
+from mcpfleet.display import json_for_terminal, safe_text
+
+if TYPE_CHECKING:
+    from rich.text import Text
 
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+"""Ctrl-C: 128 + SIGINT, as a shell reports a program the signal ended."""
 
 
 def emit_json(payload: Any) -> None:
     """Write one JSON document to stdout (the only thing ``--json`` puts there)."""
-    sys.stdout.write(json.dumps(payload, indent=2, ensure_ascii=False, default=str))
+    sys.stdout.write(json_for_terminal(payload))
     sys.stdout.write("\n")
     sys.stdout.flush()
+
+
+def output_line(text: str, *, multiline: bool = False, stream: TextIO | None = None) -> None:
+    """Human output on stdout (or ``stream``); ``multiline`` keeps the text's own newlines."""
+    out = sys.stdout if stream is None else stream
+    out.write(safe_text(text, multiline=multiline) + "\n")
+    out.flush()
 
 
 def error_line(message: str) -> None:
     """One clear line on stderr: what failed, which server or file, what to do."""
     text = " ".join(str(message).split())
-    sys.stderr.write(f"mcpfleet: {text}\n")
+    sys.stderr.write(f"mcpfleet: {safe_text(text)}\n")
     sys.stderr.flush()
 
 
 def info_line(message: str) -> None:
     """Human progress text; stderr so that stdout stays machine-clean."""
-    sys.stderr.write(message + "\n")
+    sys.stderr.write(safe_text(message, multiline=True) + "\n")
     sys.stderr.flush()
+
+
+def rich_text(value: object, style: str = "", *, multiline: bool = False) -> Text:
+    """``value`` as a rich ``Text`` for a table cell or a title: never parsed as markup."""
+    from rich.text import Text
+
+    return Text(safe_text(value, multiline=multiline), style=style)

@@ -3,18 +3,24 @@
 Reads one command a line from stdin, so it works at a terminal and in scripts:
 ``/mcp …`` sub-commands, ``/tools``, ``/call TOOL JSON``, ``/help``, ``/exit``. The
 discovered config files are watched: an edit is applied (reload by diff) within a second.
+Ctrl-C at the prompt (or during a call) closes every server and exits 130.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import stat
 import sys
+from typing import TYPE_CHECKING
 
 import anyio
-import anyio.to_thread
 
-from mcpfleet.cli.output import EXIT_OK, error_line
+from mcpfleet.cli.output import EXIT_OK, error_line, output_line
+
+if TYPE_CHECKING:
+    from mcpfleet.session import AgentSession
 
 SHELL_HELP = """\
 /tools                list the active tools
@@ -22,64 +28,122 @@ SHELL_HELP = """\
 /mcp …                manage servers (/mcp help)
 /exit                 shut everything down and leave"""
 
+READ_CHUNK_BYTES = 65536
+
+
+class InputLines:
+    """The lines of a file descriptor, read on the event loop.
+
+    A blocking ``readline`` in a worker thread cannot be interrupted: Ctrl-C cancelled the
+    session, but the interpreter then waited for that thread (that is, for Enter) before
+    it could exit. Waiting for the descriptor to become readable is an ordinary
+    cancellable await, and the read that follows returns at once with what is there.
+    """
+
+    def __init__(self, descriptor: int) -> None:
+        self._descriptor = descriptor
+        self._buffer = bytearray()
+        self._at_end = False
+        # A regular file cannot be watched (epoll refuses it) and never makes a read wait.
+        self._always_readable = stat.S_ISREG(os.fstat(descriptor).st_mode)
+
+    async def readline(self) -> str | None:
+        """The next line with its newline, the unterminated last line, or ``None`` at the end."""
+        while True:
+            newline = self._buffer.find(b"\n")
+            if newline >= 0 or (self._at_end and self._buffer):
+                size = newline + 1 if newline >= 0 else len(self._buffer)
+                line = bytes(self._buffer[:size])
+                del self._buffer[:size]
+                return line.decode("utf-8", errors="replace")
+            if self._at_end:
+                return None
+            await self._wait_readable()
+            chunk = os.read(self._descriptor, READ_CHUNK_BYTES)
+            if chunk:
+                self._buffer += chunk
+            else:
+                self._at_end = True
+
+    async def _wait_readable(self) -> None:
+        if self._always_readable:
+            return
+        try:
+            await anyio.wait_readable(self._descriptor)
+        except PermissionError:
+            # Not pollable either (``/dev/null``): such a descriptor never blocks a read.
+            self._always_readable = True
+
 
 async def run_shell(args: argparse.Namespace) -> int:
-    from mcpfleet.cli.fleet_commands import open_session, parse_arguments
-    from mcpfleet.commands import MCPCommandController
+    from mcpfleet.cli.fleet_commands import open_session
 
     interactive = sys.stdin.isatty()
     # An interactive session lives long enough for config edits to matter: follow them.
     session = await open_session(args, watch=True)
     async with session:
-        controller = MCPCommandController(session)
         for error in session.mcp_errors:
             error_line(f"{error.path}: {error.error}")
         connected = len(session.mcp_manager.get_connected_servers())
         say(f"{len(session.tools)} tools from {connected} servers. /help lists the commands.")
-        while True:
+        try:
+            await _read_commands(args, session, InputLines(sys.stdin.fileno()), interactive=interactive)
+        except anyio.get_cancelled_exc_class():
             if interactive:
-                sys.stdout.write("mcpfleet> ")
+                sys.stdout.write("\n")  # leave the user's own prompt on a line of its own
                 sys.stdout.flush()
-            line = await anyio.to_thread.run_sync(sys.stdin.readline, abandon_on_cancel=True)
-            if not line:
-                break
-            line = line.strip()
-            if not line or line.startswith("#"):
-                continue
-            if line in ("/exit", "/quit"):
-                break
-            if line == "/help":
-                say(SHELL_HELP)
-            elif line == "/tools":
-                for tool in session.tools:
-                    marker = " (deferred)" if getattr(tool, "deferred", False) else ""
-                    say(
-                        f"{tool.name}{marker}  {tool.description.splitlines()[0] if tool.description else ''}"
-                    )
-            elif line.startswith("/call"):
-                parts = line.split(maxsplit=2)
-                if len(parts) < 2:
-                    error_line("usage: /call TOOL [JSON_ARGS]")
-                    continue
-                arguments = parse_arguments(parts[2] if len(parts) > 2 else "{}")
-                if arguments is None:
-                    continue
-                target = session.get_tool(parts[1])
-                if target is None:
-                    error_line(f"no tool named {parts[1]!r}; /tools lists them")
-                    continue
-                result = await target.execute(arguments)
-                if args.json:
-                    say(json.dumps({"is_error": result.is_error, "text": result.text}))
-                else:
-                    say(("error: " if result.is_error else "") + result.text)
-            elif line.startswith("/mcp"):
-                say(await controller.handle(line))
-            else:
-                error_line(f"unknown command {line.split()[0]!r}; /help lists the commands")
+            raise
     return EXIT_OK
 
 
+async def _read_commands(
+    args: argparse.Namespace, session: AgentSession, lines: InputLines, *, interactive: bool
+) -> None:
+    from mcpfleet.cli.fleet_commands import parse_arguments
+    from mcpfleet.commands import MCPCommandController
+
+    controller = MCPCommandController(session)
+    while True:
+        if interactive:
+            sys.stdout.write("mcpfleet> ")
+            sys.stdout.flush()
+        line = await lines.readline()
+        if line is None:
+            return
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        if line in ("/exit", "/quit"):
+            return
+        if line == "/help":
+            say(SHELL_HELP)
+        elif line == "/tools":
+            for tool in session.tools:
+                marker = " (deferred)" if getattr(tool, "deferred", False) else ""
+                summary = tool.description.splitlines()[0] if tool.description else ""
+                say(f"{tool.name}{marker}  {summary}")
+        elif line.startswith("/call"):
+            parts = line.split(maxsplit=2)
+            if len(parts) < 2:
+                error_line("usage: /call TOOL [JSON_ARGS]")
+                continue
+            arguments = parse_arguments(parts[2] if len(parts) > 2 else "{}")
+            if arguments is None:
+                continue
+            target = session.get_tool(parts[1])
+            if target is None:
+                error_line(f"no tool named {parts[1]!r}; /tools lists them")
+                continue
+            result = await target.execute(arguments)
+            if args.json:
+                say(json.dumps({"is_error": result.is_error, "text": result.text}))
+            else:
+                say(("error: " if result.is_error else "") + result.text)
+        elif line.startswith("/mcp"):
+            say(await controller.handle(line))
+        else:
+            error_line(f"unknown command {line.split()[0]!r}; /help lists the commands")
+
+
 def say(text: str) -> None:
-    sys.stdout.write(text + "\n")
-    sys.stdout.flush()
+    output_line(text, multiline=True)

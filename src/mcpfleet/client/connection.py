@@ -38,6 +38,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
 from mcpfleet.client.definitions import ServerInfo, ToolDefinition
+from mcpfleet.client.opening import check_transport
 from mcpfleet.client.secrets import resolve_secrets_off_loop
 from mcpfleet.client.stdio import (
     MESSAGE_TOO_LARGE,
@@ -399,6 +400,7 @@ class ServerConnection:
 
     async def _build_transport(self) -> Any:
         config = self.config
+        check_transport(self.name, config)
         if config.transport == "stdio":
             if self._stdio is None:
                 self._stdio = await prepare_stdio_transport(

@@ -236,8 +236,8 @@ class FileTokenStorage:
         self._write(record)
 
     def _write(self, record: Mapping[str, Any]) -> None:
-        self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-        # mkdir's mode is filtered by the umask and ignored for an existing folder.
+        paths.make_private_folder(self.directory)
+        # A token folder left more open by an earlier version is closed again.
         os.chmod(self.directory, 0o700)
         descriptor, temporary = tempfile.mkstemp(prefix=".tokens-", suffix=".tmp", dir=self.directory)
         try:

@@ -21,6 +21,7 @@ import anyio.abc
 import anyio.to_thread
 
 from mcpfleet.client.stdio import StdioTransport, prepare_stdio_transport
+from mcpfleet.errors import ConnectError
 
 if TYPE_CHECKING:
     from mcpfleet.client.connection import ElicitationHandler, NotificationCallback, ServerConnection
@@ -47,6 +48,22 @@ async def import_off_loop(module_name: str) -> ModuleType:
     return module
 
 
+KNOWN_TRANSPORTS = ("stdio", "http", "sse")
+
+
+def check_transport(name: str, config: ServerConfig) -> None:
+    """Refuse a transport nothing can speak, before anything is spawned or imported.
+
+    Discovery only builds the three known ones, but a hand-built ``ServerConfig`` may hold
+    any string, which would otherwise fall through to the HTTP path and fail there.
+    """
+    if config.transport not in KNOWN_TRANSPORTS:
+        raise ConnectError(
+            f'MCP server "{name}" has unknown transport {config.transport!r}: use "stdio", "http" or "sse"',
+            server=name,
+        )
+
+
 async def _new_connection(
     name: str,
     config: ServerConfig,
@@ -60,6 +77,7 @@ async def _new_connection(
     elicitation_handler: ElicitationHandler | None,
 ) -> tuple[ServerConnection, StdioTransport | None]:
     """Spawn a stdio server, load the SDK meanwhile, and build its (not yet started) connection."""
+    check_transport(name, config)
     stdio: StdioTransport | None = None
     if config.transport == "stdio":
         stdio = await prepare_stdio_transport(name, config, cwd=cwd, resolve_secrets=resolve_secrets)

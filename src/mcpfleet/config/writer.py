@@ -53,7 +53,7 @@ def update_json_file(path: Path, mutate: Callable[[dict[str, Any]], T]) -> T:
     """
     target = Path(os.path.realpath(path))
     try:
-        target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        paths.make_private_folder(target.parent)
         with _exclusive_lock(target):
             document, mode = _load_for_edit(target)
             before = copy.deepcopy(document)

@@ -75,8 +75,13 @@ def trust_project(args: argparse.Namespace) -> bool:
 
 
 def _configure_logging(verbosity: int) -> None:
+    from mcpfleet.redaction import RedactingLogFilter
+
     level = logging.WARNING if verbosity == 0 else logging.INFO if verbosity == 1 else logging.DEBUG
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    # The HTTP client and the SDK log URLs as they are, substituted secrets included.
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(RedactingLogFilter())
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -48,7 +48,8 @@ class ServerConfig:
     """One MCP server, normalised: transport fields, limits and tool filters.
 
     ``env`` and ``headers`` may still hold connect-time secret references (a value
-    ``!command`` or the bare name of an environment variable); the client resolves them.
+    ``!command`` or the bare name of an environment variable); the client resolves them,
+    except in the keys listed as literal.
     """
 
     name: str
@@ -72,6 +73,11 @@ class ServerConfig:
     """OAuth client settings (client id, scopes, callback port…), HTTP servers only."""
     fingerprint: str = ""
     """SHA-256 of the canonical *unresolved* entry: the tool-cache key and the reload diff key."""
+    literal_env_keys: frozenset[str] = frozenset()
+    """Keys of ``env`` whose value substitution produced: final text, never run as a
+    ``!command`` or looked up as a variable name at connect time."""
+    literal_header_keys: frozenset[str] = frozenset()
+    """The same for ``headers``."""
 
     @property
     def effective_timeout_ms(self) -> int:

@@ -165,7 +165,7 @@ def _candidates_in(
         source = SourceInfo(provider.id, provider.name, str(spec.path), spec.level, location)
         config, problem = _normalise(name, raw, spec)
         if problem is not None and problem[0] == "invalid":
-            result.errors.append(ConfigFileError(str(spec.path), problem[1]))
+            result.errors.append(ConfigFileError(str(spec.path), f"{spec.path}: {problem[1]}"))
         yield _Candidate(name, source, spec, config, problem, (*order, entry_rank))
 
 

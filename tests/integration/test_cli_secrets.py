@@ -178,3 +178,10 @@ def test_a_literal_command_value_still_runs(tmp_path: Path, isolated_home: Path)
     env = {"SOURCE_VAR": "looked-up"}
     assert call_env(tmp_path, "FROM_COMMAND", env)["structured"]["value"] == "computed"
     assert call_env(tmp_path, "FROM_NAME", env)["structured"]["value"] == "looked-up"
+
+
+def test_login_error_redacts_the_url(tmp_path: Path, leaky_fleet: dict[str, str]) -> None:
+    completed = run(tmp_path, "login", "web", "--timeout", "5", env=leaky_fleet)
+    assert completed.returncode != 0
+    assert "HTTP 404" in completed.stderr and "nope?k=***" in completed.stderr
+    assert_no_secret(completed.stdout + completed.stderr)

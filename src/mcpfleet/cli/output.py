@@ -20,8 +20,13 @@ def emit_json(payload: Any) -> None:
 
 
 def error_line(message: str) -> None:
-    """One clear line on stderr: what failed, which server or file, what to do."""
-    text = " ".join(str(message).split())
+    """One clear line on stderr: what failed, which server or file, what to do.
+
+    Secrets from substitution are masked: many errors quote a server's URL or command line.
+    """
+    from mcpfleet.redaction import redact_text
+
+    text = redact_text(" ".join(str(message).split()))
     sys.stderr.write(f"mcpfleet: {text}\n")
     sys.stderr.flush()
 

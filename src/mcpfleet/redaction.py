@@ -41,6 +41,14 @@ def remember_secret(value: str) -> None:
         _pattern = re.compile("|".join(re.escape(secret) for secret in ordered))
 
 
+def forget_secrets() -> None:
+    """Forget every remembered secret (each test starts from none, as from a fresh process)."""
+    global _pattern
+    with _lock:
+        _secrets.clear()
+        _pattern = None
+
+
 def redact_text(text: str) -> str:
     """``text`` with every remembered secret replaced by ``***``."""
     pattern = _pattern

@@ -211,3 +211,11 @@ def test_config_shows_what_a_pending_entry_would_run(project: Path) -> None:
         assert shown in table.stdout
     for hidden in ("literal-value-123", "header-value-456"):
         assert hidden not in table.stdout
+
+
+def test_pending_review_shows_control_characters_as_text(project: Path) -> None:
+    write_json(project / ".mcp.json", {"mcpServers": {"tool": {"command": "npx\u001b]0;owned\u0007"}}})
+    table = run(project, "config")
+    assert table.returncode == 0, table.stderr
+    assert "\x1b" not in table.stdout and "\x07" not in table.stdout
+    assert "npx\\x1b]0;owned\\x07" in table.stdout

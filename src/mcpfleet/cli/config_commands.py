@@ -147,7 +147,9 @@ def _review_line(entry: DiscoveredEntry, review: dict[str, Any]) -> str:
         parts = [f"url: {review['url']}"]
         if review["headers"]:
             parts.append(f"headers: {', '.join(review['headers'])}")
-    return f"  {entry.name} ({entry.source.path})  " + "  ".join(parts)
+    line = f"  {entry.name} ({entry.source.path})  " + "  ".join(parts)
+    # The repository wrote these words: an escape sequence in them must not reach the terminal.
+    return "".join(char if char.isprintable() else char.encode("unicode_escape").decode() for char in line)
 
 
 def run_config(args: argparse.Namespace) -> int:

@@ -65,7 +65,12 @@ class RedactingLogFilter(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         if _pattern is None:
             return True
-        message = record.getMessage()
+        try:
+            message = record.getMessage()
+        except Exception:
+            # A malformed record is the handler's to report (it does, in emit); a filter
+            # that raised would turn it into an exception in the code that logged.
+            return True
         redacted = redact_text(message)
         if redacted != message:
             record.msg, record.args = redacted, None

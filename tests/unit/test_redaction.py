@@ -78,3 +78,10 @@ def test_discovery_remembers_variables_but_not_paths(
     assert config.literal_env_keys == {"A", "D"}
     resolved = resolve_secret_values("s", {"A": "MY_TOKEN", "C": "MY_TOKEN"}, literal_keys={"A"})
     assert resolved == {"A": "MY_TOKEN", "C": token}
+
+
+def test_a_malformed_log_record_passes_through() -> None:
+    remember_secret(unique("token"))
+    record = logging.LogRecord("app", logging.INFO, __file__, 1, "two %s %s", ("one",), None)
+    assert RedactingLogFilter().filter(record)
+    assert record.args == ("one",)  # left for the handler to report

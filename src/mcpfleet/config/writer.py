@@ -44,7 +44,7 @@ def own_config_root(scope: Scope, project_root: Path) -> Path:
     return project_root if scope == "project" else paths.user_config_dir()
 
 
-def safe_target(path: Path, root: Path) -> Path:
+def _safe_target(path: Path, root: Path) -> Path:
     """Where an edit of ``path`` is written: ``path`` in its real folder.
 
     Raises ``UnsafeConfigPathError`` when ``path`` is a symbolic link or its folder
@@ -87,7 +87,7 @@ def update_json_file(path: Path, mutate: Callable[[dict[str, Any]], T], *, root:
     ``path`` must be a regular file (or missing) whose folder lies in ``root`` (default:
     its own folder); otherwise ``UnsafeConfigPathError`` is raised and nothing is touched.
     """
-    target = safe_target(path, root if root is not None else path.parent)
+    target = _safe_target(path, root if root is not None else path.parent)
     try:
         target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         with _exclusive_lock(target):
@@ -186,7 +186,7 @@ def remove_server(path: Path, name: str, *, root: Path | None = None) -> None:
 def _declares(path: Path, name: str, *, root: Path) -> bool:
     # A planted link is reported here rather than skipped: whether the name is declared
     # cannot be told without following it.
-    target = safe_target(path, root)
+    target = _safe_target(path, root)
     try:
         document, _ = _load_for_edit(target)
     except ConfigWriteError:

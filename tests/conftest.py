@@ -49,3 +49,13 @@ def isolated_home(
     for variable in ("MCPFLEET_HOME", "MCPFLEET_TRUST_PROJECT", "CODEX_HOME", "CLAUDE_CONFIG_DIR"):
         monkeypatch.delenv(variable, raising=False)
     yield home
+
+
+@pytest.fixture(autouse=True)
+def no_remembered_secrets() -> Iterator[None]:
+    """Secrets remembered for redaction are per process: one test's must not mask another's text."""
+    from mcpfleet.redaction import forget_secrets
+
+    forget_secrets()
+    yield
+    forget_secrets()

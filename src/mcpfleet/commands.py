@@ -18,6 +18,7 @@ from mcpfleet.errors import MCPFleetError
 
 if TYPE_CHECKING:
     from mcpfleet.config.model import ServerConfig
+    from mcpfleet.config.writer import Scope
     from mcpfleet.session import AgentSession
 
 STDERR_LINES_SHOWN = 5
@@ -175,7 +176,7 @@ class MCPCommandController:
         return f"{name} {verb}d."
 
     async def _add(self, arguments: list[str]) -> str:
-        from mcpfleet.config.writer import add_server, own_config_file
+        from mcpfleet.config.writer import add_server, own_config_file, own_config_root
 
         usage = "Usage: /mcp add NAME [--project] (--url URL [--transport http|sse] | -- COMMAND [ARG…])"
         if not arguments or arguments[0].startswith("-"):
@@ -210,21 +211,23 @@ class MCPCommandController:
         entry: dict[str, object] = (
             {"type": transport, "url": url} if url else {"command": command[0], "args": command[1:]}
         )
-        path = own_config_file("project" if project else "user", manager.cwd)
-        add_server(path, name, entry)
+        scope: Scope = "project" if project else "user"
+        path = own_config_file(scope, manager.cwd)
+        add_server(path, name, entry, root=own_config_root(scope, manager.cwd))
         await self.session.reload_mcp()
         status = manager.get_connection_status(name)
         return f'+ Added server "{name}" to {safe_text(path)} ({status}).'
 
     async def _remove(self, arguments: list[str]) -> str:
-        from mcpfleet.config.writer import own_config_file, remove_server
+        from mcpfleet.config.writer import own_config_file, own_config_root, remove_server
 
         project = "--project" in arguments
         names = [a for a in arguments if a != "--project"]
         name = self._one_name(names, "/mcp remove NAME [--project]")
         manager = self.session.mcp_manager
-        path = own_config_file("project" if project else "user", manager.cwd)
-        remove_server(path, name)
+        scope: Scope = "project" if project else "user"
+        path = own_config_file(scope, manager.cwd)
+        remove_server(path, name, root=own_config_root(scope, manager.cwd))
         await manager.disconnect_server(name)
         await self.session.reload_mcp()
         return f'- Removed server "{name}" from {safe_text(path)}.'

@@ -28,6 +28,11 @@ class ConfigWriteError(ConfigError):
     """mcpfleet could not edit one of its own config files."""
 
 
+class UnsafeConfigPathError(ConfigWriteError):
+    """mcpfleet refused to edit a file that is a symbolic link or lies outside its folder
+    (a link planted in a repository could redirect the edit into another tool's file)."""
+
+
 class ApprovalRequiredError(ConfigError):
     """A project-level server has not been approved yet, so it is never started."""
 

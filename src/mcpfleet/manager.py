@@ -50,6 +50,7 @@ from mcpfleet.errors import (
     ServerReconnectingError,
     ToolCallError,
 )
+from mcpfleet.redaction import redact_text
 from mcpfleet.supervisor import ReconnectPolicy, ServerState, ServerStateName, Supervisor, is_remote
 
 if TYPE_CHECKING:
@@ -356,7 +357,9 @@ class MCPManager:
         status = self.get_connection_status(name)
         connection = self._connections.get(name)
         live = connection is not None and not connection.ended
-        tail = tuple(connection.stderr_tail(STDERR_TAIL_LINES)) if live and connection else ()
+        live_tail = connection.stderr_tail(STDERR_TAIL_LINES) if live and connection else ()
+        # A server's stderr may echo its arguments or its environment: secrets are masked.
+        tail = tuple(redact_text(line) for line in live_tail or self._stderr_tails.get(name, ()))
         if name in self._reconnections:
             state: ServerStateName = "reconnecting"
         elif status != "disconnected":
@@ -371,7 +374,7 @@ class MCPManager:
             name=name,
             state=state,
             last_error=self._errors.get(name),
-            stderr_tail=tail or self._stderr_tails.get(name, ()),
+            stderr_tail=tail,
             pid=connection.pid if live and connection else None,
             recent_crashes=self._supervisor.recent_crashes(name),
         )
@@ -620,6 +623,8 @@ class MCPManager:
                 connection = None  # registered: the manager owns it now
         except Exception as error:
             message = str(error) if isinstance(error, MCPFleetError) else f"{type(error).__name__}: {error}"
+            # Connect errors name the command line or URL, and quote the server's stderr.
+            message = redact_text(message)
             attempt.error = message
             # A failed reconnect attempt is the supervisor's business; the stale tools stay.
             if not self._is_stale(attempt) and not attempt.reconnect:
@@ -934,6 +939,7 @@ class MCPManager:
             self._emit("tools_changed", name)
 
     def _record_failure(self, name: str, message: str) -> None:
+        message = redact_text(message)
         self._errors[name] = message
         if self._startup_over:
             logger.warning("MCP server %s failed after start-up: %s", name, message)

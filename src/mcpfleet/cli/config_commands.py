@@ -21,6 +21,8 @@ from mcpfleet.cli.output import (
 
 if TYPE_CHECKING:
     from mcpfleet.config.model import DiscoveredEntry, DiscoveryResult
+    from mcpfleet.config.writer import Scope
+    from mcpfleet.errors import ConfigWriteError
 
 STATE_STYLES = {
     "active": "green",
@@ -37,8 +39,19 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     strict_option(config, "exit 1 when any entry or file is invalid")
     config.set_defaults(handler=run_config)
 
-    approve = subparsers.add_parser("approve", help="approve project servers (stored outside the repository)")
+    approve = subparsers.add_parser(
+        "approve",
+        help="approve project servers (stored outside the repository): for each NAME, the entry "
+        "that would be active, or the one in --source",
+    )
     approve.add_argument("names", nargs="+", metavar="NAME")
+    approve.add_argument(
+        "--source",
+        type=Path,
+        metavar="PATH",
+        help="the config file of the entry to approve, as `mcpfleet config` shows it "
+        "(relative to the project root)",
+    )
     approve.set_defaults(handler=run_approve)
 
     revoke = subparsers.add_parser("revoke", help="revoke approvals of project servers")
@@ -97,13 +110,54 @@ def _discover(args: argparse.Namespace, *, all_project_entries: bool = False) ->
 
 
 def _entry_json(entry: DiscoveredEntry) -> dict[str, Any]:
-    return {
+    data: dict[str, Any] = {
         "name": entry.name,
         "transport": entry.transport,
         "state": entry.state,
         "reason": entry.reason,
         "source": entry.source.to_dict(),
     }
+    review = _review(entry)
+    if review is not None:
+        data["review"] = review
+    return data
+
+
+def _review(entry: DiscoveredEntry) -> dict[str, Any] | None:
+    """What a pending entry would run, for the user to review before approving it.
+
+    Only a pending entry has one: its config is still the text of the file (nothing was
+    substituted), and the values of its env and headers are left out, names only.
+    """
+    config = entry.config
+    if entry.state != "pending-approval" or config is None:
+        return None
+    if config.transport == "stdio":
+        return {
+            "command": config.command,
+            "args": list(config.args),
+            "cwd": config.cwd,
+            "env": sorted(config.env),
+        }
+    return {"url": config.url, "headers": sorted(config.headers)}
+
+
+def _review_line(entry: DiscoveredEntry, review: dict[str, Any]) -> str:
+    import shlex
+
+    if "command" in review:
+        parts = [f"runs: {shlex.join([review['command'], *review['args']])}"]
+        if review["cwd"]:
+            parts.append(f"in: {review['cwd']}")
+        if review["env"]:
+            parts.append(f"env: {', '.join(review['env'])}")
+    else:
+        parts = [f"url: {review['url']}"]
+        if review["headers"]:
+            parts.append(f"headers: {', '.join(review['headers'])}")
+    line = f"  {entry.name} ({entry.source.path})  " + "  ".join(parts)
+    # The repository wrote these words: an escape sequence in them must not reach the terminal.
+    return "".join(char if char.isprintable() else char.encode("unicode_escape").decode() for char in line)
 
 
 def run_config(args: argparse.Namespace) -> int:
@@ -140,6 +194,14 @@ def run_config(args: argparse.Namespace) -> int:
         console.print(table)
     else:
         console.print("No MCP servers found. Add one with `mcpfleet add NAME --command CMD`.")
+    pending = [(entry, review) for entry in result.entries if (review := _review(entry)) is not None]
+    if pending:
+        from rich.text import Text
+
+        # Text, not markup: these lines are the repository's own words.
+        console.print("Pending project servers: review what they run, then `mcpfleet approve NAME`:")
+        for entry, review in pending:
+            console.print(Text(_review_line(entry, review)), soft_wrap=True)
     for error in result.errors:
         error_line(error.error)
     return exit_code
@@ -156,10 +218,13 @@ def _report(args: argparse.Namespace, payload: dict[str, Any], lines: list[str])
 def run_approve(args: argparse.Namespace) -> int:
     from mcpfleet.config.approval import approve_project_servers
 
+    root = project_root(args)
+    source = root / args.source.expanduser() if args.source is not None else None
     result = _discover(args, all_project_entries=True)
-    made, unknown = approve_project_servers(result.entries, args.names)
+    made, unknown = approve_project_servers(result.entries, args.names, source=source)
+    where = f"{args.source}" if args.source is not None else str(root)
     for name in unknown:
-        error_line(f'no project server named "{name}" in {project_root(args)}; `mcpfleet config` lists them')
+        error_line(f'no project server named "{name}" in {where}; `mcpfleet config` lists them')
     _report(
         args,
         {"approved": [{"name": item.name, "path": item.path} for item in made], "unknown": unknown},
@@ -182,7 +247,7 @@ def run_revoke(args: argparse.Namespace) -> int:
 
 
 def run_add(args: argparse.Namespace) -> int:
-    from mcpfleet.config.writer import add_server, own_config_file
+    from mcpfleet.config.writer import add_server, own_config_file, own_config_root
     from mcpfleet.errors import ConfigWriteError
 
     entry: dict[str, Any]
@@ -196,13 +261,13 @@ def run_add(args: argparse.Namespace) -> int:
         entry = {"type": args.transport, "url": args.url}
         if args.header:
             entry["headers"] = dict(args.header)
+    scope: Scope = "project" if args.project else "user"
     root = project_root(args)
-    path = own_config_file("project" if args.project else "user", root)
+    path = own_config_file(scope, root)
     try:
-        add_server(path, args.name, entry)
+        add_server(path, args.name, entry, root=own_config_root(scope, root))
     except ConfigWriteError as error:
-        error_line(str(error))
-        return EXIT_FAILED
+        return _write_failed(error)
     if args.project:
         _approve_own_entry(args, path)
     _report(args, {"added": args.name, "path": str(path)}, [f"added {args.name} to {path}"])
@@ -219,11 +284,21 @@ def _approve_own_entry(args: argparse.Namespace, path: Path) -> None:
             store.approve(entry)
 
 
+def _write_failed(error: ConfigWriteError) -> int:
+    """Report a failed edit; a refused link is a problem in the files (exit 2), not a failed operation."""
+    from mcpfleet.errors import UnsafeConfigPathError
+
+    error_line(str(error))
+    return EXIT_USAGE if isinstance(error, UnsafeConfigPathError) else EXIT_FAILED
+
+
 def run_remove(args: argparse.Namespace) -> int:
-    from mcpfleet.config.writer import own_config_file, remove_server
+    from mcpfleet.config.writer import own_config_file, own_config_root, remove_server
     from mcpfleet.errors import ConfigWriteError
 
-    path = own_config_file("project" if args.project else "user", project_root(args))
+    scope: Scope = "project" if args.project else "user"
+    root = project_root(args)
+    path = own_config_file(scope, root)
     discovery = _discover(args, all_project_entries=True)
     # An unreadable file is left to remove_server, whose error says what is wrong with it.
     readable = all(error.path != str(path) for error in discovery.errors)
@@ -234,10 +309,9 @@ def run_remove(args: argparse.Namespace) -> int:
         )
         return EXIT_USAGE
     try:
-        remove_server(path, args.name)
+        remove_server(path, args.name, root=own_config_root(scope, root))
     except ConfigWriteError as error:
-        error_line(str(error))
-        return EXIT_FAILED
+        return _write_failed(error)
     _report(args, {"removed": args.name, "path": str(path)}, [f"removed {args.name} from {path}"])
     return EXIT_OK
 
@@ -253,8 +327,7 @@ def _toggle(args: argparse.Namespace, enabled: bool) -> int:
     try:
         path = set_server_enabled(args.name, enabled, project_root=project_root(args))
     except ConfigWriteError as error:
-        error_line(str(error))
-        return EXIT_FAILED
+        return _write_failed(error)
     verb = "enabled" if enabled else "disabled"
     _report(args, {verb: args.name, "path": str(path)}, [f"{verb} {args.name} (recorded in {path})"])
     return EXIT_OK

@@ -101,9 +101,13 @@ class _SafeFormatter(logging.Formatter):
 
 
 def _configure_logging(verbosity: int) -> None:
+    from mcpfleet.redaction import RedactingLogFilter
+
     level = logging.WARNING if verbosity == 0 else logging.INFO if verbosity == 1 else logging.DEBUG
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(_SafeFormatter("%(levelname)s %(name)s: %(message)s"))
+    # The HTTP client and the SDK log URLs as they are, substituted secrets included.
+    handler.addFilter(RedactingLogFilter())
     logging.basicConfig(level=level, handlers=[handler])
 
 

@@ -39,8 +39,13 @@ def output_line(text: str, *, multiline: bool = False, stream: TextIO | None = N
 
 
 def error_line(message: str) -> None:
-    """One clear line on stderr: what failed, which server or file, what to do."""
-    text = " ".join(str(message).split())
+    """One clear line on stderr: what failed, which server or file, what to do.
+
+    Secrets from substitution are masked: many errors quote a server's URL or command line.
+    """
+    from mcpfleet.redaction import redact_text
+
+    text = redact_text(" ".join(str(message).split()))
     sys.stderr.write(f"mcpfleet: {safe_text(text)}\n")
     sys.stderr.flush()
 

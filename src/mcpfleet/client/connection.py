@@ -411,7 +411,9 @@ class ServerConnection:
 
         if not config.url:
             raise ConnectError(f'MCP server "{self.name}" has no "url"', server=self.name)
-        headers = await resolve_secrets_off_loop(self.name, config.headers, enabled=self._resolve_secrets)
+        headers = await resolve_secrets_off_loop(
+            self.name, config.headers, enabled=self._resolve_secrets, literal_keys=config.literal_header_keys
+        )
         kind: Literal["http", "sse"] = "sse" if config.transport == "sse" else "http"
         self._http = HttpTransport(config.url, kind=kind, headers=headers, auth=self._auth)  # type: ignore[arg-type]
         return self._http

@@ -7,10 +7,14 @@ An empty result drops the key. Only approved and user-level entries are resolved
 caller decides): these substitutions read secrets and run commands. Every command runs in
 the user's home, never in the project: ``!python -m keyring get …`` run in a cloned
 repository would import the repository's own ``keyring.py``, with the user's secrets in
-its environment.
+its environment. Keys listed as literal (their value came out of discovery-time
+substitution, not from the file) are never resolved: a substituted value is text, never a
+command.
 
-Nothing here ever puts a resolved value in a message or a log line; ``redact`` masks
-secret-looking keys for display.
+Nothing here ever puts a resolved value in a message or a log line, and every resolved
+value (and the value of a secret-looking key) is remembered by ``mcpfleet.redaction`` so
+that whatever prints the server's errors or stderr masks it; ``redact`` masks
+secret-looking keys of a mapping for display.
 """
 
 from __future__ import annotations
@@ -22,11 +26,12 @@ import re
 import subprocess
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
 from mcpfleet.errors import SecretResolutionError
 from mcpfleet.paths import neutral_working_dir
+from mcpfleet.redaction import remember_secret
 
 logger = logging.getLogger(__name__)
 
@@ -65,21 +70,32 @@ def redact(mapping: Mapping[str, str]) -> dict[str, str]:
 
 
 def resolve_secret_values(
-    name: str, values: Mapping[str, str], *, env: Mapping[str, str] | None = None
+    name: str,
+    values: Mapping[str, str],
+    *,
+    env: Mapping[str, str] | None = None,
+    literal_keys: Collection[str] = (),
 ) -> dict[str, str]:
-    """Resolve every value of ``values`` (see the module docstring) for server ``name``.
+    """Resolve every value of ``values`` (see the module docstring) for server ``name``;
+    the values of ``literal_keys`` are kept as they are.
 
     Raises ``SecretResolutionError`` naming the server, the key and why, never the value.
     """
     environment = os.environ if env is None else env
     resolved: dict[str, str] = {}
     for key, raw in values.items():
-        if raw.startswith("!"):
+        if key in literal_keys:
+            value = raw
+        elif raw.startswith("!"):
             value = _run_secret_command(name, key, raw[1:].strip())
+            remember_secret(value)
         elif raw and raw in environment:
             value = environment[raw]
+            remember_secret(value)
         else:
             value = raw
+            if is_secret_key(key):
+                remember_secret(value)
         if value:
             resolved[key] = value
     return resolved
@@ -171,7 +187,11 @@ def _command_error(server: str, key: str, reason: str, *, backing_off: bool) -> 
 
 
 async def resolve_secrets_off_loop(
-    name: str, values: Mapping[str, str], *, enabled: bool = True
+    name: str,
+    values: Mapping[str, str],
+    *,
+    enabled: bool = True,
+    literal_keys: Collection[str] = (),
 ) -> dict[str, str]:
     """``resolve_secret_values`` in a worker thread (a ``!command`` may run for seconds),
     or the values as they are when ``enabled`` is false (entries not approved to read secrets)."""
@@ -179,4 +199,6 @@ async def resolve_secrets_off_loop(
         return dict(values)
     import anyio.to_thread
 
-    return await anyio.to_thread.run_sync(lambda: resolve_secret_values(name, values))
+    return await anyio.to_thread.run_sync(
+        lambda: resolve_secret_values(name, values, literal_keys=literal_keys)
+    )

@@ -352,7 +352,9 @@ async def prepare_stdio_transport(
     """
     if not config.command:
         raise ConnectError(f'MCP server "{name}" has no "command"', server=name)
-    env = await resolve_secrets_off_loop(name, config.env, enabled=resolve_secrets)
+    env = await resolve_secrets_off_loop(
+        name, config.env, enabled=resolve_secrets, literal_keys=config.literal_env_keys
+    )
     folder = cwd / config.cwd if config.cwd else cwd
     return StdioTransport(
         name,

@@ -139,15 +139,34 @@ def _store(document: dict[str, Any], approvals: Iterable[Approval]) -> None:
 
 
 def approve_project_servers(
-    entries: Iterable[DiscoveredEntry], names: Iterable[str], *, store: ApprovalStore | None = None
+    entries: Iterable[DiscoveredEntry],
+    names: Iterable[str],
+    *,
+    store: ApprovalStore | None = None,
+    source: str | Path | None = None,
 ) -> tuple[list[Approval], list[str]]:
-    """Approve every project-level entry named in ``names`` (the CLI's ``approve NAME…``).
+    """Approve, for each name in ``names``, one project-level entry (the CLI's ``approve NAME…``).
 
-    Returns the approvals made and the names that match no approvable project entry.
+    That is the entry that would be active once approved (the first in precedence order),
+    or the one in the config file ``source``. Other project entries of the same name stay
+    pending: approving a name must never approve an entry the user was not shown, which
+    would start unasked the day the first one goes away. ``entries`` is a discovery's
+    entry list, in precedence order. Returns the approvals made and the names that match
+    no approvable project entry.
     """
     store = store if store is not None else ApprovalStore()
     wanted = list(dict.fromkeys(names))
-    approvable = [entry for entry in entries if entry.source.level == "project" and entry.config is not None]
-    made = [store.approve(entry) for entry in approvable if entry.name in wanted]
-    found = {approval.name for approval in made}
-    return made, [name for name in wanted if name not in found]
+    source_path = real_path(source) if source is not None else None
+    approvable = [
+        entry
+        for entry in entries
+        if entry.source.level == "project"
+        and entry.config is not None
+        and entry.state not in ("invalid", "filtered")
+        and (source_path is None or real_path(entry.source.path) == source_path)
+    ]
+    chosen: dict[str, DiscoveredEntry] = {}
+    for entry in approvable:
+        chosen.setdefault(entry.name, entry)
+    made = [store.approve(chosen[name]) for name in wanted if name in chosen]
+    return made, [name for name in wanted if name not in chosen]

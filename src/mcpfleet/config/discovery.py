@@ -7,9 +7,10 @@ files, then level local > project > user, then provider order, then order in the
    ``invalid`` and entries mcpfleet cannot run are ``filtered`` (none of these claim a name);
 2. a name already claimed makes the entry ``shadowed``;
 3. ``disabledServers`` or ``enabled: false`` (unless force-enabled) make it ``disabled``;
-   it still claims its name;
-4. an unapproved project entry is ``pending-approval`` and does not claim its name, so a
-   user server of the same name stays active until the project one is approved;
+   it still claims its name, unless it is an unapproved project entry;
+4. an unapproved project entry is ``pending-approval``; it claims no name, disabled or
+   not, so a repository cannot switch off a user server of the same name by declaring
+   one: the user server stays active until the project one is approved;
 5. the entry's substitutions run and a stdio entry without ``cwd`` gets its working folder
    (the project for a project entry, the user's home for any other); an Exa server is
    ``filtered`` (its key kept); an entry with the same connection as an earlier one is
@@ -165,7 +166,7 @@ def _candidates_in(
         source = SourceInfo(provider.id, provider.name, str(spec.path), spec.level, location)
         config, problem = _normalise(name, raw, spec)
         if problem is not None and problem[0] == "invalid":
-            result.errors.append(ConfigFileError(str(spec.path), problem[1]))
+            result.errors.append(ConfigFileError(str(spec.path), f"{spec.path}: {problem[1]}"))
         yield _Candidate(name, source, spec, config, problem, (*order, entry_rank))
 
 
@@ -285,16 +286,23 @@ class _Resolver:
         winner = self.claimed.get(name)
         if winner is not None:
             return self._entry(candidate, "shadowed", f"shadowed by {_describe(winner)}")
+        pending = candidate.source.level == "project" and not self._is_approved(candidate)
+
+        def disabled(reason: str) -> DiscoveredEntry:
+            entry = self._entry(candidate, "disabled", reason)
+            # An unapproved entry claims nothing: a repository must not switch off a user server.
+            return entry if pending else self._claim(entry)
+
         if name in self.deny:
-            reason = f"listed in disabledServers of {paths.user_config_file()}; run `mcpfleet enable {name}`"
-            return self._claim(self._entry(candidate, "disabled", reason))
+            return disabled(
+                f"listed in disabledServers of {paths.user_config_file()}; run `mcpfleet enable {name}`"
+            )
         config = candidate.config
         if not config.enabled:
             if name not in self.force:
-                reason = f"enabled: false in {candidate.source.path}; run `mcpfleet enable {name}`"
-                return self._claim(self._entry(candidate, "disabled", reason))
+                return disabled(f"enabled: false in {candidate.source.path}; run `mcpfleet enable {name}`")
             config = replace(config, enabled=True)
-        if candidate.source.level == "project" and not self._is_approved(candidate):
+        if pending:
             reason = (
                 f"project server not approved yet: review it, then `mcpfleet approve {name}` "
                 "(or --trust-project)"

@@ -54,7 +54,8 @@ class ServerConfig:
     """One MCP server, normalised: transport fields, limits and tool filters.
 
     ``env`` and ``headers`` may still hold connect-time secret references (a value
-    ``!command`` or the bare name of an environment variable); the client resolves them.
+    ``!command`` or the bare name of an environment variable); the client resolves them,
+    except in the keys listed as literal.
     """
 
     name: str
@@ -83,6 +84,11 @@ class ServerConfig:
     """Largest message the server may send, in bytes; ``None`` means 64 MiB (stdio only)."""
     fingerprint: str = ""
     """SHA-256 of the canonical *unresolved* entry: the tool-cache key and the reload diff key."""
+    literal_env_keys: frozenset[str] = frozenset()
+    """Keys of ``env`` whose value substitution produced: final text, never run as a
+    ``!command`` or looked up as a variable name at connect time."""
+    literal_header_keys: frozenset[str] = frozenset()
+    """The same for ``headers``."""
 
     @property
     def effective_timeout_ms(self) -> int:

@@ -9,6 +9,7 @@ Each tool gets a small *adapter* that renames its keys into one canonical dict
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import replace
@@ -19,6 +20,8 @@ from mcpfleet.config.model import ServerConfig, Transport, fingerprint_of
 from mcpfleet.config.substitution import CODEX_BEARER_HEADER
 
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9_.:-]{1,100}$")
+MAX_TIMEOUT_MS = 10**12
+"""About 31 years: more is a typo or an attack, and 0 already means no bound."""
 
 TRANSPORT_ALIASES: dict[str, Transport] = {
     "stdio": "stdio",
@@ -360,6 +363,10 @@ def _milliseconds(fields: Canonical, key: str) -> int | None:
             raise EntryError(f"timeout {value!r} is not a number") from None
     if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
         raise EntryError(f"timeout {value!r} must be a number >= 0")
+    # JSON's Infinity/NaN, YAML's .inf and TOML's inf parse as floats that have no integer,
+    # and a huge integer has no float: either would fail later, at connect time.
+    if (isinstance(value, float) and not math.isfinite(value)) or value > MAX_TIMEOUT_MS:
+        raise EntryError(f"timeout {value!r} is out of range (at most {MAX_TIMEOUT_MS}; 0 disables it)")
     return round(value)
 
 

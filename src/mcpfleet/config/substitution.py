@@ -6,6 +6,13 @@ tool itself leaves alone. Substitution runs only on entries that may start (neve
 project entry awaiting approval), and never touches connect-time secret forms: a value
 starting with ``!`` is a shell command and a bare variable name is looked up by the
 client when it connects.
+
+Only a value written in the file can be such a form. An env or header value that
+substitution changed is final text (the config lists its key in ``literal_env_keys`` /
+``literal_header_keys``): a project folder named ``!touch x`` expanded from
+``${workspaceFolderBasename}``, or a variable whose value starts with ``!``, is passed on
+as text and never run. Every variable value inserted is remembered as a secret, so that
+it is masked wherever a command line, URL or header is printed or logged.
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ from pathlib import Path
 from typing import Literal
 
 from mcpfleet.config.model import ServerConfig
+from mcpfleet.redaction import remember_secret
 
 Dialect = Literal["none", "posix", "gemini", "editor", "opencode", "codex"]
 """``posix``: ``${VAR}``/``${VAR:-default}`` (Claude Code, mcpfleet, generic ``mcp.json``);
@@ -37,6 +45,13 @@ CODEX_BEARER_HEADER = "Authorization"
 _CODEX_BEARER = re.compile(r"Bearer \$\{(" + _NAME + r")\}")
 
 
+NOT_SECRET_VARIABLES = frozenset(
+    {"HOME", "USER", "USERNAME", "LOGNAME", "PWD", "PATH", "SHELL", "TMPDIR", "TEMP", "TMP", "USERPROFILE"}
+)
+"""Variables that hold paths and names, not secrets: masking them would hide every path
+in an error message (like ``${workspaceFolder}``, which is not a variable at all)."""
+
+
 @dataclass(frozen=True)
 class SubstitutionContext:
     """What placeholders may resolve to: the environment, the home and the project."""
@@ -49,28 +64,37 @@ class SubstitutionContext:
     def current(cls, workspace: Path, home: Path) -> SubstitutionContext:
         return cls(environ=dict(os.environ), home=str(home), workspace=str(workspace))
 
+    def variable(self, name: str) -> str | None:
+        """The value of environment variable ``name``, remembered as a secret when it is one."""
+        value = self.environ.get(name)
+        if value and name not in NOT_SECRET_VARIABLES and not name.startswith("XDG_"):
+            remember_secret(value)
+        return value
+
 
 def _posix_value(match: re.Match[str], context: SubstitutionContext) -> str:
     name, default = match.group(1), match.group(2)
-    value = context.environ.get(name, "")
+    value = context.variable(name)
     if value:
         return value
     if default is not None:
         return default
     # Unset and no default: keep the placeholder visible rather than inventing a value.
-    return match.group(0) if name not in context.environ else ""
+    return match.group(0) if value is None else ""
 
 
 def _gemini_value(match: re.Match[str], context: SubstitutionContext) -> str:
     if match.group(3) is not None:
-        return context.environ.get(match.group(3), match.group(0))
+        value = context.variable(match.group(3))
+        return match.group(0) if value is None else value
     return _posix_value(match, context)
 
 
 def _editor_value(match: re.Match[str], context: SubstitutionContext) -> str:
     token = match.group(1)
     if token.startswith("env:"):
-        return context.environ.get(token[4:], match.group(0))
+        value = context.variable(token[4:])
+        return match.group(0) if value is None else value
     fixed = {
         "userHome": context.home,
         "workspaceFolder": context.workspace,
@@ -82,7 +106,7 @@ def _editor_value(match: re.Match[str], context: SubstitutionContext) -> str:
 
 
 def _opencode_value(match: re.Match[str], context: SubstitutionContext) -> str:
-    return context.environ.get(match.group(1), "")
+    return context.variable(match.group(1)) or ""
 
 
 _DIALECTS: dict[Dialect, tuple[re.Pattern[str], Callable[[re.Match[str], SubstitutionContext], str]]] = {
@@ -123,15 +147,23 @@ def substitute_config(config: ServerConfig, dialect: Dialect, context: Substitut
             for key, value in values.items()
         }
 
+    env = expand_values(config.env)
+    headers = expand_values(config.headers)
     return replace(
         config,
         command=expand(config.command),
         args=tuple(substitute_text(arg, dialect, context) for arg in config.args),
-        env=expand_values(config.env),
+        env=env,
         cwd=expand(config.cwd),
         url=expand(config.url),
-        headers=expand_values(config.headers),
+        headers=headers,
+        literal_env_keys=_changed_keys(config.env, env),
+        literal_header_keys=_changed_keys(config.headers, headers),
     )
+
+
+def _changed_keys(before: Mapping[str, str], after: Mapping[str, str]) -> frozenset[str]:
+    return frozenset(key for key, value in after.items() if before.get(key) != value)
 
 
 def _codex_bearer(config: ServerConfig, context: SubstitutionContext) -> ServerConfig:
@@ -140,10 +172,10 @@ def _codex_bearer(config: ServerConfig, context: SubstitutionContext) -> ServerC
     if match is None:
         return config
     headers = dict(config.headers)
-    token = context.environ.get(match.group(1), "")
+    token = context.variable(match.group(1))
     if token:
         headers[CODEX_BEARER_HEADER] = f"Bearer {token}"
     else:
         # Codex sends no Authorization header when the variable is unset.
         del headers[CODEX_BEARER_HEADER]
-    return replace(config, headers=headers)
+    return replace(config, headers=headers, literal_header_keys=frozenset({CODEX_BEARER_HEADER}))

@@ -5,6 +5,11 @@ file, applies the change, writes a temporary file in the same folder and renames
 the target: a reader never sees half a file and two concurrent editors never lose each
 other's change. Owner-only permissions are kept (group/other bits are dropped). Other
 tools' files are never written: decisions about their servers go to mcpfleet's user file.
+
+Links are never followed: a cloned repository could ship ``.mcpfleet/mcp.json`` as a link
+to another tool's config (or link the ``.mcpfleet`` folder itself), and an edit would then
+rewrite that file. So a target that is a symbolic link, or whose folder resolves outside
+the folder it belongs to (the project, or mcpfleet's user dir), is refused.
 """
 
 from __future__ import annotations
@@ -21,8 +26,8 @@ from typing import Any, Literal, TypeVar
 
 from mcpfleet import paths
 from mcpfleet.config.normalise import EntryError, adapt_standard, build_server
-from mcpfleet.config.readers import parse_text
-from mcpfleet.errors import ConfigError, ConfigWriteError
+from mcpfleet.config.readers import MAX_CONFIG_BYTES, parse_text
+from mcpfleet.errors import ConfigError, ConfigWriteError, UnsafeConfigPathError
 
 T = TypeVar("T")
 Scope = Literal["project", "user"]
@@ -34,10 +39,40 @@ def own_config_file(scope: Scope, project_root: Path) -> Path:
     return paths.project_config_file(project_root) if scope == "project" else paths.user_config_file()
 
 
+def own_config_root(scope: Scope, project_root: Path) -> Path:
+    """The folder ``own_config_file(scope, …)`` must stay in: the project, or mcpfleet's user dir."""
+    return project_root if scope == "project" else paths.user_config_dir()
+
+
+def _safe_target(path: Path, root: Path) -> Path:
+    """Where an edit of ``path`` is written: ``path`` in its real folder.
+
+    Raises ``UnsafeConfigPathError`` when ``path`` is a symbolic link or its folder
+    resolves outside ``root`` (both compared by their real paths, so a ``root`` reached
+    through a link of its own is fine).
+    """
+    if path.is_symlink():
+        raise UnsafeConfigPathError(
+            f"refusing to edit {path}: it is a symbolic link (to {os.readlink(path)}); "
+            "mcpfleet never writes through links: remove the link (or replace it with a copy of the file)",
+            path=str(path),
+        )
+    real_folder = Path(os.path.realpath(path.parent))
+    real_root = Path(os.path.realpath(root))
+    if real_folder != real_root and real_root not in real_folder.parents:
+        raise UnsafeConfigPathError(
+            f"refusing to edit {path}: its folder resolves to {real_folder}, outside {root}; "
+            "remove the link in its path",
+            path=str(path),
+        )
+    return real_folder / path.name
+
+
 @contextlib.contextmanager
 def _exclusive_lock(target: Path) -> Iterator[None]:
     lock_path = target.with_name(f".{target.name}.lock")
-    descriptor = os.open(lock_path, os.O_RDWR | os.O_CREAT, NEW_FILE_MODE)
+    # O_NOFOLLOW: a planted lock-file link must not make us create or open a file elsewhere.
+    descriptor = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, NEW_FILE_MODE)
     try:
         fcntl.flock(descriptor, fcntl.LOCK_EX)
         yield
@@ -45,13 +80,14 @@ def _exclusive_lock(target: Path) -> Iterator[None]:
         os.close(descriptor)  # closing releases the lock
 
 
-def update_json_file(path: Path, mutate: Callable[[dict[str, Any]], T]) -> T:
+def update_json_file(path: Path, mutate: Callable[[dict[str, Any]], T], *, root: Path | None = None) -> T:
     """Apply ``mutate`` to the JSON object in ``path`` under an exclusive lock and save it.
 
     A missing file starts as ``{}``; nothing is written when ``mutate`` changes nothing.
-    Symlinks are followed, so the edit lands in the file the link points to.
+    ``path`` must be a regular file (or missing) whose folder lies in ``root`` (default:
+    its own folder); otherwise ``UnsafeConfigPathError`` is raised and nothing is touched.
     """
-    target = Path(os.path.realpath(path))
+    target = _safe_target(path, root if root is not None else path.parent)
     try:
         paths.make_private_folder(target.parent)
         with _exclusive_lock(target):
@@ -67,8 +103,15 @@ def update_json_file(path: Path, mutate: Callable[[dict[str, Any]], T]) -> T:
 
 def _load_for_edit(path: Path) -> tuple[dict[str, Any], int | None]:
     try:
+        status = path.stat()
+        if status.st_size > MAX_CONFIG_BYTES:
+            raise ConfigWriteError(
+                f"cannot edit {path}: file too large ({status.st_size} bytes, limit {MAX_CONFIG_BYTES}); "
+                "fix or remove the file first",
+                path=str(path),
+            )
         data = path.read_bytes()
-        mode = path.stat().st_mode & 0o700
+        mode = status.st_mode & 0o700
     except FileNotFoundError:
         return {}, None
     try:
@@ -105,8 +148,11 @@ def _servers(document: dict[str, Any], path: Path) -> dict[str, Any]:
     return servers
 
 
-def add_server(path: Path, name: str, entry: dict[str, Any]) -> None:
-    """Add ``entry`` under ``mcpServers[name]``; refuses invalid entries and existing names."""
+def add_server(path: Path, name: str, entry: dict[str, Any], *, root: Path | None = None) -> None:
+    """Add ``entry`` under ``mcpServers[name]``; refuses invalid entries and existing names.
+
+    ``root`` is the folder ``path`` must stay in (see ``update_json_file``).
+    """
     try:
         build_server(name, adapt_standard(entry), base_dir=path.parent)
     except EntryError as error:
@@ -120,11 +166,11 @@ def add_server(path: Path, name: str, entry: dict[str, Any]) -> None:
             )
         servers[name] = entry
 
-    update_json_file(path, insert)
+    update_json_file(path, insert, root=root)
 
 
-def remove_server(path: Path, name: str) -> None:
-    """Remove ``mcpServers[name]``; an unknown name is an error."""
+def remove_server(path: Path, name: str, *, root: Path | None = None) -> None:
+    """Remove ``mcpServers[name]``; an unknown name is an error. ``root`` as for ``add_server``."""
 
     def delete(document: dict[str, Any]) -> None:
         servers = _servers(document, path)
@@ -134,12 +180,15 @@ def remove_server(path: Path, name: str) -> None:
         if not servers:
             del document["mcpServers"]
 
-    update_json_file(path, delete)
+    update_json_file(path, delete, root=root)
 
 
-def _declares(path: Path, name: str) -> bool:
+def _declares(path: Path, name: str, *, root: Path) -> bool:
+    # A planted link is reported here rather than skipped: whether the name is declared
+    # cannot be told without following it.
+    target = _safe_target(path, root)
     try:
-        document, _ = _load_for_edit(Path(os.path.realpath(path)))
+        document, _ = _load_for_edit(target)
     except ConfigWriteError:
         return False
     servers = document.get("mcpServers")
@@ -176,9 +225,13 @@ def set_server_enabled(name: str, enabled: bool, *, project_root: Path) -> Path:
     """
     project_file = paths.project_config_file(project_root)
     user_file = paths.user_config_file()
-    in_project = _declares(project_file, name)
+    in_project = _declares(project_file, name, root=project_root)
     if in_project:
-        update_json_file(project_file, lambda document: _set_enabled(document, project_file, name, enabled))
+        update_json_file(
+            project_file,
+            lambda document: _set_enabled(document, project_file, name, enabled),
+            root=project_root,
+        )
 
     def edit_user(document: dict[str, Any]) -> bool:
         servers = document.get("mcpServers")
@@ -190,5 +243,5 @@ def set_server_enabled(name: str, enabled: bool, *, project_root: Path) -> Path:
         _edit_name_list(document, "enabledServers", name, present=enabled and record_in_lists)
         return declared_here
 
-    update_json_file(user_file, edit_user)
+    update_json_file(user_file, edit_user, root=paths.user_config_dir())
     return project_file if in_project else user_file

@@ -103,3 +103,16 @@ def test_corrupt_store_approves_nothing(project: Path, write: WriteFile) -> None
     write(store.path, "{broken")
     write(project / ".mcp.json", {"mcpServers": {"s": {"command": "x"}}})
     assert entry(discover(project), "s").state == "pending-approval"
+
+
+@pytest.mark.parametrize("switch", [{"disabled": True}, {"enabled": False}, {}])
+def test_a_pending_project_entry_never_shadows_a_user_server(
+    project: Path, home: Path, write: WriteFile, switch: dict[str, bool]
+) -> None:
+    write(project / ".mcp.json", {"mcpServers": {"github": {"command": "/bin/false", **switch}}})
+    write(home / ".claude.json", {"mcpServers": {"github": {"command": "gh-user"}}})
+    result = discover(project)
+    assert result.configs["github"].command == "gh-user"
+    states = {item.source.level: item.state for item in result.entries if item.name == "github"}
+    assert states["user"] == "active"
+    assert states["project"] == ("pending-approval" if not switch else "disabled")

@@ -1,42 +1,132 @@
-"""Per-server limits: ``maxMessageBytes`` and ``toolTimeout``, their defaults, and fingerprints
-that stay what they were for entries that do not set the newer fields."""
+"""Per-file limits: nesting depth in every format, YAML aliases, the size of a file being
+edited. A file over a limit is one error naming it; every other source still loads and
+nothing raises out of discovery (a ``RecursionError`` would lose the user's own servers)."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
-from config_helpers import WriteFile, discover, entry
+import pytest
+from config_helpers import WriteFile, discover
 
-from mcpfleet.config.model import DEFAULT_MAX_MESSAGE_BYTES, ServerConfig
+from mcpfleet import paths
+from mcpfleet.config.readers import MAX_CONFIG_BYTES, MAX_NESTING_DEPTH, MAX_YAML_VALUES
+from mcpfleet.config.writer import add_server
+from mcpfleet.errors import ConfigWriteError
+
+DEEP = 100_000
+"""Far past Python's recursion limit: a recursive parser handed this text raises ``RecursionError``."""
 
 
-def test_max_message_bytes_is_read_and_defaults_to_64_mib(
-    project: Path, home: Path, write: WriteFile
+@pytest.fixture
+def own_server(home: Path, write: WriteFile) -> None:
+    write(home / ".claude.json", {"mcpServers": {"mine": {"command": "my-server"}}})
+
+
+def only_error(project: Path) -> str:
+    result = discover(project, trust_project=True)
+    assert result.configs["mine"].command == "my-server"  # the user's own server survives
+    assert len(result.errors) == 1, result.errors
+    error = result.errors[0]
+    assert error.error.startswith(f"{error.path}: ")
+    return f"{error.path} | {error.error}"
+
+
+@pytest.mark.usefixtures("own_server")
+@pytest.mark.parametrize(
+    ("relative", "content"),
+    [
+        (".mcp.json", "[" * DEEP + "]" * DEEP),
+        (".mcp.json", '{"mcpServers": {"a": {"command": "x", "args": ' + "[" * DEEP + "]" * DEEP + "}}}"),
+        (".vscode/mcp.json", "// jsonc\n" + "{" + '"a":{' * DEEP + "1" + "}" * DEEP + ",}"),
+        (".codex/config.toml", "a = " + "[" * DEEP + "]" * DEEP + "\n"),
+        (".codex/config.toml", "a = " + "{b = " * DEEP + "1" + "}" * DEEP + "\n"),
+        (".codex/config.toml", "a" + ".a" * DEEP + " = 1\n"),
+        (".continue/mcpServers/deep.yaml", "mcpServers: " + "[" * DEEP + "]" * DEEP + "\n"),
+        (".continue/mcpServers/deep.yaml", "mcpServers:\n" + "- " * DEEP + "x\n"),
+    ],
+    ids=[
+        "json",
+        "json-in-entry",
+        "jsonc",
+        "toml-array",
+        "toml-inline-table",
+        "toml-dotted-key",
+        "yaml",
+        "yaml-block",
+    ],
+)
+def test_deep_nesting_is_one_error_naming_the_file(
+    project: Path, write: WriteFile, relative: str, content: str
 ) -> None:
+    path = write(project / relative, content)
+    text = only_error(project)
+    assert str(path) in text and f"nesting deeper than {MAX_NESTING_DEPTH} levels" in text
+
+
+@pytest.mark.usefixtures("own_server")
+def test_nesting_at_the_limit_still_parses(project: Path, write: WriteFile) -> None:
+    # mcpServers → s → oauth → (MAX - 4 nested lists): exactly MAX levels from the top object.
+    inner = "[" * (MAX_NESTING_DEPTH - 4) + "]" * (MAX_NESTING_DEPTH - 4)
+    write(project / ".mcp.json", '{"mcpServers": {"s": {"url": "https://s", "oauth": {"x": ' + inner + "}}}}")
+    result = discover(project, trust_project=True)
+    assert result.errors == [] and "s" in result.configs
+
+
+BILLION_LAUGHS = (
+    "a: &a [lol,lol,lol,lol,lol,lol,lol,lol,lol]\n"
+    + "".join(
+        f"{name}: &{name} [{','.join(['*' + previous] * 9)}]\n"
+        for previous, name in zip("abcdefgh", "bcdefghi", strict=True)
+    )
+    + 'mcpServers: [{name: bomb, url: "https://x", oauth: {z: *i}}]\n'
+)
+
+
+@pytest.mark.usefixtures("own_server")
+def test_yaml_alias_bomb_is_rejected_fast(project: Path, write: WriteFile) -> None:
+    assert len(BILLION_LAUGHS) < 400  # 9**9 strings once expanded
+    path = write(project / ".continue" / "mcpServers" / "bomb.yaml", BILLION_LAUGHS)
+    started = time.monotonic()
+    text = only_error(project)
+    # Generous: the bound is about not expanding 387 million values, not about speed.
+    assert time.monotonic() - started < 10
+    assert str(path) in text and f"more than {MAX_YAML_VALUES} values" in text
+
+
+@pytest.mark.usefixtures("own_server")
+def test_recursive_yaml_alias_is_rejected(project: Path, write: WriteFile) -> None:
+    path = write(
+        project / ".continue" / "mcpServers" / "loop.yaml",
+        'mcpServers: [{name: loop, url: "https://x", oauth: &o {self: *o}}]\n',
+    )
+    text = only_error(project)
+    assert str(path) in text and "refers to itself" in text
+
+
+def test_ordinary_yaml_anchors_still_work(project: Path, write: WriteFile) -> None:
     write(
-        home / ".claude.json",
-        {"mcpServers": {"capped": {"command": "x", "maxMessageBytes": 1024}, "plain": {"command": "y"}}},
+        project / ".continue" / "mcpServers" / "anchors.yaml",
+        "common: &args [--verbose, --port, '3000']\n"
+        "mcpServers:\n"
+        "  - {name: one, command: srv, args: *args}\n"
+        "  - {name: two, command: other, args: *args}\n",
     )
-    result = discover(project)
-    assert result.configs["capped"].effective_max_message_bytes == 1024
-    assert result.configs["plain"].max_message_bytes is None
-    assert (
-        result.configs["plain"].effective_max_message_bytes == DEFAULT_MAX_MESSAGE_BYTES == 64 * 1024 * 1024
-    )
+    result = discover(project, trust_project=True)
+    assert result.errors == []
+    assert result.configs["one"].args == result.configs["two"].args == ("--verbose", "--port", "3000")
 
 
-def test_an_unusable_max_message_bytes_makes_the_entry_invalid(
-    project: Path, home: Path, write: WriteFile
-) -> None:
-    write(home / ".claude.json", {"mcpServers": {"bad": {"command": "x", "maxMessageBytes": "lots"}}})
-    bad = entry(discover(project), "bad")
-    assert bad.state == "invalid"
-    assert '"maxMessageBytes" must be a whole number of bytes >= 1' in bad.reason
+def test_an_oversized_own_file_is_not_read_for_an_edit(write: WriteFile) -> None:
+    path = write(paths.user_config_file(), '{"mcpServers": {}, "pad": "' + "x" * MAX_CONFIG_BYTES + '"}')
+    with pytest.raises(ConfigWriteError, match="too large") as caught:
+        add_server(path, "a", {"command": "a"})
+    assert str(path) in str(caught.value)
 
 
-def test_entries_without_the_newer_fields_keep_their_fingerprint() -> None:
-    config = ServerConfig(name="s", transport="stdio", command="x")
-    assert "max_message_bytes" not in config.to_dict()
-    capped = ServerConfig(name="s", transport="stdio", command="x", max_message_bytes=10)
-    assert capped.to_dict()["max_message_bytes"] == 10
-    assert capped.connection_identity() == config.connection_identity()
+def test_a_deep_own_file_is_an_error_not_a_crash(write: WriteFile) -> None:
+    path = write(paths.user_config_file(), "[" * DEEP + "]" * DEEP)
+    with pytest.raises(ConfigWriteError, match="nesting deeper") as caught:
+        add_server(path, "a", {"command": "a"})
+    assert str(path) in str(caught.value)

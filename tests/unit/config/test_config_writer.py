@@ -1,5 +1,5 @@
 """Atomic edits of mcpfleet's own files: add/remove/enable/disable, permissions kept,
-symlinks followed, foreign files never written, concurrent edits never lost."""
+links never written through, foreign files never written, concurrent edits never lost."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from config_helpers import WriteFile, discover, entry
 
 from mcpfleet import paths
 from mcpfleet.config.writer import add_server, remove_server, set_server_enabled, update_json_file
-from mcpfleet.errors import ConfigError, ConfigWriteError
+from mcpfleet.errors import ConfigError, ConfigWriteError, UnsafeConfigPathError
 
 
 def read(path: Path) -> dict[str, object]:
@@ -56,13 +56,55 @@ def test_other_keys_and_permissions_are_kept(write: WriteFile) -> None:
     assert stat.S_IMODE(path.stat().st_mode) == 0o400
 
 
-def test_symlinked_config_is_edited_through_the_link(tmp_path: Path, write: WriteFile) -> None:
+def test_a_linked_config_file_is_never_written_through(tmp_path: Path, write: WriteFile) -> None:
     real = write(tmp_path / "dotfiles" / "mcp.json", {"mcpServers": {}})
+    before = real.read_bytes()
     link = paths.user_config_file()
     link.parent.mkdir(parents=True)
     link.symlink_to(real)
-    add_server(link, "a", {"command": "a"})
-    assert link.is_symlink() and "a" in read(real)["mcpServers"]  # type: ignore[operator]
+    with pytest.raises(UnsafeConfigPathError, match="symbolic link") as caught:
+        add_server(link, "a", {"command": "a"}, root=paths.user_config_dir())
+    assert str(link) in str(caught.value)
+    assert link.is_symlink() and real.read_bytes() == before
+
+
+def test_a_linked_config_folder_is_edited_in_place(tmp_path: Path, write: WriteFile) -> None:
+    dotfiles = tmp_path / "dotfiles"
+    write(dotfiles / "mcp.json", {"mcpServers": {}})
+    paths.user_config_dir().parent.mkdir(parents=True)
+    paths.user_config_dir().symlink_to(dotfiles)  # the whole folder lives in the dotfiles
+    add_server(paths.user_config_file(), "a", {"command": "a"}, root=paths.user_config_dir())
+    assert "a" in read(dotfiles / "mcp.json")["mcpServers"]  # type: ignore[operator]
+
+
+def test_project_edits_never_leave_the_project(project: Path, tmp_path: Path, write: WriteFile) -> None:
+    foreign = write(tmp_path / "other-tool" / "mcp.json", {"mcpServers": {"p": {"command": "p"}}})
+    foreign.chmod(0o644)
+    before = foreign.read_bytes()
+    own = paths.project_config_file(project)
+    own.parent.mkdir()
+    own.symlink_to(foreign)
+    with pytest.raises(UnsafeConfigPathError, match="symbolic link"):
+        set_server_enabled("p", False, project_root=project)
+    with pytest.raises(UnsafeConfigPathError, match="symbolic link"):
+        remove_server(own, "p", root=project)
+    own.unlink()
+    own.parent.rmdir()
+    (project / ".mcpfleet").symlink_to(foreign.parent)
+    with pytest.raises(UnsafeConfigPathError, match="outside"):
+        add_server(own, "q", {"command": "q"}, root=project)
+    assert foreign.read_bytes() == before and stat.S_IMODE(foreign.stat().st_mode) == 0o644
+    assert sorted(os.listdir(foreign.parent)) == ["mcp.json"]  # no lock or temporary file either
+
+
+def test_a_planted_lock_link_is_not_followed(project: Path, tmp_path: Path) -> None:
+    target = tmp_path / "created-elsewhere"
+    own = paths.project_config_file(project)
+    own.parent.mkdir()
+    (own.parent / f".{own.name}.lock").symlink_to(target)
+    with pytest.raises(ConfigWriteError, match="cannot write"):
+        add_server(own, "a", {"command": "a"}, root=project)
+    assert not target.exists()
 
 
 def test_malformed_own_file_is_not_overwritten(write: WriteFile) -> None:

@@ -37,6 +37,7 @@ from mcpfleet.config.model import (
     DiscoveredEntry,
     DiscoveryResult,
     EntryState,
+    Level,
     ServerConfig,
     SourceInfo,
 )
@@ -49,7 +50,7 @@ from mcpfleet.config.providers import (
     Locations,
     Provider,
 )
-from mcpfleet.config.readers import read_document
+from mcpfleet.config.readers import MAX_CONFIG_BYTES, MAX_USER_CONFIG_BYTES, read_document
 from mcpfleet.config.substitution import SubstitutionContext, substitute_config
 from mcpfleet.errors import ConfigError
 
@@ -89,7 +90,7 @@ def load_all_mcp_configs(
     for provider_rank, provider in enumerate(PROVIDERS):
         for file_rank, spec in enumerate(provider.files(locations)):
             result.config_paths.append(str(spec.path))
-            document = documents.read(spec.path)
+            document = documents.read(spec.path, spec.level)
             candidates.extend(
                 _candidates_in(
                     document,
@@ -123,10 +124,12 @@ class _Documents:
         self.result = result
         self.cache: dict[Path, Any] = {}
 
-    def read(self, path: Path) -> Any:
+    def read(self, path: Path, level: Level) -> Any:
         if path not in self.cache:
+            # A repository's files get the tight limit; the user's own may be large.
+            max_bytes = MAX_CONFIG_BYTES if level == "project" else MAX_USER_CONFIG_BYTES
             try:
-                self.cache[path] = read_document(path, project_root=self.root)
+                self.cache[path] = read_document(path, project_root=self.root, max_bytes=max_bytes)
             except ConfigError as error:
                 self.result.errors.append(ConfigFileError(str(path), str(error)))
                 self.cache[path] = None
@@ -214,7 +217,7 @@ def _normalise(
 def _override_lists(documents: _Documents, result: DiscoveryResult) -> tuple[frozenset[str], frozenset[str]]:
     """``disabledServers`` / ``enabledServers`` of mcpfleet's user file."""
     user_file = paths.user_config_file()
-    document = documents.read(user_file)
+    document = documents.read(user_file, "user")
     lists: list[frozenset[str]] = []
     for key in ("disabledServers", "enabledServers"):
         value = document.get(key, []) if isinstance(document, dict) else []

@@ -31,7 +31,11 @@ if TYPE_CHECKING:
 DocumentFormat = Literal["json", "toml", "yaml"]
 
 MAX_CONFIG_BYTES = 1024 * 1024
-"""Config files are small; a bigger file is a mistake or an attack on the parser."""
+"""A project's config files (a repository's, so possibly hostile) are small; a bigger one is
+a mistake or an attack on the parser."""
+MAX_USER_CONFIG_BYTES = 64 * 1024 * 1024
+"""The user's own files may legitimately be large: Claude Code keeps its per-project history
+in ``~/.claude.json`` beside the ``mcpServers`` mcpfleet reads, and it grows to megabytes."""
 MAX_NESTING_DEPTH = 64
 """Config documents nest a handful of levels; far below Python's recursion limit."""
 MAX_YAML_VALUES = 100_000
@@ -48,13 +52,13 @@ def format_of(path: Path) -> DocumentFormat:
     return "json"
 
 
-def read_document(path: Path, *, project_root: Path | None = None) -> Any:
-    """Parse one config file; ``None`` when it does not exist.
+def read_document(path: Path, *, project_root: Path | None = None, max_bytes: int = MAX_CONFIG_BYTES) -> Any:
+    """Parse one config file of at most ``max_bytes``; ``None`` when it does not exist.
 
     When ``path`` lies inside ``project_root``, its real path must too: a symlink that
     leaves the project could make a repository read (and run) files it does not own.
     """
-    text = _read_text(path, project_root)
+    text = _read_text(path, project_root, max_bytes)
     if text is None:
         return None
     return parse_text(text, format_of(path), path=path)
@@ -203,7 +207,7 @@ def _tree_depth(document: Any) -> int:
     return deepest
 
 
-def _read_text(path: Path, project_root: Path | None) -> str | None:
+def _read_text(path: Path, project_root: Path | None, max_bytes: int) -> str | None:
     if not os.path.lexists(path):
         return None
     real = Path(os.path.realpath(path))
@@ -221,10 +225,10 @@ def _read_text(path: Path, project_root: Path | None) -> str | None:
         raise ConfigError(f"{path}: not a regular file", path=str(path))
     try:
         size = real.stat().st_size
-        if size > MAX_CONFIG_BYTES:
+        if size > max_bytes:
             raise ConfigError(
-                f"{path}: file too large ({size} bytes, limit {MAX_CONFIG_BYTES}); "
-                "a config file should be a few kilobytes",
+                f"{path}: file too large ({size} bytes, limit {max_bytes}); "
+                "trim the file or move what it holds elsewhere",
                 path=str(path),
             )
         data = real.read_bytes()

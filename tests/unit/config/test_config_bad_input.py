@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from config_helpers import WriteFile, discover, entry
 
-from mcpfleet.config.readers import MAX_CONFIG_BYTES, strip_jsonc
+from mcpfleet.config.readers import MAX_CONFIG_BYTES, MAX_USER_CONFIG_BYTES, strip_jsonc
 
 
 @pytest.fixture
@@ -76,6 +76,17 @@ def test_strip_jsonc_keeps_line_numbers() -> None:
 def test_file_too_large(project: Path, write: WriteFile) -> None:
     write(project / ".mcp.json", '{"mcpServers": {}, "pad": "' + "x" * MAX_CONFIG_BYTES + '"}')
     assert "file too large" in only_error(project)
+
+
+def test_a_large_user_file_still_gives_its_servers(project: Path, home: Path, write: WriteFile) -> None:
+    # Claude Code keeps its per-project history in ~/.claude.json, beside the servers: a
+    # heavy user's file runs to megabytes, and it must not cost them their servers.
+    history = {str(project / f"p{index}"): {"history": ["x" * 200] * 20} for index in range(600)}
+    path = write(home / ".claude.json", {"mcpServers": {"big": {"command": "x"}}, "projects": history})
+    assert MAX_CONFIG_BYTES < path.stat().st_size < MAX_USER_CONFIG_BYTES
+    result = discover(project)
+    assert result.errors == []
+    assert "big" in result.configs
 
 
 @pytest.mark.usefixtures("healthy")

@@ -29,7 +29,8 @@ Flags:
   --stderr-lines N          print N numbered lines on stderr at start ("stderr line <i>")
   --spawn-grandchild        start a sleeping child process in the same process group
   --drop-unknown            never answer unknown methods (like servers that make the SDK's
-                            server/discover probe wait 10 s)
+                            server/discover probe wait 10 s); each is logged on stderr as
+                            ``dropped unknown request <method>``
   --list-changed-after S    S seconds after the handshake, add tool "late_tool" and send
                             notifications/tools/list_changed
   --page-size N             tools/list pages of N tools with nextCursor
@@ -289,7 +290,10 @@ class FakeServer:
             who = (params.get("arguments") or {}).get("who", "world")
             message = {"role": "user", "content": {"type": "text", "text": f"Hello {who}"}}
             self.reply(request_id, {"messages": [message]})
-        elif not self.options.drop_unknown:
+        elif self.options.drop_unknown:
+            sys.stderr.write(f"dropped unknown request {method}\n")
+            sys.stderr.flush()
+        else:
             self.reply_error(request_id, -32601, f"Method not found: {method}")
 
     def handle_notification(self, method: str, params: dict[str, Any]) -> None:

@@ -115,6 +115,19 @@ async def test_a_legacy_server_that_drops_unknown_requests_costs_the_probe_bound
     assert not any("server/discover" in line for line in second["stderr"])
 
 
+async def test_a_probe_answered_after_its_bound_is_ignored_and_the_handshake_goes_on(tmp_path: Path) -> None:
+    """A server still booting reads the probe and ``initialize`` together, late: the probe's
+    answer, arriving after the bound, finds no waiter and the handshake is unaffected."""
+    config = fake_server_config("booting", "--delay-start", "1.0", "--tool", "echo")
+    connection = await connect_to_server("booting", config, cwd=tmp_path, probe_timeout_ms=200)
+    try:
+        assert connection.probed and connection.probe_timed_out and connection.era == "legacy"
+        echoed = await connection.call_tool("echo", {"message": "still fine"})
+        assert echoed.content[0].text == "still fine"  # type: ignore[union-attr]
+    finally:
+        await connection.close()
+
+
 async def test_a_remembered_legacy_verdict_refused_by_an_upgraded_server_is_probed_again_and_replaced(
     http_server_factory: StartServer, cache: MCPToolCache
 ) -> None:

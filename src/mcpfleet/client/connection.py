@@ -344,8 +344,9 @@ class ServerConnection:
         except MCPError as error:
             if error.code == mcp_types.CONNECTION_CLOSED:
                 raise self._closed_error() from None
-            if self._verdict_unconfirmed:
-                raise self._era_mismatch(error.error.message) from None
+            refusal = self._era_refusal(error) if self._verdict_unconfirmed else None
+            if refusal is not None:
+                raise self._era_mismatch(refusal) from None
             raise RequestError(
                 f'MCP server "{self.name}" rejected {method}: {error.error.message}',
                 server=self.name,
@@ -476,26 +477,27 @@ class ServerConnection:
         self._http = HttpTransport(config.url, kind=kind, headers=headers, auth=self._auth)  # type: ignore[arg-type]
         return self._http
 
-    def _connect_plan(self) -> tuple[str, mcp_types.DiscoverResult | None]:
-        """The SDK ``Client`` mode for this connection, and the ``DiscoverResult`` to adopt."""
+    def _connect_plan(self) -> tuple[str, mcp_types.DiscoverResult | None, bool]:
+        """The SDK ``Client`` mode for this connection, the ``DiscoverResult`` to adopt, and
+        whether both come from the remembered verdict (which the server may since refuse)."""
         if self.config.transport == "sse":
             # The HTTP+SSE transport predates the 2026-07-28 revision: nothing to probe for.
-            return "legacy", None
+            return "legacy", None, False
         remembered = self._remembered_era
         if remembered == LEGACY_ERA:
-            return "legacy", None
+            return "legacy", None, True
         if isinstance(remembered, dict):
             try:
                 discover = mcp_types.DiscoverResult.model_validate(remembered)
             except ValidationError as error:
                 logger.info("%s: the remembered DiscoverResult is unusable (%s); probing", self.name, error)
-                return "auto", None
+                return "auto", None, False
             mutual = [
                 version for version in MODERN_PROTOCOL_VERSIONS if version in discover.supported_versions
             ]
             if mutual:
-                return mutual[-1], discover
-        return "auto", None
+                return mutual[-1], discover, True
+        return "auto", None, False
 
     async def run_owner(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """The owner task: connect, report ready through ``task_status``, serve, then tear down.
@@ -513,9 +515,8 @@ class ServerConnection:
         try:
             with scope:
                 async with AsyncExitStack() as stack:
-                    mode, prior_discover = self._connect_plan()
+                    mode, prior_discover, self._verdict_unconfirmed = self._connect_plan()
                     self.probed = mode == "auto"
-                    self._verdict_unconfirmed = not self.probed and self._remembered_era is not None
                     transport = await self._build_transport()
                     probe = _ProbeBound(transport, self._probe_timeout_ms / 1000) if self.probed else None
                     watched = _WatchedTransport(probe or transport, self._transport_ended)
@@ -652,15 +653,15 @@ class ServerConnection:
     def _era_refusal(self, root: BaseException) -> str | None:
         """What says the server refused the handshake of the remembered era, if anything does.
 
-        Only an answer counts: a JSON-RPC error, or an HTTP status that is not about
-        credentials. A server that cannot be reached says nothing about its era.
+        Only an answer counts (HTTP error statuses reach the SDK as JSON-RPC errors too), and
+        not one about credentials: a server that cannot be reached or wants a login says
+        nothing about its era.
         """
-        if isinstance(root, MCPError) and root.code != mcp_types.CONNECTION_CLOSED:
-            return root.error.message
-        status = self._http.error_status if self._http is not None else None
-        if status is not None and 400 <= status < 500 and status not in (401, 403):
-            return f"HTTP {status}"
-        return None
+        if not isinstance(root, MCPError) or root.code == mcp_types.CONNECTION_CLOSED:
+            return None
+        if self._http is not None and self._http.error_status in (401, 403):
+            return None
+        return root.error.message
 
     def _era_mismatch(self, detail: str) -> EraMismatchError:
         return EraMismatchError(
@@ -878,7 +879,10 @@ class _ProbeBound:
                     message.message, mcp_types.JSONRPCResponse | mcp_types.JSONRPCError
                 ):
                     self._unanswered.discard(message.message.id)
-                buffer_in.send_nowait((message, getattr(read_stream, "last_context", None)))
+                try:
+                    buffer_in.send_nowait((message, getattr(read_stream, "last_context", None)))
+                except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+                    return  # the reader is gone: the connection is closing
 
 
 class _ProbeWatchingWriteStream:

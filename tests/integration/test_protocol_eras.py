@@ -31,6 +31,7 @@ from mcpfleet.config.model import ServerConfig, SourceInfo, fingerprint_of
 from mcpfleet.errors import EraMismatchError
 from mcpfleet.manager import MCPManager
 from mcpfleet.paths import user_config_file
+from mcpfleet.session import create_agent_session
 
 pytestmark = pytest.mark.anyio
 
@@ -211,18 +212,44 @@ async def test_input_requests_of_a_call_are_answered_by_the_hosts_handlers_in_bo
     assert "sampling: Summarise the plan" in asked
 
 
+async def test_an_agent_sessions_host_hooks_answer_a_modern_servers_input_required_rounds(
+    http_server_factory: StartServer, tmp_path: Path
+) -> None:
+    server = http_server_factory("--era", "modern")
+    write_user_config({"reviewer": {"type": "http", "url": server.url}})
+
+    async def approve(request: dict[str, Any]) -> dict[str, Any]:
+        return {"action": "accept", "content": {"approved": True}}
+
+    async def summarise(request: dict[str, Any]) -> dict[str, Any]:
+        return {"role": "assistant", "content": {"type": "text", "text": "short"}, "model": "host"}
+
+    session = await create_agent_session(
+        tmp_path, cache=None, startup_timeout_ms=0, elicitation_handler=approve, sampling_handler=summarise
+    )
+    async with session:
+        result = await session.call_tool("mcp_reviewer_review", {"topic": "notes"})
+    assert not result.is_error, result.text
+    assert result.text == "notes: approved=True; summary=short; roots=1"
+
+
+def write_user_config(servers: dict[str, Any]) -> None:
+    path = user_config_file()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"mcpServers": servers}))
+
+
 def test_status_json_reports_each_servers_era_and_protocol_version(
     http_server_factory: StartServer, tmp_path: Path
 ) -> None:
     server = http_server_factory("--era", "modern")
-    path = user_config_file()
-    path.parent.mkdir(parents=True, exist_ok=True)
     quiet = fake_server_config("quiet", "--tool", "echo")
-    servers = {
-        "modern": {"type": "http", "url": server.url},
-        "quiet": {"command": quiet.command, "args": list(quiet.args)},
-    }
-    path.write_text(json.dumps({"mcpServers": servers}))
+    write_user_config(
+        {
+            "modern": {"type": "http", "url": server.url},
+            "quiet": {"command": quiet.command, "args": list(quiet.args)},
+        }
+    )
     completed = subprocess.run(
         [sys.executable, "-m", "mcpfleet.cli.main", "--cwd", str(tmp_path), "--json", "status"],
         capture_output=True,

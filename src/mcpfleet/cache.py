@@ -192,7 +192,8 @@ class MCPToolCache:
         era: EraVerdict | None = None,
         listed_at: float | None = None,
     ) -> bool:
-        """Store a server's catalog; ``False`` when skipped (empty, or older than the row) or failed.
+        """Store a server's catalog and ``era`` verdict; ``False`` when skipped (empty, or older
+        than the row) or failed.
 
         ``listed_at`` is when the ``tools/list`` answer was obtained (default: now); the
         compare with the stored row happens inside the write transaction, so concurrent

@@ -129,6 +129,20 @@ async def test_a_probe_answered_after_its_bound_is_ignored_and_the_handshake_goe
         await connection.close()
 
 
+async def test_a_dual_era_server_too_slow_for_the_probe_is_remembered_modern_from_its_late_answer(
+    cache: MCPToolCache,
+) -> None:
+    config = fingerprinted(
+        fake_server_config("slowboot", "--discover", "--delay-start", "1.0", "--tool", "echo")
+    )
+    first = await start_once(cache, config, probe_timeout_ms=200)
+    assert first["era"] == "legacy" and first["probe_timed_out"]
+    remembered = cache.get("slowboot", config.fingerprint)
+    assert remembered is not None and isinstance(remembered.era, dict)
+    second = await start_once(cache, config, probe_timeout_ms=200)
+    assert second["era"] == "modern" and not second["probed"]
+
+
 async def test_a_remembered_legacy_verdict_refused_by_an_upgraded_server_is_probed_again_and_replaced(
     http_server_factory: StartServer, cache: MCPToolCache
 ) -> None:

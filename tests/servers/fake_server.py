@@ -1,6 +1,9 @@
 """A scriptable stdio MCP server for tests, the demo and benchmarks (stdlib only, starts fast).
 
-Speaks line-delimited JSON-RPC on stdin/stdout, handshake era (``initialize``). Answers
+Speaks line-delimited JSON-RPC on stdin/stdout, handshake era (``initialize``; with
+``--discover`` it also answers ``server/discover`` and serves requests without a handshake, as
+a dual-era server does; of the 2026-07-28 result fields only ``tools/list`` carries them).
+Answers
 ``ping``, ``tools/list`` (paginated with ``--page-size``), ``tools/call``,
 ``resources/list``, ``resources/read``, ``prompts/list`` and ``prompts/get``; unknown
 methods get -32601 unless ``--drop-unknown``.
@@ -28,6 +31,7 @@ Flags:
   --banner                  print non-JSON lines on stdout at start and after every answer
   --stderr-lines N          print N numbered lines on stderr at start ("stderr line <i>")
   --spawn-grandchild        start a sleeping child process in the same process group
+  --discover                answer server/discover with a 2026-07-28 DiscoverResult
   --drop-unknown            never answer unknown methods (like servers that make the SDK's
                             server/discover probe wait 10 s); each is logged on stderr as
                             ``dropped unknown request <method>``
@@ -257,8 +261,23 @@ class FakeServer:
             )
         elif method == "ping":
             self.reply(request_id, {})
+        elif method == "server/discover" and self.options.discover:
+            self.reply(
+                request_id,
+                {
+                    "supportedVersions": ["2026-07-28"],
+                    "capabilities": {"tools": {"listChanged": True}},
+                    "resultType": "complete",
+                    "ttlMs": 0,
+                    "cacheScope": "public",
+                },
+            )
         elif method == "tools/list":
-            self.reply(request_id, self.list_tools(params))
+            listing = self.list_tools(params)
+            if "io.modelcontextprotocol/protocolVersion" in (params.get("_meta") or {}):
+                # A 2026-07-28 listing carries its caching hints.
+                listing.update(ttlMs=0, cacheScope="private", resultType="complete")
+            self.reply(request_id, listing)
         elif method == "tools/call":
             with self.state_lock:
                 self.calls += 1
@@ -355,6 +374,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--stderr-lines", type=int, default=0)
     parser.add_argument("--spawn-grandchild", action="store_true")
     parser.add_argument("--drop-unknown", action="store_true")
+    parser.add_argument("--discover", action="store_true")
     parser.add_argument("--list-changed-after", type=float, default=None)
     parser.add_argument("--page-size", type=int, default=0)
     parser.add_argument("--pid-file")

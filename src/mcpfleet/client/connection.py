@@ -548,6 +548,8 @@ class ServerConnection:
                     handshake_done = True
                     scope.deadline = math.inf
                     self._adopt(client, (time.perf_counter() - handshake_started) * 1000)
+                    if probe is not None and probe.late_discover is not None and self.era == "legacy":
+                        self._remember_late_discover(probe.late_discover)
                     task_status.started()
                     await self._wake.wait()
                     if not self._close_requested:
@@ -593,6 +595,22 @@ class ServerConnection:
                 self.timings_ms["spawn"] = round(self._stdio.spawn_ms, 2)
         self.timings_ms["handshake"] = round(handshake_ms, 2)
         self._client = client
+
+    def _remember_late_discover(self, answer: dict[str, Any]) -> None:
+        """Keep a ``DiscoverResult`` that came after the probe's bound as the era verdict.
+
+        Its server was still booting when the bound passed, so this connection went on with
+        ``initialize``; the answer shows it speaks 2026-07-28, which the next connection uses.
+        """
+        try:
+            discover = mcp_types.DiscoverResult.model_validate(answer)
+        except ValidationError:
+            return
+        if any(version in discover.supported_versions for version in MODERN_PROTOCOL_VERSIONS):
+            logger.info(
+                "%s answered server/discover after the probe's bound; next time: 2026-07-28", self.name
+            )
+            self.era_verdict = discover.model_dump(by_alias=True, mode="json", exclude_none=True)
 
     async def _loss_reason(self) -> str:
         if self._stdio is not None:
@@ -796,7 +814,8 @@ class _ProbeBound:
     back to ``initialize`` on any error, a timeout included. Here the timeout comes sooner: once
     the bound passes without an answer, the request-timeout error the SDK would have produced
     is delivered in its place, and the SDK's own fallback logic carries on unchanged. A late
-    answer finds no waiter and is dropped by the SDK.
+    answer finds no waiter and is dropped by the SDK; a late ``DiscoverResult`` is kept
+    (``late_discover``): the server was only slow (still booting), and speaks 2026-07-28.
 
     The read side must be able to deliver that error while the SDK's reader already waits for
     the server, so until the handshake is over (``settle()``) a pump task moves the server's
@@ -809,7 +828,9 @@ class _ProbeBound:
         self._bound_s = bound_s
         self._settled = False
         self._unanswered: set[Any] = set()
+        self._expired: set[Any] = set()
         self.timed_out = False
+        self.late_discover: dict[str, Any] | None = None
         self._task_group: anyio.abc.TaskGroup | None = None
         self._buffer_in: Any = None
 
@@ -856,6 +877,7 @@ class _ProbeBound:
         if request_id not in self._unanswered:
             return
         self._unanswered.discard(request_id)
+        self._expired.add(request_id)
         self.timed_out = True
         error = mcp_types.JSONRPCError(
             jsonrpc="2.0",
@@ -879,6 +901,10 @@ class _ProbeBound:
                     message.message, mcp_types.JSONRPCResponse | mcp_types.JSONRPCError
                 ):
                     self._unanswered.discard(message.message.id)
+                    if message.message.id in self._expired and isinstance(
+                        message.message, mcp_types.JSONRPCResponse
+                    ):
+                        self.late_discover = message.message.result
                 try:
                     buffer_in.send_nowait((message, getattr(read_stream, "last_context", None)))
                 except (anyio.ClosedResourceError, anyio.BrokenResourceError):

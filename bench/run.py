@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bench import protocol_eras
 from bench.harness import report
 from bench.harness.peers import (
     COMPETITORS,
@@ -260,6 +261,12 @@ def make_plots(results_path: Path, docs: Path, log: Path) -> list[str]:
     return [line for line in output.splitlines() if line.endswith(".png")]
 
 
+def _write_report(target: Path, text: str) -> None:
+    """Write the report, keeping the protocol-era section, which ``bench.protocol_eras`` measures."""
+    previous = target.read_text(encoding="utf-8") if target.exists() else None
+    target.write_text(protocol_eras.carry_over(previous, text), encoding="utf-8")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--smoke", action="store_true", help="the ~30 s version (no peer venvs, no plots)")
@@ -274,7 +281,7 @@ def main(argv: list[str] | None = None) -> int:
         results = json.loads(options.render.read_text())
         plots = [] if results["smoke"] else make_plots(options.render, options.docs, Path(os.devnull))
         target: Path = options.report or REPO_ROOT / "BENCHMARKS.md"
-        target.write_text(report.render(results, plots=plots, report_dir=target.parent))
+        _write_report(target, report.render(results, plots=plots, report_dir=target.parent))
         print(f"wrote {target}")
         return 0
     smoke: bool = options.smoke
@@ -324,7 +331,7 @@ def main(argv: list[str] | None = None) -> int:
     results_path.write_text(json.dumps(results, indent=1))
     plots = [] if smoke else make_plots(results_path, options.docs, log)
     results["total_seconds"] = time.perf_counter() - started
-    report_path.write_text(report.render(results, plots=plots, report_dir=report_path.parent))
+    _write_report(report_path, report.render(results, plots=plots, report_dir=report_path.parent))
     results_path.write_text(json.dumps(results, indent=1))
     print(f"wrote {report_path} and {results_path} in {results['total_seconds']:.0f} s", flush=True)
     return 0

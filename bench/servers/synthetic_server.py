@@ -11,6 +11,8 @@ Flags:
   --ignore-sigterm     only SIGKILL ends it
   --ignore-stdin-eof   keep running after stdin closes
   --pid-dir DIR        write an empty file named after the pid, so the harness can find orphans
+  --drop-unknown       never answer unknown requests (``server/discover`` included), as some
+                       legacy servers do: a client probing for the modern era waits its bound
 """
 
 from __future__ import annotations
@@ -52,6 +54,8 @@ def answer(message: dict[str, Any], options: argparse.Namespace, tools: list[dic
         result = {"content": [{"type": "text", "text": text}], "isError": False}
     elif method == "ping":
         result = {}
+    elif options.drop_unknown:
+        return None
     else:
         error = {"code": -32601, "message": f"Method not found: {method}"}
         return {"jsonrpc": "2.0", "id": request_id, "error": error}
@@ -66,6 +70,7 @@ def main() -> None:
     parser.add_argument("--ignore-sigterm", action="store_true")
     parser.add_argument("--ignore-stdin-eof", action="store_true")
     parser.add_argument("--pid-dir")
+    parser.add_argument("--drop-unknown", action="store_true")
     options = parser.parse_args()
     if options.ignore_sigterm:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)

@@ -1,7 +1,10 @@
 """The persistent tool cache (S6, S8, B8): what each server listed last time.
 
 With it, the start-up gate can hand out deferred tools for a server that is still
-starting, and a reconnect can skip protocol probing. It is one SQLite file in the user
+starting, and a reconnect or the next start can skip protocol probing: each row also holds
+the server's era verdict (``EraVerdict``: "legacy", or its ``DiscoverResult``), which is
+what the next connection uses instead of a ``server/discover`` probe. A row without one
+(written before verdicts were kept) reads as "probe again". It is one SQLite file in the user
 cache dir, shared by every mcpfleet process of the user:
 
 - WAL mode, a busy timeout and short transactions, so readers never block and writers
@@ -43,7 +46,7 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 from mcpfleet import paths
-from mcpfleet.client.definitions import ServerInfo, ToolDefinition
+from mcpfleet.client.definitions import LEGACY_ERA, EraVerdict, ServerInfo, ToolDefinition
 from mcpfleet.errors import CacheUnavailableError
 
 logger = logging.getLogger(__name__)
@@ -81,11 +84,14 @@ class CachedServer:
     tools: tuple[ToolDefinition, ...]
     server_info: ServerInfo | None
     protocol_version: str | None
-    """The negotiated protocol era, so a reconnect can skip probing (B8)."""
+    """The negotiated protocol version (B8)."""
     written_at: float
     """Unix time of the write."""
     listed_at: float
     """Unix time the ``tools/list`` answer was obtained; orders writes across processes."""
+    era: EraVerdict | None = None
+    """What the last contact showed about the server's era, so the next connection skips the
+    ``server/discover`` probe; ``None`` when unknown (probe again)."""
 
 
 class MCPToolCache:
@@ -183,9 +189,11 @@ class MCPToolCache:
         *,
         server_info: ServerInfo | None = None,
         protocol_version: str | None = None,
+        era: EraVerdict | None = None,
         listed_at: float | None = None,
     ) -> bool:
-        """Store a server's catalog; ``False`` when skipped (empty, or older than the row) or failed.
+        """Store a server's catalog and ``era`` verdict; ``False`` when skipped (empty, or older
+        than the row) or failed.
 
         ``listed_at`` is when the ``tools/list`` answer was obtained (default: now); the
         compare with the stored row happens inside the write transaction, so concurrent
@@ -202,6 +210,7 @@ class MCPToolCache:
                 {
                     "tools": [tool.to_dict() for tool in tools],
                     "server_info": server_info.to_dict() if server_info is not None else None,
+                    "era": era,
                 },
                 separators=(",", ":"),
             )
@@ -363,10 +372,14 @@ def _parse_row(payload: str, protocol_version: Any, listed_at: Any, written_at: 
         )
     if protocol_version is not None and not isinstance(protocol_version, str):
         raise ValueError("protocol version is not text")
+    era = data.get("era")
+    if era is not None and era != LEGACY_ERA and not isinstance(era, dict):
+        raise ValueError("era verdict is neither 'legacy' nor a DiscoverResult")
     return CachedServer(
         tools=tools,
         server_info=server_info,
         protocol_version=protocol_version,
+        era=era,
         written_at=float(written_at),
         listed_at=float(listed_at),
     )

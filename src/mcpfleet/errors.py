@@ -49,6 +49,14 @@ class ConnectTimeoutError(ConnectError):
     """The handshake did not finish within the server's timeout."""
 
 
+class EraMismatchError(ConnectError):
+    """The server refused the protocol era remembered for it (it was upgraded or downgraded).
+
+    Raised only by a connection that skipped the probe because of a remembered verdict, by
+    its handshake or its first request; connecting again without the verdict probes anew.
+    """
+
+
 class ServerExitedError(ConnectError):
     """A stdio server process exited (before or during the session)."""
 

@@ -38,13 +38,14 @@ import anyio.to_thread
 
 from mcpfleet.bridge import DeferredMCPTool, MCPTool, assign_tool_names
 from mcpfleet.cache import CachedServer, MCPToolCache
-from mcpfleet.client.definitions import ToolDefinition
+from mcpfleet.client.definitions import EraVerdict, ToolDefinition
 from mcpfleet.client.opening import import_off_loop, open_connection
 from mcpfleet.config import load_all_mcp_configs
 from mcpfleet.config.model import DiscoveryResult, ServerConfig, SourceInfo
 from mcpfleet.errors import (
     ConnectError,
     ConnectionClosedError,
+    EraMismatchError,
     MCPFleetError,
     ServerNotConnectedError,
     ServerReconnectingError,
@@ -56,7 +57,7 @@ from mcpfleet.supervisor import ReconnectPolicy, ServerState, ServerStateName, S
 if TYPE_CHECKING:
     from types import TracebackType
 
-    from mcpfleet.client.connection import ServerConnection
+    from mcpfleet.client.connection import ElicitationHandler, SamplingHandler, ServerConnection
 
 logger = logging.getLogger(__name__)
 
@@ -153,7 +154,7 @@ class _Attempt:
     """Part of a reconnection: failures go to the supervisor, stale tools stay registered."""
     cached: CachedServer | None = None
     """The tool-cache entry read when the attempt began: deferred tools at the gate, and the
-    protocol version to connect with (B8). Read once per attempt."""
+    era verdict to connect with instead of probing (B8, B11). Read once per attempt."""
 
 
 @dataclass
@@ -208,7 +209,14 @@ class MCPManager:
         watch_interval_s: float = WATCH_INTERVAL_S,
         list_changed_debounce_ms: int = LIST_CHANGED_DEBOUNCE_MS,
         list_changed_min_interval_s: float = LIST_CHANGED_MIN_INTERVAL_S,
+        elicitation_handler: ElicitationHandler | None = None,
+        sampling_handler: SamplingHandler | None = None,
+        probe_timeout_ms: int | None = None,
     ) -> None:
+        """``elicitation_handler`` and ``sampling_handler`` are the host's answers to a server's
+        ``elicitation/create`` and ``sampling/createMessage`` (see ``mcpfleet.client.connection``),
+        for every server; without one, the capability is not advertised. ``probe_timeout_ms``
+        bounds the ``server/discover`` probe of a server whose era is not in the cache."""
         self.cwd = Path(cwd).resolve()
         self._cache_setting = cache
         self._cache: MCPToolCache | None = None
@@ -224,6 +232,9 @@ class MCPManager:
         self.watch_interval_s = watch_interval_s
         self.list_changed_debounce_ms = list_changed_debounce_ms
         self.list_changed_min_interval_s = list_changed_min_interval_s
+        self.elicitation_handler = elicitation_handler
+        self.sampling_handler = sampling_handler
+        self.probe_timeout_ms = probe_timeout_ms
         self._supervisor = Supervisor(reconnect_policy or ReconnectPolicy())
 
         self._task_group: anyio.abc.TaskGroup | None = None
@@ -593,19 +604,41 @@ class MCPManager:
         timings.clear()
         started = time.perf_counter()
         connection: ServerConnection | None = None
+        era = attempt.cached.era if attempt.cached is not None else None
         try:
             with attempt.scope:
-                connection = await self._open(attempt)
-                if self._is_stale(attempt):
-                    return
-                timings.update(connection.timings_ms)
-                self._pending_connections.pop(name, None)
-                self._connections[name] = connection
-                self._pending_tool_loads[name] = attempt
-                listed = time.perf_counter()
-                # Wall time of the request, so the cache can order answers across processes.
-                listed_at = time.time()
-                definitions = _filter_tools(await connection.list_tools(), attempt.config)
+                while True:
+                    try:
+                        connection = await self._open(attempt, era)
+                        if self._is_stale(attempt):
+                            return
+                        timings.update(connection.timings_ms)
+                        self._pending_connections.pop(name, None)
+                        self._connections[name] = connection
+                        self._pending_tool_loads[name] = attempt
+                        listed = time.perf_counter()
+                        # Wall time of the request, so the cache can order answers across processes.
+                        listed_at = time.time()
+                        definitions = _filter_tools(await connection.list_tools(), attempt.config)
+                        break
+                    except EraMismatchError as mismatch:
+                        # The remembered era is stale (the server was upgraded or downgraded):
+                        # once, connect again with a probe; its verdict replaces the old one.
+                        if era is None:
+                            raise
+                        logger.info("%s", mismatch)
+                        era = None
+                        if connection is not None:
+                            with anyio.CancelScope(shield=True):
+                                await connection.close()
+                            if self._connections.get(name) is connection:
+                                del self._connections[name]
+                            connection = None
+                        if self._is_stale(attempt):
+                            return
+                        if self._pending_tool_loads.get(name) is attempt:
+                            del self._pending_tool_loads[name]
+                        self._pending_connections[name] = attempt
                 timings["list"] = (time.perf_counter() - listed) * 1000
                 timings["total"] = (time.perf_counter() - started) * 1000
                 if self._is_stale(attempt):
@@ -643,17 +676,19 @@ class MCPManager:
                 del self._pending_tool_loads[name]
             attempt.done.set()
 
-    async def _open(self, attempt: _Attempt) -> ServerConnection:
+    async def _open(self, attempt: _Attempt, era: EraVerdict | None) -> ServerConnection:
         config = attempt.config
-        cached = attempt.cached
         return await open_connection(
             self.task_group,
             attempt.name,
             config,
             cwd=self.cwd,
             on_notification=self._notification_handler(attempt),
-            protocol_version=cached.protocol_version if cached is not None else None,
+            era=era,
             auth=await self._auth_for(attempt.name, config),
+            elicitation_handler=self.elicitation_handler,
+            sampling_handler=self.sampling_handler,
+            probe_timeout_ms=self.probe_timeout_ms,
         )
 
     async def _auth_for(self, name: str, config: ServerConfig) -> object | None:
@@ -925,6 +960,7 @@ class MCPManager:
                 definitions,
                 server_info=connection.server_info,
                 protocol_version=connection.protocol_version,
+                era=connection.era_verdict,
                 listed_at=listed_at,
             )
         except Exception:

@@ -23,6 +23,8 @@ from mcpfleet.manager import AnyTool, ManagerEvent, MCPLoadResult, MCPManager, U
 if TYPE_CHECKING:
     from types import TracebackType
 
+    from mcpfleet.client.connection import ElicitationHandler, SamplingHandler
+
 logger = logging.getLogger(__name__)
 
 MCP_TOOL_PREFIX = "mcp_"
@@ -271,13 +273,16 @@ async def create_agent_session(
     mcp_manager: MCPManager | None = None,
     tools: Iterable[Tool] = (),
     watch: bool = False,
+    elicitation_handler: ElicitationHandler | None = None,
+    sampling_handler: SamplingHandler | None = None,
 ) -> AgentSession:
     """Build a session; with MCP enabled, discover and connect the fleet first (S1).
 
     A session given ``mcp_manager`` uses it as-is and never closes it. Otherwise the
     session creates, owns and closes its manager: leave ``async with session`` in the
     task that created it. ``watch=True`` reloads by diff whenever a discovered config
-    file changes (B3).
+    file changes (B3). ``elicitation_handler`` and ``sampling_handler`` are the host's
+    answers when a server asks for input during a call (``MCPManager``).
     """
     if not enable_mcp:
         return AgentSession(Path(cwd), manager=None, owns_manager=False, tools=tools)
@@ -294,6 +299,8 @@ async def create_agent_session(
         trust_project=trust_project,
         extra_config_paths=extra_config_paths,
         watch=watch,
+        elicitation_handler=elicitation_handler,
+        sampling_handler=sampling_handler,
     )
     loaded = await start_and_load(manager)
     for error in loaded.errors:

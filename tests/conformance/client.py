@@ -6,12 +6,18 @@ JSON object in ``MCP_CONFORMANCE_CONTEXT`` (pre-registered credentials, keys). E
 goes through mcpfleet's own code, so what the suite judges is mcpfleet:
 
 - plain scenarios: an ``MCPManager`` connects a ``ServerConfig`` built from the URL and the
-  tools are called as the agent calls them (``MCPTool.execute``);
+  tools are called as the agent calls them (``MCPTool.execute``), with the arguments the
+  scenario's context names (``toolCalls``) or placeholders; the manager's host hooks accept
+  every elicitation with the schema's defaults, which is how ``input_required`` rounds of a
+  2026-07-28 server are answered;
+- schema scenarios: ``json-schema-ref-no-deref`` only lists (its server serves no calls);
+  ``json-schema-2020-12-preservation`` sends the focal tool's schema, exactly as mcpfleet
+  holds it for the agent, back through the scenario's echo tool;
 - elicitation: ``connect_to_server`` with an ``elicitation_handler`` that accepts the
   schema's defaults (the host hook of ``mcpfleet.client.connection``);
 - ``auth/*``: mcpfleet's OAuth provider (``oauth_auth_for``) with its token files and its
   loopback callback, run headless: the authorization URL is followed with HTTP GETs, as a
-  browser would, down to the loopback callback. Client-credentials and cross-app-access
+  browser would, down to the loopback callback. Client-credentials and enterprise-managed
   (identity assertion) scenarios need no person and run through the manager's own,
   non-interactive OAuth.
 
@@ -34,6 +40,7 @@ from urllib.parse import urlsplit
 
 import httpx2
 
+from mcpfleet.bridge import MCPTool
 from mcpfleet.client.connection import ServerConnection
 from mcpfleet.client.oauth import oauth_auth_for
 from mcpfleet.client.opening import connect_to_server
@@ -46,6 +53,8 @@ CLIENT_METADATA_URL = "https://conformance-test.local/client-metadata.json"
 CONNECT_TIMEOUT_MS = 20_000
 SSE_RETRY_SETTLE_S = 2.0
 """How long to stay connected after the SSE-retry tool so the reconnection GET is observed."""
+SCHEMA_ECHO_TOOL = "json_schema_echo"
+"""The tool of ``json-schema-2020-12-preservation`` that takes a schema back for inspection."""
 
 logger = logging.getLogger("mcpfleet.conformance")
 
@@ -108,15 +117,37 @@ def server_config(url: str, oauth: dict[str, Any] | None = None) -> ServerConfig
     )
 
 
-async def run_with_manager(config: ServerConfig, *, settle_s: float = 0.0) -> None:
-    """Connect through the manager and call every tool as an agent session would."""
+def planned_calls(tools: list[MCPTool], context: dict[str, Any]) -> list[tuple[MCPTool, dict[str, Any]]]:
+    """The calls a scenario asks for: its context's ``toolCalls`` in order, else every tool once.
+
+    ``json-schema-2020-12-preservation`` gets its echo tool called with the other tool's schema
+    as the agent sees it (``MCPTool.parameters``), so any keyword mcpfleet dropped shows.
+    """
+    by_mcp_name = {tool.mcp_tool_name: tool for tool in tools}
+    requested = context.get("toolCalls")
+    if isinstance(requested, list):
+        return [(by_mcp_name[call["name"]], call.get("arguments") or {}) for call in requested]
+    if SCHEMA_ECHO_TOOL in by_mcp_name:
+        focal = next(tool for tool in tools if tool.mcp_tool_name != SCHEMA_ECHO_TOOL)
+        return [(by_mcp_name[SCHEMA_ECHO_TOOL], {"schema": focal.parameters})]
+    return [(tool, placeholder_arguments(tool.parameters)) for tool in tools]
+
+
+async def run_with_manager(
+    config: ServerConfig, context: dict[str, Any], *, settle_s: float = 0.0, call_tools: bool = True
+) -> None:
+    """Connect through the manager and make the scenario's tool calls as an agent session would."""
     source = SourceInfo(provider="conformance", provider_name="conformance", path="", level="user")
-    async with MCPManager(Path.cwd(), cache=None, startup_timeout_ms=0) as manager:
+    async with MCPManager(
+        Path.cwd(), cache=None, startup_timeout_ms=0, elicitation_handler=accept_with_defaults
+    ) as manager:
         loaded = await manager.connect_servers({SERVER_NAME: config}, {SERVER_NAME: source})
         if SERVER_NAME in loaded.errors:
             raise RuntimeError(loaded.errors[SERVER_NAME])
-        for tool in manager.get_tools():
-            result = await tool.execute(placeholder_arguments(tool.parameters))
+        tools = [tool for tool in manager.get_tools() if isinstance(tool, MCPTool)]
+        logger.info("listed %s", ", ".join(tool.mcp_tool_name for tool in tools))
+        for tool, arguments in planned_calls(tools, context) if call_tools else []:
+            result = await tool.execute(arguments)
             logger.info("%s -> %s", tool.name, result.text[:200])
             if result.is_error:
                 raise RuntimeError(f"{tool.name} failed: {result.text}")
@@ -183,11 +214,14 @@ async def run_scenario(url: str, scenario: str, context: dict[str, Any], home: P
     if scenario == "elicitation-sep1034-client-defaults":
         await run_with_connection(server_config(url), elicitation=accept_with_defaults)
     elif scenario == "sse-retry":
-        await run_with_manager(server_config(url), settle_s=SSE_RETRY_SETTLE_S)
-    elif scenario == "auth/cross-app-access-complete-flow":
-        await run_with_manager(server_config(url, await identity_assertion_settings(url, context, home)))
+        await run_with_manager(server_config(url), context, settle_s=SSE_RETRY_SETTLE_S)
+    elif scenario == "json-schema-ref-no-deref":
+        await run_with_manager(server_config(url), context, call_tools=False)
+    elif scenario == "auth/enterprise-managed-authorization":
+        settings = await identity_assertion_settings(url, context, home)
+        await run_with_manager(server_config(url, settings), context)
     elif scenario.startswith("auth/client-credentials-"):
-        await run_with_manager(server_config(url, client_credentials_settings(context, home)))
+        await run_with_manager(server_config(url, client_credentials_settings(context, home)), context)
     elif scenario.startswith("auth/"):
         oauth: dict[str, Any] = {"client_metadata_url": CLIENT_METADATA_URL}
         if "client_id" in context:
@@ -196,7 +230,7 @@ async def run_scenario(url: str, scenario: str, context: dict[str, Any], home: P
         auth = oauth_auth_for(SERVER_NAME, config, interactive=True, on_authorize_url=follow_like_a_browser)
         await run_with_connection(config, auth=auth)
     else:
-        await run_with_manager(server_config(url))
+        await run_with_manager(server_config(url), context)
 
 
 def main(argv: list[str]) -> int:

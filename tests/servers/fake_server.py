@@ -1,6 +1,9 @@
 """A scriptable stdio MCP server for tests, the demo and benchmarks (stdlib only, starts fast).
 
-Speaks line-delimited JSON-RPC on stdin/stdout, handshake era (``initialize``). Answers
+Speaks line-delimited JSON-RPC on stdin/stdout, handshake era (``initialize``; with
+``--discover`` it also answers ``server/discover`` and serves requests without a handshake, as
+a dual-era server does; of the 2026-07-28 result fields only ``tools/list`` carries them).
+Answers
 ``ping``, ``tools/list`` (paginated with ``--page-size``), ``tools/call``,
 ``resources/list``, ``resources/read``, ``prompts/list`` and ``prompts/get``; unknown
 methods get -32601 unless ``--drop-unknown``.
@@ -32,8 +35,10 @@ Flags:
   --banner                  print non-JSON lines on stdout at start and after every answer
   --stderr-lines N          print N numbered lines on stderr at start ("stderr line <i>")
   --spawn-grandchild        start a sleeping child process in the same process group
+  --discover                answer server/discover with a 2026-07-28 DiscoverResult
   --drop-unknown            never answer unknown methods (like servers that make the SDK's
-                            server/discover probe wait 10 s)
+                            server/discover probe wait 10 s); each is logged on stderr as
+                            ``dropped unknown request <method>``
   --list-changed-after S    S seconds after the handshake, add tool "late_tool" and send
                             notifications/tools/list_changed
   --page-size N             tools/list pages of N tools with nextCursor
@@ -293,8 +298,23 @@ class FakeServer:
             )
         elif method == "ping":
             self.reply(request_id, {})
+        elif method == "server/discover" and self.options.discover:
+            self.reply(
+                request_id,
+                {
+                    "supportedVersions": ["2026-07-28"],
+                    "capabilities": {"tools": {"listChanged": True}},
+                    "resultType": "complete",
+                    "ttlMs": 0,
+                    "cacheScope": "public",
+                },
+            )
         elif method == "tools/list":
-            self.reply(request_id, self.list_tools(params))
+            listing = self.list_tools(params)
+            if "io.modelcontextprotocol/protocolVersion" in (params.get("_meta") or {}):
+                # A 2026-07-28 listing carries its caching hints.
+                listing.update(ttlMs=0, cacheScope="private", resultType="complete")
+            self.reply(request_id, listing)
         elif method == "tools/call":
             with self.state_lock:
                 self.calls += 1
@@ -326,7 +346,10 @@ class FakeServer:
             who = (params.get("arguments") or {}).get("who", "world")
             message = {"role": "user", "content": {"type": "text", "text": f"Hello {who}"}}
             self.reply(request_id, {"messages": [message]})
-        elif not self.options.drop_unknown:
+        elif self.options.drop_unknown:
+            sys.stderr.write(f"dropped unknown request {method}\n")
+            sys.stderr.flush()
+        else:
             self.reply_error(request_id, -32601, f"Method not found: {method}")
 
     def handle_notification(self, method: str, params: dict[str, Any]) -> None:
@@ -396,6 +419,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--stderr-lines", type=int, default=0)
     parser.add_argument("--spawn-grandchild", action="store_true")
     parser.add_argument("--drop-unknown", action="store_true")
+    parser.add_argument("--discover", action="store_true")
     parser.add_argument("--list-changed-after", type=float, default=None)
     parser.add_argument("--page-size", type=int, default=0)
     parser.add_argument("--pid-file")

@@ -1,25 +1,57 @@
 """An MCP server over HTTP for tests, built on the SDK's ``MCPServer`` and run by uvicorn.
 
 Usage: ``python http_server.py [--transport streamable-http|sse] [--port N] [--name NAME]
-[--require-bearer TOKEN]``.
+[--require-bearer TOKEN] [--era dual|modern|legacy]``.
 
 It binds 127.0.0.1 (``--port 0``, the default, picks a free port) and prints ``READY <port>``
 on stdout once it listens. The MCP endpoint is ``/mcp`` (streamable HTTP) or ``/sse``
 (legacy SSE). With ``--require-bearer`` every request without ``Authorization: Bearer
 TOKEN`` gets 401. Tools: ``echo {message}`` (text + structured), ``add {a, b}``,
-``sleep {seconds}`` (reports progress every 0.1 s). ``tests/servers/fixtures.py`` starts it.
+``sleep {seconds}`` (reports progress every 0.1 s), ``review {topic}`` (asks the client for an
+approval by elicitation, a summary by sampling and its roots before answering: on a
+2026-07-28 connection as ``input_required`` rounds, on a legacy one as requests).
+``tests/servers/fixtures.py`` starts it.
+
+Protocol eras of streamable HTTP (``--era``): ``dual`` (the SDK's default: both the
+``initialize`` handshake and 2026-07-28 requests), ``modern`` (stateless, and every request
+that is not 2026-07-28, ``initialize`` included, refused with HTTP 400 and the
+unsupported-version error, as a server that dropped the handshake answers), ``legacy`` (every
+2026-07-28 request, ``server/discover`` included, refused with HTTP 400 "no session", as a
+server that predates the revision answers).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import socket
-from typing import Any
+from typing import Annotated, Any
 
 import anyio
 import uvicorn
-from mcp.server.mcpserver import Context, MCPServer
-from starlette.types import ASGIApp, Receive, Scope, Send
+from mcp.server.mcpserver import Context, Elicit, ListRoots, MCPServer, Resolve, Sample
+from mcp.shared.inbound import unsupported_protocol_version_rejection
+from mcp_types import CreateMessageResult, ListRootsResult, SamplingMessage, TextContent
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic import BaseModel
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+
+class Approval(BaseModel):
+    approved: bool
+
+
+def ask_approval(topic: str) -> Elicit[Approval]:
+    return Elicit(f"Approve the review of {topic}?", Approval)
+
+
+def ask_summary(topic: str) -> Sample:
+    prompt = SamplingMessage(role="user", content=TextContent(type="text", text=f"Summarise {topic}"))
+    return Sample([prompt], max_tokens=50)
+
+
+def ask_roots() -> ListRoots:
+    return ListRoots()
 
 
 def build_server(name: str) -> MCPServer:
@@ -44,7 +76,69 @@ def build_server(name: str) -> MCPServer:
             await ctx.report_progress(step + 1, steps)
         return f"slept {seconds}"
 
+    @server.tool()
+    def review(
+        topic: str,
+        approval: Annotated[Approval, Resolve(ask_approval)],
+        summary: Annotated[CreateMessageResult, Resolve(ask_summary)],
+        roots: Annotated[ListRootsResult, Resolve(ask_roots)],
+    ) -> str:
+        """Review a topic with the client's approval, model and roots."""
+        text = summary.content.text if isinstance(summary.content, TextContent) else ""
+        return f"{topic}: approved={approval.approved}; summary={text}; roots={len(roots.roots)}"
+
     return server
+
+
+class OneEraOnly:
+    """Refuse, as the named era's servers do, every request that speaks the other era."""
+
+    def __init__(self, app: ASGIApp, era: str) -> None:
+        self.app = app
+        self.era = era
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        version = dict(scope["headers"]).get(b"mcp-protocol-version", b"").decode("latin-1")
+        modern = version in MODERN_PROTOCOL_VERSIONS
+        if modern == (self.era == "modern"):
+            await self.app(scope, receive, send)
+            return
+        body = await _read_body(receive)
+        try:
+            request_id = json.loads(body).get("id")
+        except (ValueError, AttributeError):
+            request_id = None
+        if self.era == "modern":
+            rejection = unsupported_protocol_version_rejection(version)
+            assert rejection is not None
+            error: dict[str, Any] = {
+                "code": rejection.code,
+                "message": rejection.message,
+                "data": rejection.data,
+            }
+        else:
+            error = {"code": -32600, "message": "Bad Request: No valid session ID provided"}
+        payload = json.dumps({"jsonrpc": "2.0", "id": request_id, "error": error}).encode()
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 400,
+                "headers": [(b"content-type", b"application/json")],
+            }
+        )
+        await send({"type": "http.response.body", "body": payload})
+
+
+async def _read_body(receive: Receive) -> bytes:
+    chunks: list[bytes] = []
+    while True:
+        message: Message = await receive()
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body"):
+            return b"".join(chunks)
 
 
 class RequireBearer:
@@ -70,7 +164,13 @@ class RequireBearer:
 
 async def serve(options: argparse.Namespace) -> None:
     server = build_server(options.name)
-    app: ASGIApp = server.sse_app() if options.transport == "sse" else server.streamable_http_app()
+    app: ASGIApp
+    if options.transport == "sse":
+        app = server.sse_app()
+    else:
+        app = server.streamable_http_app(stateless_http=options.era == "modern")
+        if options.era != "dual":
+            app = OneEraOnly(app, options.era)
     if options.require_bearer:
         app = RequireBearer(app, options.require_bearer)
     listening = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -89,6 +189,7 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--name", default="http-test")
     parser.add_argument("--require-bearer")
+    parser.add_argument("--era", choices=["dual", "modern", "legacy"], default="dual")
     anyio.run(serve, parser.parse_args())
 
 

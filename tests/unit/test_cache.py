@@ -16,7 +16,7 @@ import pytest
 
 from mcpfleet import cache as cache_module
 from mcpfleet.cache import FORMAT_VERSION, CachedServer, MCPToolCache
-from mcpfleet.client.definitions import ServerInfo, ToolDefinition
+from mcpfleet.client.definitions import LEGACY_ERA, ServerInfo, ToolDefinition
 from mcpfleet.errors import CacheUnavailableError
 
 FINGERPRINT = "a" * 64
@@ -113,6 +113,25 @@ def test_protocol_version_is_remembered_for_reconnects(cache: MCPToolCache) -> N
     assert cached.server_info is None
 
 
+def test_the_era_verdict_is_remembered_with_the_catalog(cache: MCPToolCache) -> None:
+    discover = {"supportedVersions": ["2026-07-28"], "capabilities": {"tools": {}}, "ttlMs": 0}
+    cache.put("modern", FINGERPRINT, TOOLS, era=discover)
+    cache.put("legacy", FINGERPRINT, TOOLS, era=LEGACY_ERA)
+    cache.put("unknown", FINGERPRINT, TOOLS)
+    modern, legacy, unknown = (cache.get(name, FINGERPRINT) for name in ("modern", "legacy", "unknown"))
+    assert modern is not None and modern.era == discover
+    assert legacy is not None and legacy.era == LEGACY_ERA
+    assert unknown is not None and unknown.era is None
+
+
+def test_a_row_written_before_era_verdicts_reads_as_probe_again(
+    cache: MCPToolCache, cache_path: Path
+) -> None:
+    write_raw_row(cache_path, payload=json.dumps({"tools": [{"name": "t"}], "server_info": None}))
+    cached = cache.get("files", FINGERPRINT)
+    assert cached is not None and cached.era is None and cached.tools == (ToolDefinition(name="t"),)
+
+
 def test_entry_expires_after_the_ttl(cache_path: Path, clock: FakeClock) -> None:
     with MCPToolCache(cache_path, ttl_seconds=100, clock=clock) as cache:
         cache.put("files", FINGERPRINT, TOOLS)
@@ -185,6 +204,7 @@ def test_other_fingerprint_is_a_miss_and_a_new_fingerprint_replaces_the_row(
         {"payload": json.dumps([1, 2, 3])},
         {"payload": json.dumps({"tools": [{"name": "t"}], "server_info": {"name": "x"}})},
         {"protocol_version": b"\x00binary"},
+        {"payload": json.dumps({"tools": [{"name": "t"}], "server_info": None, "era": 42})},
         {"listed_at": "yesterday"},
     ],
     ids=[
@@ -195,6 +215,7 @@ def test_other_fingerprint_is_a_miss_and_a_new_fingerprint_replaces_the_row(
         "not-an-object",
         "bad-info",
         "bad-era",
+        "bad-era-verdict",
         "bad-time",
     ],
 )

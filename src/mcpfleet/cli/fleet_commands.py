@@ -159,9 +159,18 @@ def server_rows(
                 "stderr_tail": stderr_tail,
                 "source": entry.source.to_dict(),
                 "timings_ms": {k: round(v, 1) for k, v in manager.get_timings(entry.name).items()},
+                **_protocol_of(manager, entry.name),
             }
         )
     return rows
+
+
+def _protocol_of(manager: MCPManager, name: str) -> dict[str, str | None]:
+    """The era (``legacy`` / ``modern``) and protocol version a connected server speaks."""
+    connection = manager.get_connection(name)
+    if connection is None or not connection.protocol_version:
+        return {"era": None, "protocol_version": None}
+    return {"era": connection.era, "protocol_version": connection.protocol_version}
 
 
 async def status_command(args: argparse.Namespace) -> int:

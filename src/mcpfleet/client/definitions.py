@@ -4,7 +4,18 @@ use it without importing ``mcp`` (which costs ~0.6 s)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal, TypeAlias
+
+LEGACY_ERA = "legacy"
+"""The era verdict of a server that speaks the ``initialize`` handshake (protocol ≤ 2025-11-25)."""
+
+EraVerdict: TypeAlias = str | dict[str, Any]
+"""What first contact showed about a server's protocol era, as remembered in the tool cache:
+``LEGACY_ERA``, or the server's ``server/discover`` answer (a ``DiscoverResult`` as JSON) for a
+server that speaks the 2026-07-28 revision. The next connection uses it instead of probing."""
+
+Era = Literal["legacy", "modern"]
+"""The era a connection speaks: the ``initialize`` handshake, or 2026-07-28's per-request ``_meta``."""
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,13 @@ from mcpfleet.client.stdio import StdioTransport, prepare_stdio_transport
 from mcpfleet.errors import ConnectError
 
 if TYPE_CHECKING:
-    from mcpfleet.client.connection import ElicitationHandler, NotificationCallback, ServerConnection
+    from mcpfleet.client.connection import (
+        ElicitationHandler,
+        NotificationCallback,
+        SamplingHandler,
+        ServerConnection,
+    )
+    from mcpfleet.client.definitions import EraVerdict
     from mcpfleet.config.model import ServerConfig
 
 CONNECTION_MODULE = "mcpfleet.client.connection"
@@ -71,10 +77,12 @@ async def _new_connection(
     cwd: Path,
     timeout_ms: int | None,
     on_notification: NotificationCallback | None,
-    protocol_version: str | None,
+    era: EraVerdict | None,
     auth: object | None,
     resolve_secrets: bool,
     elicitation_handler: ElicitationHandler | None,
+    sampling_handler: SamplingHandler | None,
+    probe_timeout_ms: int | None,
 ) -> tuple[ServerConnection, StdioTransport | None]:
     """Spawn a stdio server, load the SDK meanwhile, and build its (not yet started) connection."""
     check_transport(name, config)
@@ -94,10 +102,12 @@ async def _new_connection(
         cwd=cwd,
         timeout_ms=timeout_ms,
         on_notification=on_notification,
-        protocol_version=protocol_version,
+        era=era,
         auth=auth,
         resolve_secrets=resolve_secrets,
         elicitation_handler=elicitation_handler,
+        sampling_handler=sampling_handler,
+        probe_timeout_ms=module.DEFAULT_PROBE_TIMEOUT_MS if probe_timeout_ms is None else probe_timeout_ms,
         stdio_transport=stdio,
     )
     return connection, stdio
@@ -111,21 +121,27 @@ async def open_connection(
     cwd: Path,
     timeout_ms: int | None = None,
     on_notification: NotificationCallback | None = None,
-    protocol_version: str | None = None,
+    era: EraVerdict | None = None,
     auth: object | None = None,
     resolve_secrets: bool = True,
     elicitation_handler: ElicitationHandler | None = None,
+    sampling_handler: SamplingHandler | None = None,
+    probe_timeout_ms: int | None = None,
 ) -> ServerConnection:
     """Connect ``name`` with its owner task hosted in ``task_group`` (which must outlive the
     connection). Returns once the handshake is done; otherwise raises the connect error with
     nothing left running.
 
-    The handshake (``initialize`` + ``notifications/initialized``) is bounded by ``timeout_ms``,
-    else the config's timeout (default 30 000 ms; 0 = unbounded). ``protocol_version`` is the
-    remembered era: a modern version is adopted directly, anything else uses the legacy
-    handshake (never the SDK's ``server/discover`` probe). ``auth`` (an ``httpx2.Auth``) is used
-    for HTTP servers. ``resolve_secrets=False`` (unapproved entries) skips ``!command`` and
-    environment-name substitution. ``elicitation_handler`` answers ``elicitation/create``.
+    The handshake is bounded by ``timeout_ms``, else the config's timeout (default 30 000 ms;
+    0 = unbounded). ``era`` is the verdict remembered from an earlier contact (the connection's
+    ``era_verdict``): with it nothing is probed (``initialize`` for a legacy server, the
+    remembered ``DiscoverResult`` adopted for a 2026-07-28 one) and a server that refuses it
+    raises ``EraMismatchError``; without it ``server/discover`` is probed, bounded by
+    ``probe_timeout_ms`` (default 1000), then ``initialize`` if it is not answered. ``auth`` (an
+    ``httpx2.Auth``) is used for HTTP servers. ``resolve_secrets=False`` (unapproved entries)
+    skips ``!command`` and environment-name substitution. ``elicitation_handler`` and
+    ``sampling_handler`` answer ``elicitation/create`` and ``sampling/createMessage``, whether
+    the server sends them as requests (legacy) or inside an ``input_required`` result.
     """
     connection, stdio = await _new_connection(
         name,
@@ -133,10 +149,12 @@ async def open_connection(
         cwd=cwd,
         timeout_ms=timeout_ms,
         on_notification=on_notification,
-        protocol_version=protocol_version,
+        era=era,
         auth=auth,
         resolve_secrets=resolve_secrets,
         elicitation_handler=elicitation_handler,
+        sampling_handler=sampling_handler,
+        probe_timeout_ms=probe_timeout_ms,
     )
     try:
         await task_group.start(_run_owner, connection, name=f"mcpfleet connection {name}")
@@ -161,10 +179,12 @@ async def connect_to_server(
     cwd: Path,
     timeout_ms: int | None = None,
     on_notification: NotificationCallback | None = None,
-    protocol_version: str | None = None,
+    era: EraVerdict | None = None,
     auth: object | None = None,
     resolve_secrets: bool = True,
     elicitation_handler: ElicitationHandler | None = None,
+    sampling_handler: SamplingHandler | None = None,
+    probe_timeout_ms: int | None = None,
 ) -> ServerConnection:
     """``open_connection`` without a task group: the owner runs in an asyncio task of its own.
 
@@ -180,10 +200,12 @@ async def connect_to_server(
         cwd=cwd,
         timeout_ms=timeout_ms,
         on_notification=on_notification,
-        protocol_version=protocol_version,
+        era=era,
         auth=auth,
         resolve_secrets=resolve_secrets,
         elicitation_handler=elicitation_handler,
+        sampling_handler=sampling_handler,
+        probe_timeout_ms=probe_timeout_ms,
     )
     ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
     owner = asyncio.create_task(connection.run_owner(task_status=_FutureTaskStatus(ready)))

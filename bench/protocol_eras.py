@@ -65,9 +65,9 @@ def _with_fingerprint(config: Any, fingerprint: str) -> Any:
 
 async def _agent_start(config: Any, cache_path: Path) -> float:
     """Seconds for one start of one server through the manager, with the cache at ``cache_path``."""
-    from mcpfleet.cache import MCPToolCache
     from mcpfleet.config.model import SourceInfo
-    from mcpfleet.manager import MCPManager
+    from mcpfleet.fleet.cache import MCPToolCache
+    from mcpfleet.fleet.manager import MCPManager
 
     source = SourceInfo("bench", "bench", "/virtual.json", "user")
     with MCPToolCache(cache_path) as cache:

@@ -4,12 +4,12 @@ Everything a user imports lives here (S20). Importing it never imports the ``mcp
 that happens only when a server is actually contacted.
 """
 
-from mcpfleet.bridge import DeferredMCPTool, MCPTool, ToolResult
-from mcpfleet.cache import MCPToolCache
+from mcpfleet.agent.bridge import DeferredMCPTool, MCPTool, ToolResult
+from mcpfleet.agent.loader import discover_and_load_mcp_tools, discover_mcp_servers
+from mcpfleet.agent.session import AgentSession, ToolRegistry, create_agent_session
 from mcpfleet.config import load_all_mcp_configs
-from mcpfleet.loader import discover_and_load_mcp_tools, discover_mcp_servers
-from mcpfleet.manager import MCPManager
-from mcpfleet.session import AgentSession, ToolRegistry, create_agent_session
+from mcpfleet.fleet.cache import MCPToolCache
+from mcpfleet.fleet.manager import MCPManager
 
 __version__ = "0.1.0"
 

@@ -10,8 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from mcpfleet.cache import MCPToolCache
 from mcpfleet.client.definitions import ToolDefinition
+from mcpfleet.fleet.cache import MCPToolCache
 
 PROCESSES = 6
 OPERATIONS_PER_PROCESS = 200

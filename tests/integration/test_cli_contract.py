@@ -16,7 +16,7 @@ from tests.servers.fixtures import FAKE_SERVER
 from mcpfleet.client.opening import connect_to_server
 from mcpfleet.config.model import ServerConfig
 from mcpfleet.errors import ConnectError
-from mcpfleet.manager import MCPManager
+from mcpfleet.fleet.manager import MCPManager
 from mcpfleet.paths import user_config_file
 
 CLI = [sys.executable, "-m", "mcpfleet.cli.main"]

@@ -124,7 +124,7 @@ def test_the_cli_leaves_no_descendant_behind(tmp_path: Path, tag: str, arguments
 HOST_SCRIPT = """
 import json, sys, anyio
 from mcpfleet.config.model import ServerConfig, SourceInfo
-from mcpfleet.manager import MCPManager
+from mcpfleet.fleet.manager import MCPManager
 
 async def main() -> None:
     entry = json.loads(sys.argv[1])

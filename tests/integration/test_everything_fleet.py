@@ -23,7 +23,7 @@ import anyio
 import pytest
 
 from mcpfleet import create_agent_session
-from mcpfleet.bridge import mcp_tool_name
+from mcpfleet.agent.bridge import mcp_tool_name
 from mcpfleet.client import connect_to_server
 from mcpfleet.config.model import ServerConfig
 

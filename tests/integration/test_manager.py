@@ -18,11 +18,11 @@ from tests.servers.fixtures import fake_server_config
 
 import mcpfleet.client.connection  # noqa: F401  (pay the SDK's import before any gate is timed)
 from mcpfleet import paths
-from mcpfleet.cache import MCPToolCache
+from mcpfleet.agent.loader import discover_and_load_mcp_tools
 from mcpfleet.config.model import ServerConfig, SourceInfo, fingerprint_of
 from mcpfleet.errors import ServerNotConnectedError
-from mcpfleet.loader import discover_and_load_mcp_tools
-from mcpfleet.manager import ManagerEvent, MCPManager
+from mcpfleet.fleet.cache import MCPToolCache
+from mcpfleet.fleet.manager import ManagerEvent, MCPManager
 
 pytestmark = pytest.mark.anyio
 
@@ -213,7 +213,7 @@ async def test_discovery_that_raises_gives_no_tools_and_one_synthetic_error(
     def explode(*args: object, **kwargs: object) -> None:
         raise RuntimeError("disk on fire")
 
-    monkeypatch.setattr("mcpfleet.manager.load_all_mcp_configs", explode)
+    monkeypatch.setattr("mcpfleet.fleet.manager.load_all_mcp_configs", explode)
     result = await discover_and_load_mcp_tools(tmp_path, cache=None)
     assert result.manager is not None
     await result.manager.aclose()
@@ -230,7 +230,7 @@ async def test_late_failure_of_a_deferred_server_is_logged_after_the_gate(
     # Next time the same config starts slowly and then dies before the handshake.
     monkeypatch.setenv("DELAY_FLAKY", "0.8")
     monkeypatch.setenv("FAIL_FLAKY", "1")
-    with caplog.at_level(logging.WARNING, logger="mcpfleet.manager"):
+    with caplog.at_level(logging.WARNING, logger="mcpfleet.fleet.manager"):
         async with MCPManager("/", cache=cache, startup_timeout_ms=200) as manager:
             failed = _event_waiter(manager, "failed", "flaky")
             result = await manager.connect_servers(*fleet(flaky))

@@ -14,7 +14,7 @@ from tests.conftest import PYTHON
 from tests.servers.fixtures import FAKE_SERVER
 
 from mcpfleet.config import ApprovalStore
-from mcpfleet.manager import MCPManager
+from mcpfleet.fleet.manager import MCPManager
 from mcpfleet.paths import project_config_file, user_config_file
 
 pytestmark = pytest.mark.anyio

@@ -24,14 +24,14 @@ import pytest
 from tests.servers.fixtures import HttpServer, fake_server_config, http_server_factory
 
 import mcpfleet.client.connection  # noqa: F401  (pay the SDK's import before anything is timed)
-from mcpfleet.cache import MCPToolCache
+from mcpfleet.agent.session import create_agent_session
 from mcpfleet.client.definitions import LEGACY_ERA, ToolDefinition
 from mcpfleet.client.opening import connect_to_server
 from mcpfleet.config.model import ServerConfig, SourceInfo, fingerprint_of
 from mcpfleet.errors import EraMismatchError
-from mcpfleet.manager import MCPManager
+from mcpfleet.fleet.cache import MCPToolCache
+from mcpfleet.fleet.manager import MCPManager
 from mcpfleet.paths import user_config_file
-from mcpfleet.session import create_agent_session
 
 pytestmark = pytest.mark.anyio
 

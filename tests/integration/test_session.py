@@ -19,8 +19,8 @@ from mcpfleet import (
     discover_and_load_mcp_tools,
     discover_mcp_servers,
 )
-from mcpfleet.bridge import MCPTool
-from mcpfleet.commands import MCPCommandController
+from mcpfleet.agent.bridge import MCPTool
+from mcpfleet.cli.slash import MCPCommandController
 from mcpfleet.errors import ToolNotFoundError
 from mcpfleet.paths import user_config_file
 

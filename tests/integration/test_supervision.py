@@ -24,11 +24,11 @@ import pytest
 from tests.conftest import PYTHON, SERVERS_DIR
 
 from mcpfleet import paths
-from mcpfleet.cache import MCPToolCache
+from mcpfleet.agent.session import create_agent_session
 from mcpfleet.config.model import ServerConfig, SourceInfo, fingerprint_of
-from mcpfleet.manager import ManagerEvent, MCPManager
-from mcpfleet.session import create_agent_session
-from mcpfleet.supervisor import ReconnectPolicy
+from mcpfleet.fleet.cache import MCPToolCache
+from mcpfleet.fleet.manager import ManagerEvent, MCPManager
+from mcpfleet.fleet.supervision import ReconnectPolicy
 
 pytestmark = pytest.mark.anyio
 
@@ -458,7 +458,7 @@ async def test_five_stubborn_servers_close_in_about_the_time_of_one(tmp_path: Pa
 HOST_SCRIPT = """
 import sys, anyio
 from mcpfleet.config.model import ServerConfig, SourceInfo
-from mcpfleet.manager import MCPManager
+from mcpfleet.fleet.manager import MCPManager
 
 async def main() -> None:
     fake, *pid_files = sys.argv[1:]

@@ -17,7 +17,7 @@ from tests.servers.fixtures import FAKE_SERVER
 
 from mcpfleet.client.secrets import clear_secret_cache
 from mcpfleet.config import load_all_mcp_configs
-from mcpfleet.manager import MCPManager
+from mcpfleet.fleet.manager import MCPManager
 from mcpfleet.paths import user_config_file
 
 pytestmark = pytest.mark.anyio

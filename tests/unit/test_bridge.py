@@ -14,7 +14,7 @@ import anyio
 import mcp_types
 import pytest
 
-from mcpfleet.bridge import (
+from mcpfleet.agent.bridge import (
     DeferredMCPTool,
     MCPTool,
     ToolResult,

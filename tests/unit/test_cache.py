@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from mcpfleet import cache as cache_module
-from mcpfleet.cache import FORMAT_VERSION, CachedServer, MCPToolCache
 from mcpfleet.client.definitions import LEGACY_ERA, ServerInfo, ToolDefinition
 from mcpfleet.errors import CacheUnavailableError
+from mcpfleet.fleet import cache as cache_module
+from mcpfleet.fleet.cache import FORMAT_VERSION, CachedServer, MCPToolCache
 
 FINGERPRINT = "a" * 64
 OTHER_FINGERPRINT = "b" * 64
@@ -178,7 +178,7 @@ def test_other_fingerprint_is_a_miss_and_a_new_fingerprint_replaces_the_row(
     cache: MCPToolCache, cache_path: Path, clock: FakeClock, caplog: pytest.LogCaptureFixture
 ) -> None:
     cache.put("files", FINGERPRINT, TOOLS, listed_at=clock.now)
-    with caplog.at_level(logging.WARNING, logger="mcpfleet.cache"):
+    with caplog.at_level(logging.WARNING, logger="mcpfleet.fleet.cache"):
         assert cache.get("files", OTHER_FINGERPRINT) is None
     assert "'files'" in caplog.text
     assert "another config" in caplog.text
@@ -223,7 +223,7 @@ def test_row_that_fails_to_parse_is_a_miss_with_a_warning(
     cache: MCPToolCache, cache_path: Path, caplog: pytest.LogCaptureFixture, overrides: dict[str, object]
 ) -> None:
     write_raw_row(cache_path, **overrides)
-    with caplog.at_level(logging.WARNING, logger="mcpfleet.cache"):
+    with caplog.at_level(logging.WARNING, logger="mcpfleet.fleet.cache"):
         assert cache.get("files", FINGERPRINT) is None
     assert "failed to parse" in caplog.text
     assert "'files'" in caplog.text
@@ -237,7 +237,7 @@ def test_other_format_version_is_a_miss_with_a_warning(
     cache: MCPToolCache, cache_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     write_raw_row(cache_path, format_version=FORMAT_VERSION + 1)
-    with caplog.at_level(logging.WARNING, logger="mcpfleet.cache"):
+    with caplog.at_level(logging.WARNING, logger="mcpfleet.fleet.cache"):
         assert cache.get("files", FINGERPRINT) is None
     assert "format version" in caplog.text
 
@@ -289,7 +289,7 @@ def test_random_bytes_file_is_moved_aside_and_recreated(
     garbage = bytes(range(256)) * 64
     cache_path.write_bytes(garbage)
 
-    with caplog.at_level(logging.WARNING, logger="mcpfleet.cache"), MCPToolCache(cache_path) as cache:
+    with caplog.at_level(logging.WARNING, logger="mcpfleet.fleet.cache"), MCPToolCache(cache_path) as cache:
         assert cache.get("files", FINGERPRINT) is None
         assert cache.put("files", FINGERPRINT, TOOLS) is True
         assert cache.get("files", FINGERPRINT) is not None
@@ -309,7 +309,7 @@ def test_corruption_found_while_reading_is_moved_aside_and_recreated(
     content = cache_path.read_bytes()
     cache_path.write_bytes(content[:4096] + b"\xff" * (len(content) - 4096))
 
-    with caplog.at_level(logging.WARNING, logger="mcpfleet.cache"), MCPToolCache(cache_path) as cache:
+    with caplog.at_level(logging.WARNING, logger="mcpfleet.fleet.cache"), MCPToolCache(cache_path) as cache:
         assert cache.get("server-1", FINGERPRINT) is None
         assert "corrupt" in caplog.text
         assert cache.put("server-1", FINGERPRINT, TOOLS) is True
@@ -352,7 +352,7 @@ def test_open_default_that_cannot_open_warns_and_returns_none(
 ) -> None:
     monkeypatch.setenv("MCPFLEET_HOME", str(tmp_path / "fleet"))
     (tmp_path / "fleet" / "cache" / "tools.sqlite3").mkdir(parents=True)
-    with caplog.at_level(logging.WARNING, logger="mcpfleet.cache"):
+    with caplog.at_level(logging.WARNING, logger="mcpfleet.fleet.cache"):
         assert MCPToolCache.open_default() is None
     assert "MCP tool cache unavailable" in caplog.text
     assert "continuing without a tool cache" in caplog.text
@@ -367,7 +367,7 @@ def test_write_lock_held_too_long_is_a_warning_and_reads_still_work(
         other_process_writer = sqlite3.connect(cache_path, isolation_level=None)
         try:
             other_process_writer.execute("BEGIN IMMEDIATE")
-            with caplog.at_level(logging.WARNING, logger="mcpfleet.cache"):
+            with caplog.at_level(logging.WARNING, logger="mcpfleet.fleet.cache"):
                 assert cache.put("files", FINGERPRINT, TOOLS, listed_at=2.0) is False
                 # WAL: readers are never blocked by a writer.
                 cached = cache.get("files", FINGERPRINT)
@@ -405,7 +405,7 @@ def test_one_cache_object_is_safe_across_threads(cache: MCPToolCache) -> None:
 
 def test_importing_the_cache_stays_light() -> None:
     code = (
-        "import sys, mcpfleet.cache\n"
+        "import sys, mcpfleet.fleet.cache\n"
         "heavy = ('mcp', 'mcp_types', 'pydantic', 'rich', 'httpx', 'httpx2')\n"
         "print(sorted(name for name in heavy if name in sys.modules))"
     )
@@ -419,7 +419,7 @@ def test_tools_that_cannot_be_serialised_are_skipped_with_a_warning(
     cache: MCPToolCache, caplog: pytest.LogCaptureFixture
 ) -> None:
     unserialisable = (ToolDefinition(name="odd", input_schema={"type": "object", "default": {1, 2}}),)
-    with caplog.at_level(logging.WARNING, logger="mcpfleet.cache"):
+    with caplog.at_level(logging.WARNING, logger="mcpfleet.fleet.cache"):
         assert cache.put("files", FINGERPRINT, unserialisable) is False
     assert "'files'" in caplog.text
     assert cache.get("files", FINGERPRINT) is None

@@ -14,7 +14,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mcpfleet.client.stdio import (
+from mcpfleet.transport.stdio import (
     MESSAGE_TOO_LARGE,
     OVERSIZED_KEPT_BYTES,
     LineFramer,

@@ -19,13 +19,13 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from mcpfleet.cli.display import safe_text
 from mcpfleet.cli.output import EXIT_FAILED, EXIT_OK, emit_json
-from mcpfleet.display import safe_text
 
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from mcpfleet.session import AgentSession
+    from mcpfleet.agent.session import AgentSession
 
 SLOW_STARTUP_S = 1.5
 
@@ -34,12 +34,15 @@ def _demo_config(store: Path) -> dict[str, object]:
     python = sys.executable
     return {
         "mcpServers": {
-            "notes": {"command": python, "args": ["-m", "mcpfleet.examples.notes", "--store", str(store)]},
+            "notes": {
+                "command": python,
+                "args": ["-m", "mcpfleet.cli.demo_servers.notes", "--store", str(store)],
+            },
             "slow": {
                 "command": python,
-                "args": ["-m", "mcpfleet.examples.slow", "--startup", str(SLOW_STARTUP_S)],
+                "args": ["-m", "mcpfleet.cli.demo_servers.slow", "--startup", str(SLOW_STARTUP_S)],
             },
-            "failing": {"command": python, "args": ["-m", "mcpfleet.examples.failing"]},
+            "failing": {"command": python, "args": ["-m", "mcpfleet.cli.demo_servers.failing"]},
         }
     }
 
@@ -118,8 +121,8 @@ async def run_demo(args: argparse.Namespace) -> int:
 async def _lifecycle(show: _Narrator, project: Path, steps: list[dict[str, Any]]) -> bool:
     """Run the four steps, narrating each and recording it in ``steps``; ``True`` when no
     server process outlived its session."""
-    from mcpfleet.commands import MCPCommandController
-    from mcpfleet.session import create_agent_session
+    from mcpfleet.agent.session import create_agent_session
+    from mcpfleet.cli.slash import MCPCommandController
 
     show.say(("1. cold start", "bold"), " (empty tool cache: the gate waits for servers it knows nothing of)")
     started = time.perf_counter()

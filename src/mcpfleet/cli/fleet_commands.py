@@ -15,9 +15,9 @@ from mcpfleet.cli.main import project_root, strict_option, trust_project
 from mcpfleet.cli.output import EXIT_FAILED, EXIT_OK, EXIT_USAGE, emit_json, error_line, output_line
 
 if TYPE_CHECKING:
+    from mcpfleet.agent.session import AgentSession
     from mcpfleet.config.model import DiscoveryResult
-    from mcpfleet.manager import MCPLoadResult, MCPManager
-    from mcpfleet.session import AgentSession
+    from mcpfleet.fleet.manager import MCPLoadResult, MCPManager
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -54,7 +54,7 @@ def _run_async(command: Any) -> Any:
 
 def manager_for(args: argparse.Namespace) -> MCPManager:
     """A manager configured from the global options."""
-    from mcpfleet.manager import MCPManager
+    from mcpfleet.fleet.manager import MCPManager
 
     return MCPManager(
         project_root(args),
@@ -273,7 +273,7 @@ async def demo_command(args: argparse.Namespace) -> int:
 
 async def open_session(args: argparse.Namespace, *, watch: bool = False) -> AgentSession:
     """A session configured from the global options; ``watch`` follows config edits (``shell``)."""
-    from mcpfleet.session import create_agent_session
+    from mcpfleet.agent.session import create_agent_session
 
     return await create_agent_session(
         project_root(args),

@@ -15,8 +15,8 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from mcpfleet.cli.display import safe_text
 from mcpfleet.cli.output import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE, error_line
-from mcpfleet.display import safe_text
 from mcpfleet.errors import ConfigError
 
 COMMAND_MODULES: tuple[str, ...] = (

@@ -4,7 +4,7 @@ stderr, the exit codes of the CLI contract, and text from outside shown as text.
 Every string that came from a server, a config file or a path reaches the terminal
 through one of these functions (or through ``rich_text`` inside a rich table), so it is
 never read as rich markup and its control characters are made visible
-(``mcpfleet.display.safe_text``).
+(``mcpfleet.cli.display.safe_text``).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING, Any, TextIO
 
-from mcpfleet.display import json_for_terminal, safe_text
+from mcpfleet.cli.display import json_for_terminal, safe_text
 
 if TYPE_CHECKING:
     from rich.text import Text

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from rich.table import Table
     from rich.text import Text
 
-    from mcpfleet.manager import ManagerEvent, MCPManager
+    from mcpfleet.fleet.manager import ManagerEvent, MCPManager
 
 STDERR_LINES_SHOWN = 3
 """Lines of a down server's stderr shown under its error in the status table."""

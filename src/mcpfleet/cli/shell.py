@@ -20,7 +20,7 @@ import anyio
 from mcpfleet.cli.output import EXIT_OK, error_line, output_line
 
 if TYPE_CHECKING:
-    from mcpfleet.session import AgentSession
+    from mcpfleet.agent.session import AgentSession
 
 SHELL_HELP = """\
 /tools                list the active tools
@@ -100,7 +100,7 @@ async def _read_commands(
     args: argparse.Namespace, session: AgentSession, lines: InputLines, *, interactive: bool
 ) -> None:
     from mcpfleet.cli.fleet_commands import parse_arguments
-    from mcpfleet.commands import MCPCommandController
+    from mcpfleet.cli.slash import MCPCommandController
 
     controller = MCPCommandController(session)
     while True:

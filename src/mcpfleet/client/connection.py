@@ -50,12 +50,6 @@ from pydantic import BaseModel, ValidationError
 from mcpfleet.client.definitions import LEGACY_ERA, Era, EraVerdict, ServerInfo, ToolDefinition
 from mcpfleet.client.opening import check_transport
 from mcpfleet.client.secrets import resolve_secrets_off_loop
-from mcpfleet.client.stdio import (
-    MESSAGE_TOO_LARGE,
-    StdioTransport,
-    exit_description,
-    prepare_stdio_transport,
-)
 from mcpfleet.errors import (
     AuthRequiredError,
     ConnectError,
@@ -67,14 +61,20 @@ from mcpfleet.errors import (
     ServerExitedError,
     ToolCallError,
 )
+from mcpfleet.transport.stdio import (
+    MESSAGE_TOO_LARGE,
+    StdioTransport,
+    exit_description,
+    prepare_stdio_transport,
+)
 
 if TYPE_CHECKING:
     import contextvars
 
     from mcp.client._transport import ReadStream, TransportStreams, WriteStream
 
-    from mcpfleet.client.http import HttpTransport
     from mcpfleet.config.model import ServerConfig
+    from mcpfleet.transport.http import HttpTransport
 
 logger = logging.getLogger(__name__)
 
@@ -482,7 +482,7 @@ class ServerConnection:
                     self.name, config, cwd=self._cwd, resolve_secrets=self._resolve_secrets
                 )
             return self._stdio
-        from mcpfleet.client.http import HttpTransport
+        from mcpfleet.transport.http import HttpTransport
 
         if not config.url:
             raise ConnectError(f'MCP server "{self.name}" has no "url"', server=self.name)

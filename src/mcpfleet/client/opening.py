@@ -20,8 +20,8 @@ import anyio
 import anyio.abc
 import anyio.to_thread
 
-from mcpfleet.client.stdio import StdioTransport, prepare_stdio_transport
 from mcpfleet.errors import ConnectError
+from mcpfleet.transport.stdio import StdioTransport, prepare_stdio_transport
 
 if TYPE_CHECKING:
     from mcpfleet.client.connection import (

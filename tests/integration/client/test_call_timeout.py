@@ -13,7 +13,7 @@ from tests.servers.fixtures import fake_server_config
 
 from mcpfleet.config import model
 from mcpfleet.config.model import ServerConfig, SourceInfo
-from mcpfleet.manager import AnyTool, MCPManager
+from mcpfleet.fleet.manager import AnyTool, MCPManager
 
 pytestmark = pytest.mark.anyio
 

@@ -18,7 +18,7 @@ from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 
 from mcpfleet import paths
-from mcpfleet.client.oauth import FileTokenStorage, login, logout, oauth_auth_for
+from mcpfleet.auth.oauth import FileTokenStorage, login, logout, oauth_auth_for
 from mcpfleet.config.model import ServerConfig
 from mcpfleet.errors import AuthRequiredError, ConfigError, LoginError
 

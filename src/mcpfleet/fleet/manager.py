@@ -36,8 +36,7 @@ import anyio
 import anyio.abc
 import anyio.to_thread
 
-from mcpfleet.bridge import DeferredMCPTool, MCPTool, assign_tool_names
-from mcpfleet.cache import CachedServer, MCPToolCache
+from mcpfleet.agent.bridge import DeferredMCPTool, MCPTool, assign_tool_names
 from mcpfleet.client.definitions import EraVerdict, ToolDefinition
 from mcpfleet.client.opening import import_off_loop, open_connection
 from mcpfleet.config import load_all_mcp_configs
@@ -51,8 +50,9 @@ from mcpfleet.errors import (
     ServerReconnectingError,
     ToolCallError,
 )
+from mcpfleet.fleet.cache import CachedServer, MCPToolCache
+from mcpfleet.fleet.supervision import ReconnectPolicy, ServerState, ServerStateName, Supervisor, is_remote
 from mcpfleet.redaction import redact_text
-from mcpfleet.supervisor import ReconnectPolicy, ServerState, ServerStateName, Supervisor, is_remote
 
 if TYPE_CHECKING:
     from types import TracebackType
@@ -697,7 +697,7 @@ class MCPManager:
             return None
         if any(key.lower() == "authorization" for key in config.headers):
             return None
-        oauth = await import_off_loop("mcpfleet.client.oauth")
+        oauth = await import_off_loop("mcpfleet.auth.oauth")
         provider: object = oauth.oauth_auth_for(name, config, interactive=False)
         return provider
 

@@ -48,11 +48,11 @@ import anyio
 import anyio.abc
 from anyio._core._eventloop import get_async_backend
 
-from mcpfleet.client.descendants import end_marked_processes, marked_environment, new_mark
 from mcpfleet.client.secrets import resolve_secrets_off_loop
-from mcpfleet.client.watchdog import host_watchdog
 from mcpfleet.config.model import DEFAULT_MAX_MESSAGE_BYTES
 from mcpfleet.errors import CommandNotFoundError, ConnectError
+from mcpfleet.transport.descendants import end_marked_processes, marked_environment, new_mark
+from mcpfleet.transport.watchdog import host_watchdog
 
 if TYPE_CHECKING:
     from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream

@@ -14,11 +14,11 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from mcpfleet.bridge import ToolResult, resolve_tool_name
-from mcpfleet.cache import MCPToolCache
+from mcpfleet.agent.bridge import ToolResult, resolve_tool_name
+from mcpfleet.agent.loader import LoadError, load_tools_into, start_and_load
 from mcpfleet.errors import ConfigError, ToolNotFoundError
-from mcpfleet.loader import LoadError, load_tools_into, start_and_load
-from mcpfleet.manager import AnyTool, ManagerEvent, MCPLoadResult, MCPManager, UncachedPolicy
+from mcpfleet.fleet.cache import MCPToolCache
+from mcpfleet.fleet.manager import AnyTool, ManagerEvent, MCPLoadResult, MCPManager, UncachedPolicy
 
 if TYPE_CHECKING:
     from types import TracebackType
@@ -255,7 +255,7 @@ class AgentSession:
 
 
 def _is_mcp_tool(tool: object) -> bool:
-    from mcpfleet.bridge import MCPTool
+    from mcpfleet.agent.bridge import MCPTool
 
     return isinstance(tool, MCPTool)
 

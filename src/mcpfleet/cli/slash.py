@@ -13,13 +13,13 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
-from mcpfleet.display import safe_text
+from mcpfleet.cli.display import safe_text
 from mcpfleet.errors import MCPFleetError
 
 if TYPE_CHECKING:
+    from mcpfleet.agent.session import AgentSession
     from mcpfleet.config.model import ServerConfig
     from mcpfleet.config.writer import Scope
-    from mcpfleet.session import AgentSession
 
 STDERR_LINES_SHOWN = 5
 """Lines of a down server's stderr that ``/mcp list`` shows."""

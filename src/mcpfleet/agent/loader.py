@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from mcpfleet.cache import MCPToolCache
 from mcpfleet.errors import ConfigError
-from mcpfleet.manager import AnyTool, MCPManager, UncachedPolicy
+from mcpfleet.fleet.cache import MCPToolCache
+from mcpfleet.fleet.manager import AnyTool, MCPManager, UncachedPolicy
 
 logger = logging.getLogger(__name__)
 

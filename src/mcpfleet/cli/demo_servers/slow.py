@@ -1,6 +1,6 @@
 """A server that takes its time to start, like an ``npx`` server fetching packages.
 
-Run: ``python -m mcpfleet.examples.slow [--startup SECONDS]`` (stdio). It sleeps before
+Run: ``python -m mcpfleet.cli.demo_servers.slow [--startup SECONDS]`` (stdio). It sleeps before
 reading its first message, then offers a clock and a dice roller.
 """
 

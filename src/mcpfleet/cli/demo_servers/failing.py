@@ -1,6 +1,6 @@
 """A server that cannot start: it reports a missing credential and exits with code 3.
 
-Run: ``python -m mcpfleet.examples.failing``. mcpfleet shows its last stderr lines in
+Run: ``python -m mcpfleet.cli.demo_servers.failing``. mcpfleet shows its last stderr lines in
 the error, isolates it, and keeps every other server running.
 """
 

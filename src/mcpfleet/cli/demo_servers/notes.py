@@ -1,6 +1,6 @@
 """A small notes server: add, list, read and search text notes kept in one JSON file.
 
-Run: ``python -m mcpfleet.examples.notes [--store FILE]`` (stdio). The store defaults to
+Run: ``python -m mcpfleet.cli.demo_servers.notes [--store FILE]`` (stdio). The store defaults to
 ``notes.json`` in the working directory.
 """
 

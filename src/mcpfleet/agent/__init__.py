@@ -1,0 +1,1 @@
+"""The agent side: MCP tools as agent tools (the bridge), the loader, and the session."""

@@ -45,6 +45,11 @@ Flags:
                             and notifications/prompts/list_changed
   --list-changed-every S    after the handshake, send notifications/tools/list_changed every S seconds
                             until the process ends (a notification flood)
+  --flood-logs              with --list-changed-every, also send a notifications/message at each step
+  --flood-for S             with --list-changed-every, stop the flood after S seconds: add tool
+                            "late_tool" and send one last notifications/tools/list_changed at once
+  --list-changed-burst N    right after the handshake, write N times the three list_changed
+                            notifications (tools, resources, prompts) in one go, then nothing
   --duplicate-tool NAME     list tool NAME a second time, with another description, right after the first
                             (repeatable)
   --request-log PATH        append the method of every request received to PATH, one per line
@@ -58,6 +63,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import signal
 import subprocess
@@ -346,6 +352,8 @@ class FakeServer:
                 threading.Timer(self.options.exit_after, self.exit_as_asked).start()
             if self.options.list_changed_every is not None:
                 threading.Thread(target=self.flood_list_changed, daemon=True).start()
+            if self.options.list_changed_burst:
+                self.burst_list_changed(self.options.list_changed_burst)
 
     def change_tools(self) -> None:
         with self.state_lock:
@@ -353,9 +361,21 @@ class FakeServer:
         self.notify("notifications/tools/list_changed", {})
 
     def flood_list_changed(self) -> None:
-        while True:
+        flood_for = self.options.flood_for
+        ends_at = math.inf if flood_for is None else time.monotonic() + flood_for
+        while time.monotonic() < ends_at:
             self.notify("notifications/tools/list_changed", {})
+            if self.options.flood_logs:
+                self.notify("notifications/message", {"level": "info", "logger": "flood", "data": "flooding"})
             time.sleep(self.options.list_changed_every)
+        self.change_tools()
+
+    def burst_list_changed(self, times: int) -> None:
+        methods = [f"notifications/{kind}/list_changed" for kind in ("tools", "resources", "prompts")]
+        lines = [json.dumps({"jsonrpc": "2.0", "method": method}) for method in methods] * times
+        with self.write_lock:
+            sys.stdout.write("\n".join(lines) + "\n")
+            sys.stdout.flush()
 
     def change_catalog(self) -> None:
         self.notify("notifications/resources/list_changed", {})
@@ -403,6 +423,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--resource-updates", action="store_true")
     parser.add_argument("--catalog-changed-after", type=float, default=None)
     parser.add_argument("--list-changed-every", type=float, default=None)
+    parser.add_argument("--flood-logs", action="store_true")
+    parser.add_argument("--flood-for", type=float, default=None)
+    parser.add_argument("--list-changed-burst", type=int, default=0)
     parser.add_argument("--duplicate-tool", action="append", default=[])
     parser.add_argument("--request-log")
     parser.add_argument("--exit-if-exists")

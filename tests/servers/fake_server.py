@@ -24,6 +24,7 @@ Tools (all by default; ``--tool NAME`` keeps only the named ones, repeatable):
 Flags:
   --name NAME               serverInfo name and instructions (default "fake")
   --delay-start SECONDS     sleep before reading stdin (a slow cold start)
+  --start-when-exists PATH  wait until PATH exists before reading stdin (late by the test's say-so)
   --exit-code N             exit code used by --exit-before-handshake / --crash-after-calls
   --exit-before-handshake   print --stderr-lines and exit with --exit-code before reading stdin
   --crash-after-calls N     exit with --exit-code (default 1) when the N-th tools/call arrives
@@ -407,6 +408,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--tools", type=int, default=0)
     parser.add_argument("--hostile-tools", action="store_true")
     parser.add_argument("--delay-start", type=float, default=0.0)
+    parser.add_argument("--start-when-exists")
     parser.add_argument("--exit-code", type=int, default=0)
     parser.add_argument("--exit-before-handshake", action="store_true")
     parser.add_argument("--crash-after-calls", type=int, default=0)
@@ -461,6 +463,9 @@ def main(argv: list[str]) -> None:
         sys.stdout.flush()
     if options.delay_start:
         time.sleep(options.delay_start)
+    if options.start_when_exists:
+        while not os.path.exists(options.start_when_exists):
+            time.sleep(0.02)
     FakeServer(options).serve()
     if options.ignore_stdin_eof:
         while True:

@@ -27,6 +27,9 @@ from mcpfleet.fleet.manager import ManagerEvent, MCPManager
 pytestmark = pytest.mark.anyio
 
 FAKE_SERVER = str(FAKE_SERVER_PATH)
+LOADED_GATE_MS = 5000
+"""A start-up gate that a fake server makes even on a loaded machine (a test that needs a
+server inside the gate must not bet on 100 ms)."""
 
 
 def fake(
@@ -150,15 +153,21 @@ async def test_gate_waits_for_servers_without_cache(cache: MCPToolCache) -> None
     assert result.connected_servers == ["slow"]
 
 
-async def test_late_join_announces_the_server_when_it_arrives() -> None:
+async def test_late_join_announces_the_server_when_it_arrives(tmp_path: Path) -> None:
     events: list[ManagerEvent] = []
-    slow = fake("slow", "--delay-start", "1.0", "--tool", "echo")
-    async with MCPManager("/", cache=None, startup_timeout_ms=100, on_uncached="late-join") as manager:
+    # Late for sure: it starts only once the gate has answered. The gate is long enough for
+    # "fast" to make it on a loaded machine.
+    arrive = tmp_path / "arrive"
+    slow = fake("slow", "--start-when-exists", str(arrive), "--tool", "echo")
+    async with MCPManager(
+        "/", cache=None, startup_timeout_ms=LOADED_GATE_MS, on_uncached="late-join"
+    ) as manager:
         manager.subscribe(events.append)
         result = await manager.connect_servers(*fleet(slow, fake("fast", "--tool", "add")))
         assert result.late_servers == ["slow"]
         assert [t.name for t in result.tools] == ["mcp_fast_add"]
-        with anyio.fail_after(10):
+        arrive.touch()
+        with anyio.fail_after(30):
             await manager.wait_for_connection("slow")
         assert [t.name for t in manager.get_tools()] == ["mcp_fast_add", "mcp_slow_echo"]
     kinds = [(e.kind, e.server) for e in events]

@@ -25,6 +25,9 @@ from mcpfleet.errors import ToolNotFoundError
 from mcpfleet.paths import user_config_file
 
 pytestmark = pytest.mark.anyio
+LOADED_GATE_MS = 5000
+"""A start-up gate that a fake server makes even on a loaded machine (a test that needs a
+server inside the gate must not bet on 100 ms)."""
 
 
 def fake_entry(name: str, *flags: str) -> dict[str, Any]:
@@ -115,19 +118,23 @@ async def test_refresh_replaces_every_mcp_tool_and_keeps_host_tools(tmp_path: Pa
 
 
 async def test_late_connection_joins_the_session_by_itself(tmp_path: Path) -> None:
+    # Late for sure: "slow" starts only once the gate has answered; the gate is long enough
+    # for "fast" to make it on a loaded machine.
+    arrive = tmp_path / "arrive"
     write_user_config(
         {
-            "slow": fake_entry("slow", "--delay-start", "1.0", "--tool", "echo"),
+            "slow": fake_entry("slow", "--start-when-exists", str(arrive), "--tool", "echo"),
             "fast": fake_entry("fast", "--tool", "add"),
         }
     )
     session = await create_agent_session(
-        tmp_path, cache=None, startup_timeout_ms=100, on_uncached="late-join"
+        tmp_path, cache=None, startup_timeout_ms=LOADED_GATE_MS, on_uncached="late-join"
     )
     async with session:
         assert [t.name for t in session.tools] == ["mcp_fast_add"]
         assert session.mcp_manager.get_connection_status("slow") == "connecting"
-        with anyio.fail_after(10):
+        arrive.touch()
+        with anyio.fail_after(30):
             assert await session.wait_for_mcp_server("slow")
         assert [t.name for t in session.tools] == ["mcp_fast_add", "mcp_slow_echo"]
 

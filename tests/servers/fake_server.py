@@ -27,6 +27,7 @@ Tools (all by default; ``--tool NAME`` keeps only the named ones, repeatable):
 Flags:
   --name NAME               serverInfo name and instructions (default "fake")
   --delay-start SECONDS     sleep before reading stdin (a slow cold start)
+  --start-when-exists PATH  wait until PATH exists before reading stdin (late by the test's say-so)
   --exit-code N             exit code used by --exit-before-handshake / --crash-after-calls
   --exit-before-handshake   print --stderr-lines and exit with --exit-code before reading stdin
   --crash-after-calls N     exit with --exit-code (default 1) when the N-th tools/call arrives
@@ -50,6 +51,11 @@ Flags:
                             and notifications/prompts/list_changed
   --list-changed-every S    after the handshake, send notifications/tools/list_changed every S seconds
                             until the process ends (a notification flood)
+  --flood-logs              with --list-changed-every, also send a notifications/message at each step
+  --flood-for S             with --list-changed-every, stop the flood after S seconds: add tool
+                            "late_tool" and send one last notifications/tools/list_changed at once
+  --list-changed-burst N    right after the handshake, write N times the three list_changed
+                            notifications (tools, resources, prompts) in one go, then nothing
   --duplicate-tool NAME     list tool NAME a second time, with another description, right after the first
                             (repeatable)
   --request-log PATH        append the method of every request received to PATH, one per line
@@ -63,6 +69,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import signal
 import subprocess
@@ -369,6 +376,8 @@ class FakeServer:
                 threading.Timer(self.options.exit_after, self.exit_as_asked).start()
             if self.options.list_changed_every is not None:
                 threading.Thread(target=self.flood_list_changed, daemon=True).start()
+            if self.options.list_changed_burst:
+                self.burst_list_changed(self.options.list_changed_burst)
 
     def change_tools(self) -> None:
         with self.state_lock:
@@ -376,9 +385,21 @@ class FakeServer:
         self.notify("notifications/tools/list_changed", {})
 
     def flood_list_changed(self) -> None:
-        while True:
+        flood_for = self.options.flood_for
+        ends_at = math.inf if flood_for is None else time.monotonic() + flood_for
+        while time.monotonic() < ends_at:
             self.notify("notifications/tools/list_changed", {})
+            if self.options.flood_logs:
+                self.notify("notifications/message", {"level": "info", "logger": "flood", "data": "flooding"})
             time.sleep(self.options.list_changed_every)
+        self.change_tools()
+
+    def burst_list_changed(self, times: int) -> None:
+        methods = [f"notifications/{kind}/list_changed" for kind in ("tools", "resources", "prompts")]
+        lines = [json.dumps({"jsonrpc": "2.0", "method": method}) for method in methods] * times
+        with self.write_lock:
+            sys.stdout.write("\n".join(lines) + "\n")
+            sys.stdout.flush()
 
     def change_catalog(self) -> None:
         self.notify("notifications/resources/list_changed", {})
@@ -410,6 +431,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--tools", type=int, default=0)
     parser.add_argument("--hostile-tools", action="store_true")
     parser.add_argument("--delay-start", type=float, default=0.0)
+    parser.add_argument("--start-when-exists")
     parser.add_argument("--exit-code", type=int, default=0)
     parser.add_argument("--exit-before-handshake", action="store_true")
     parser.add_argument("--crash-after-calls", type=int, default=0)
@@ -427,6 +449,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--resource-updates", action="store_true")
     parser.add_argument("--catalog-changed-after", type=float, default=None)
     parser.add_argument("--list-changed-every", type=float, default=None)
+    parser.add_argument("--flood-logs", action="store_true")
+    parser.add_argument("--flood-for", type=float, default=None)
+    parser.add_argument("--list-changed-burst", type=int, default=0)
     parser.add_argument("--duplicate-tool", action="append", default=[])
     parser.add_argument("--request-log")
     parser.add_argument("--exit-if-exists")
@@ -462,6 +487,9 @@ def main(argv: list[str]) -> None:
         sys.stdout.flush()
     if options.delay_start:
         time.sleep(options.delay_start)
+    if options.start_when_exists:
+        while not os.path.exists(options.start_when_exists):
+            time.sleep(0.02)
     FakeServer(options).serve()
     if options.ignore_stdin_eof:
         while True:

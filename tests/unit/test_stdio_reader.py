@@ -95,7 +95,12 @@ def pieces(draw: st.DrawFn) -> tuple[bytes, dict[str, Any] | None]:
     if kind == "response":
         return json.dumps(response).encode(), response
     if kind == "notification":
-        notification = {"jsonrpc": "2.0", "method": "notifications/message", "params": {"data": text}}
+        # One the reader never folds (server logs are bounded per second: see test_notification_folding).
+        notification = {
+            "jsonrpc": "2.0",
+            "method": "notifications/resources/updated",
+            "params": {"uri": text},
+        }
         return json.dumps(notification).encode(), notification
     if kind == "huge":
         big = {"content": [{"type": "text", "text": "y" * draw(st.integers(LIMIT, 4 * LIMIT))}]}

@@ -22,7 +22,12 @@ into an error item. This one:
   (which forwards extra options to the platform call) is used;
 * keeps the last lines of stderr in a bounded ring buffer for error messages;
 * parses each stdout line as JSON-RPC and skips (counts, debug-logs) anything else, in
-  linear time, holding no message over the server's limit (``MessageReader``);
+  linear time, holding no message over the server's limit (``MessageReader``), after
+  folding notification floods on the raw line (``folding.py``). stdout is a pipe of its
+  own, read directly: while a server floods, the reader pauses ``FLOOD_READ_PAUSE_S``
+  between reads so that one wake-up takes many lines (the event loop's pipe reader would
+  wake for every line the server writes), and it wakes when a held notification is due
+  even if the server has gone quiet;
 * closes in bounded steps: close stdin, wait, SIGTERM the group, wait, SIGKILL the group,
   then the same for the marked descendants that left it.
 """
@@ -46,12 +51,14 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.abc
+import anyio.lowlevel
 from anyio._core._eventloop import get_async_backend
 
 from mcpfleet.client.secrets import resolve_secrets_off_loop
 from mcpfleet.config.model import DEFAULT_MAX_MESSAGE_BYTES
 from mcpfleet.errors import CommandNotFoundError, ConnectError
 from mcpfleet.transport.descendants import end_marked_processes, marked_environment, new_mark
+from mcpfleet.transport.folding import NotificationFolder
 from mcpfleet.transport.watchdog import host_watchdog
 
 if TYPE_CHECKING:
@@ -71,6 +78,11 @@ SIGKILL_REAP_S = 1.0
 """How long to wait for the kernel to report the SIGKILLed leader gone."""
 STDOUT_DRAIN_S = 0.5
 """After the process exits, how long buffered stdout may still be delivered."""
+STDOUT_READ_BYTES = 256 * 1024
+FLOOD_READ_PAUSE_S = 0.02
+"""After a read in which notifications were folded, how long the reader lets the pipe fill
+before it reads again: what bounds the wake-ups a flood costs, and what a message that
+arrives meanwhile waits (only from a server that is flooding)."""
 STDERR_MAX_LINES = 200
 STDERR_MAX_BYTES = 64 * 1024
 STDERR_MAX_LINE_CHARS = 2000
@@ -283,25 +295,56 @@ class MessageReader:
     answer to a request, that request gets an error answer instead (code
     ``MESSAGE_TOO_LARGE``, naming the server and the limit), so the one call fails at once
     and the connection stays usable. Nothing here raises for anything the server writes.
+
+    Repeated notifications are folded before they are parsed (``NotificationFolder``); the
+    ones it holds come out of ``release_due`` once their time has come, and ahead of the
+    next message delivered, so the order the server wrote is kept.
     """
 
     def __init__(self, server_name: str, max_message_bytes: int) -> None:
         self.server_name = server_name
         self.max_message_bytes = max_message_bytes
         self.framer = LineFramer(max_message_bytes)
+        self.folder = NotificationFolder(server_name)
         self.non_json_lines = 0
         self.oversized_messages = 0
 
-    def feed(self, chunk: bytes) -> list[SessionMessage]:
-        """The messages that ``chunk`` completes, in order."""
-        messages: list[SessionMessage] = []
+    @property
+    def next_release_at(self) -> float | None:
+        """When ``release_due`` may have a held notification to deliver (monotonic seconds)."""
+        return self.folder.next_release_at
+
+    def feed(self, chunk: bytes, now: float | None = None) -> list[SessionMessage]:
+        """The messages that ``chunk``, arriving at ``now`` (monotonic seconds), completes,
+        after the held notifications due by then, in order."""
+        now = time.monotonic() if now is None else now
+        messages = self.release_due(now)
         for line in self.framer.feed(chunk):
-            message = self._oversized(line) if isinstance(line, OversizedLine) else self._parse(line)
+            if isinstance(line, OversizedLine):
+                message = self._oversized(line)
+            elif self.folder.admit(line, now):
+                message = self._parse(line)
+            else:
+                continue
+            # Only a line that is really delivered releases the held ones: junk between
+            # repeats (blank lines, banners) must not defeat the folding.
             if message is not None:
+                messages += self._parse_all(self.folder.release_all(now))
                 messages.append(message)
         return messages
 
-    def _parse(self, line: bytearray) -> SessionMessage | None:
+    def release_due(self, now: float) -> list[SessionMessage]:
+        """The held notifications whose time has come by ``now``."""
+        return self._parse_all(self.folder.release_due(now))
+
+    def release_all(self, now: float) -> list[SessionMessage]:
+        """Every held notification (the server's stdout has ended)."""
+        return self._parse_all(self.folder.release_all(now))
+
+    def _parse_all(self, lines: list[bytes | bytearray]) -> list[SessionMessage]:
+        return [message for line in lines if (message := self._parse(line)) is not None]
+
+    def _parse(self, line: bytes | bytearray) -> SessionMessage | None:
         from mcp.shared.message import SessionMessage
         from mcp_types import jsonrpc_message_adapter
         from pydantic import ValidationError
@@ -402,6 +445,7 @@ class StdioTransport:
         self.answered = False
         """Whether the server ever sent a message: one that never did has no work to wind down."""
         self._process: anyio.abc.Process | None = None
+        self._stdout_fd: int | None = None
         self._task_group: anyio.abc.TaskGroup | None = None
         self._streams: list[Any] = []
         self._read_writer: MemoryObjectSendStream[SessionMessage | Exception] | None = None
@@ -420,6 +464,7 @@ class StdioTransport:
         """End a spawned process that will never be entered (bounded, whole group)."""
         with anyio.CancelScope(shield=True):
             await self._stop_process()
+        self._close_stdout()
 
     async def __aenter__(self) -> TransportStreams:
         from mcp.shared.message import SessionMessage
@@ -432,7 +477,7 @@ class StdioTransport:
         task_group = anyio.create_task_group()
         await task_group.__aenter__()
         self._task_group = task_group
-        task_group.start_soon(self._read_stdout, process, read_writer)
+        task_group.start_soon(self._read_stdout, read_writer)
         task_group.start_soon(self._write_stdin, process, write_reader)
         task_group.start_soon(self._read_stderr, process)
         task_group.start_soon(self._watch_exit, process)
@@ -454,6 +499,8 @@ class StdioTransport:
             task_group, self._task_group = self._task_group, None
             task_group.cancel_scope.cancel()
             await task_group.__aexit__(None, None, None)
+        # Only now: no task waits on the descriptor any more, so its number cannot be reused under one.
+        self._close_stdout()
 
     def describe_command(self) -> str:
         import shlex
@@ -463,8 +510,6 @@ class StdioTransport:
 
     # -- spawning --------------------------------------------------------------------------------------
     async def _spawn(self) -> anyio.abc.Process:
-        import subprocess
-
         if not await anyio.Path(self.cwd).is_dir():
             raise ConnectError(
                 f'MCP server "{self.server_name}": working directory {self.cwd} does not exist; '
@@ -477,11 +522,31 @@ class StdioTransport:
         if hook is not None:
             options["preexec_fn"] = hook
         started = time.perf_counter()
+        stdout_fd, child_stdout_fd = os.pipe()
         try:
-            process = await get_async_backend().open_process(
+            process = await self._open_process(child_stdout_fd, options)
+        except BaseException:
+            os.close(stdout_fd)
+            raise
+        finally:
+            # The child has its own copy; ours would keep the pipe from ever reporting its end.
+            os.close(child_stdout_fd)
+        os.set_blocking(stdout_fd, False)
+        self._stdout_fd = stdout_fd
+        self.spawn_ms = (time.perf_counter() - started) * 1000
+        self._process = process
+        self.pid = process.pid
+        host_watchdog().watch(process.pid, self.mark)
+        return process
+
+    async def _open_process(self, stdout_fd: int, options: dict[str, Any]) -> anyio.abc.Process:
+        import subprocess
+
+        try:
+            return await get_async_backend().open_process(
                 [self.command, *self.args],
                 stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
+                stdout=stdout_fd,
                 stderr=subprocess.PIPE,
                 **options,
             )
@@ -502,28 +567,77 @@ class StdioTransport:
                 f'MCP server "{self.server_name}": cannot run {self.command}: {error.strerror or error}',
                 server=self.server_name,
             ) from None
-        self.spawn_ms = (time.perf_counter() - started) * 1000
-        self._process = process
-        self.pid = process.pid
-        host_watchdog().watch(process.pid, self.mark)
-        return process
+
+    def _close_stdout(self) -> None:
+        if self._stdout_fd is not None:
+            fd, self._stdout_fd = self._stdout_fd, None
+            os.close(fd)
 
     # -- pumps -----------------------------------------------------------------------------------------
-    async def _read_stdout(
-        self, process: anyio.abc.Process, read_writer: MemoryObjectSendStream[SessionMessage | Exception]
-    ) -> None:
-        assert process.stdout is not None
+    async def _read_stdout(self, read_writer: MemoryObjectSendStream[SessionMessage | Exception]) -> None:
+        stdout_fd = self._stdout_fd
+        assert stdout_fd is not None
         reader = self.reader = MessageReader(self.server_name, self.max_message_bytes)
         try:
-            async for chunk in process.stdout:
-                for message in reader.feed(chunk):
-                    self.answered = True
-                    await read_writer.send(message)
-        except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream):
+            while True:
+                try:
+                    chunk = self._read_now(stdout_fd)
+                    if chunk is None:
+                        chunk = await self._wait_and_read(stdout_fd, reader.next_release_at)
+                    else:
+                        # The pipe refills as fast as the server writes: other tasks still run
+                        # between two chunks of a large message.
+                        await anyio.lowlevel.checkpoint()
+                except anyio.EndOfStream:
+                    # The server's last words: what folding still holds is delivered too.
+                    await self._deliver(reader.release_all(anyio.current_time()), read_writer)
+                    return
+                now = anyio.current_time()
+                if chunk is None:
+                    await self._deliver(reader.release_due(now), read_writer)
+                    continue
+                withheld = reader.folder.withheld
+                await self._deliver(reader.feed(chunk, now), read_writer)
+                if reader.folder.withheld != withheld:
+                    # A flood: let the pipe fill, so the next read takes many lines at once.
+                    await anyio.sleep(FLOOD_READ_PAUSE_S)
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
             pass
         finally:
             # End of stdout is the end of the session: the dispatcher sees EOF.
             await read_writer.aclose()
+
+    def _read_now(self, stdout_fd: int) -> bytes | None:
+        """What the server has written so far, ``None`` if nothing; ``EndOfStream`` once every
+        writer of the pipe has closed it."""
+        try:
+            chunk = os.read(stdout_fd, STDOUT_READ_BYTES)
+        except BlockingIOError:
+            return None
+        except OSError as error:
+            logger.debug("%s: reading stdout failed: %r", self.server_name, error)
+            raise anyio.EndOfStream from None
+        if not chunk:
+            raise anyio.EndOfStream
+        return chunk
+
+    async def _wait_and_read(self, stdout_fd: int, deadline: float | None) -> bytes | None:
+        """The next chunk of stdout, or ``None`` if ``deadline`` passes first: a held
+        notification is then due, and must not wait for the server to write again."""
+        if deadline is None:
+            await anyio.wait_readable(stdout_fd)
+            return self._read_now(stdout_fd)
+        with anyio.move_on_after(deadline - anyio.current_time()):
+            await anyio.wait_readable(stdout_fd)
+            return self._read_now(stdout_fd)
+        return None
+
+    async def _deliver(
+        self, messages: list[SessionMessage], read_writer: MemoryObjectSendStream[SessionMessage | Exception]
+    ) -> None:
+        for message in messages:
+            self.answered = True
+            await read_writer.send(message)
 
     async def _write_stdin(
         self, process: anyio.abc.Process, write_reader: MemoryObjectReceiveStream[SessionMessage]

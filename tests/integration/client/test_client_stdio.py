@@ -336,6 +336,32 @@ async def test_list_changed_reaches_on_notification(tmp_path: Path) -> None:
         await connection.close()
 
 
+async def test_a_burst_of_list_changed_is_folded_and_its_last_one_arrives_while_the_server_is_quiet(
+    tmp_path: Path,
+) -> None:
+    # 15 rounds of the three list_changed in one write (atomic: under the pipe's 4 KiB), then
+    # silence: only the reader's own timer can deliver the last of each.
+    received: list[str] = []
+    six = anyio.Event()
+
+    async def on_notification(method: str, params: dict[str, Any] | None) -> None:
+        received.append(method)
+        if len(received) == 6:
+            six.set()
+
+    config = fake_server_config("bursty", "--list-changed-burst", "15")
+    connection = await connect_to_server("bursty", config, cwd=tmp_path, on_notification=on_notification)
+    try:
+        with anyio.fail_after(10):
+            await six.wait()
+        await anyio.sleep(0.5)  # nothing else is coming
+        kinds = ("tools", "resources", "prompts")
+        # Each method's first at once, then each one's last: never one folded into another.
+        assert received == [f"notifications/{kind}/list_changed" for kind in kinds] * 2
+    finally:
+        await connection.close()
+
+
 async def test_process_exit_closes_the_connection_with_a_reason(tmp_path: Path) -> None:
     connection = await connect_to_server(
         "fragile", fake_server_config("fragile", "--stderr-lines", "2"), cwd=tmp_path

@@ -16,7 +16,7 @@ work itself lives in the rooms next door:
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from types import MappingProxyType
@@ -28,22 +28,15 @@ import anyio.abc
 from mcpfleet.config import load_all_mcp_configs
 from mcpfleet.config.model import DiscoveryResult, ServerConfig, SourceInfo
 from mcpfleet.errors import ConnectionClosedError, ServerNotConnectedError, ToolCallError
+from mcpfleet.fleet import settings as defaults
 from mcpfleet.fleet.cache import MCPToolCache
 from mcpfleet.fleet.catalog import AnyTool, build_tools
 from mcpfleet.fleet.events import DEFAULT_STREAM_BUFFER, EventHub, EventListener, EventStream, ManagerEvent
 from mcpfleet.fleet.notifications import Notifications, ResourceListener
 from mcpfleet.fleet.recovery import Recovery
-from mcpfleet.fleet.reload import ConfigWatcher, KnownServer, plan_reload
-from mcpfleet.fleet.server import Attempt, ConnectionStatus, Phase, Retired, ServerRegistry, ServerState
-from mcpfleet.fleet.settings import (
-    LIST_CHANGED_DEBOUNCE_MS,
-    LIST_CHANGED_MIN_INTERVAL_S,
-    SHUTDOWN_TIMEOUT_S,
-    STARTUP_TIMEOUT_MS,
-    WATCH_INTERVAL_S,
-    FleetSettings,
-    UncachedPolicy,
-)
+from mcpfleet.fleet.reload import ConfigWatcher, apply_reload
+from mcpfleet.fleet.server import Attempt, ConnectionStatus, Phase, ServerRegistry, ServerState
+from mcpfleet.fleet.settings import FleetSettings, UncachedPolicy
 from mcpfleet.fleet.startup import Connector, StartupReport
 from mcpfleet.fleet.supervision import ReconnectPolicy, Supervisor
 
@@ -74,18 +67,18 @@ class MCPManager(anyio.AsyncContextManagerMixin):
         cwd: str | Path,
         *,
         cache: MCPToolCache | Literal["default"] | None = "default",
-        startup_timeout_ms: int = STARTUP_TIMEOUT_MS,
+        startup_timeout_ms: int = defaults.STARTUP_TIMEOUT_MS,
         on_uncached: UncachedPolicy = "wait",
         enable_project_config: bool = True,
         trust_project: bool = False,
         filter_exa: bool = True,
         extra_config_paths: Sequence[str | Path] = (),
-        shutdown_timeout_s: float = SHUTDOWN_TIMEOUT_S,
+        shutdown_timeout_s: float = defaults.SHUTDOWN_TIMEOUT_S,
         reconnect_policy: ReconnectPolicy | None = None,
         watch: bool = False,
-        watch_interval_s: float = WATCH_INTERVAL_S,
-        list_changed_debounce_ms: int = LIST_CHANGED_DEBOUNCE_MS,
-        list_changed_min_interval_s: float = LIST_CHANGED_MIN_INTERVAL_S,
+        watch_interval_s: float = defaults.WATCH_INTERVAL_S,
+        list_changed_debounce_ms: int = defaults.LIST_CHANGED_DEBOUNCE_MS,
+        list_changed_min_interval_s: float = defaults.LIST_CHANGED_MIN_INTERVAL_S,
         elicitation_handler: ElicitationHandler | None = None,
         sampling_handler: SamplingHandler | None = None,
         probe_timeout_ms: int | None = None,
@@ -275,25 +268,9 @@ class MCPManager(anyio.AsyncContextManagerMixin):
             if full:
                 await self.disconnect_all()
                 return await self.discover_and_connect()
-            discovery = self.discover()
-            known = {name: KnownServer(s.config.fingerprint, s.running) for name, s in self._registry.items()}
-            plan = plan_reload(known, discovery.configs)
-            async with anyio.create_task_group() as stoppers:
-                for name in plan.stop:
-                    stoppers.start_soon(self.disconnect_server, name)
-            for name, slot in self._registry.items():
-                if name in discovery.configs and name in discovery.sources:
-                    slot.source = discovery.sources[name]
-            logger.info(
-                "MCP reload: %d added or restarted, %d changed, %d removed, %d kept",
-                len(plan.start),
-                len(plan.changed),
-                len(plan.removed),
-                plan.kept,
+            return await apply_reload(
+                self._registry, self.discover(), self.disconnect_server, self.connect_servers
             )
-            report = await self.connect_servers(plan.start, discovery.sources)
-            report.complete_from(discovery)
-            return report
 
     # -- calls and reads ------------------------------------------------------------------
 
@@ -383,36 +360,12 @@ class MCPManager(anyio.AsyncContextManagerMixin):
     async def disconnect_server(self, name: str) -> None:
         """Forget one server: pending work, source, connection and tools."""
         retired = self._registry.retire(name)
-        await self._end([retired] if retired is not None else [])
+        await self._registry.close(retired, within_s=self.settings.shutdown_timeout_s)
         self._registry.emit("disconnected", name)
 
     async def disconnect_all(self) -> None:
         """Close every server concurrently under one deadline."""
         retired = self._registry.retire_all()
-        await self._end(retired)
+        await self._registry.close(*retired, within_s=self.settings.shutdown_timeout_s)
         for name in sorted(r.name for r in retired if r.was_running):
             self._registry.emit("disconnected", name)
-
-    async def _end(self, retired: Iterable[Retired]) -> None:
-        """Withdraw the tools of retired servers first (so no subscriber lists or calls a tool
-        that is going away), then close what they leave, all under one deadline."""
-        retired = sorted(retired, key=lambda r: r.name)
-        self._registry.rebuild_tools()
-        for gone in retired:
-            if gone.had_tools:
-                self._registry.emit("tools_changed", gone.name)
-
-        async def close(connection: ServerConnection) -> None:
-            try:
-                await connection.close()
-            except Exception:
-                logger.warning("Closing MCP server %s failed", connection.name, exc_info=True)
-
-        with anyio.move_on_after(self.settings.shutdown_timeout_s):
-            async with anyio.create_task_group() as closers:
-                for gone in retired:
-                    if gone.connection is not None:
-                        closers.start_soon(close, gone.connection)
-                    # An attempt cut short still reaps its process: "stopped" means gone.
-                    if gone.attempt is not None:
-                        closers.start_soon(gone.attempt.done.wait)

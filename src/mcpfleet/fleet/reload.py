@@ -10,13 +10,16 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import anyio
 import anyio.to_thread
 
-from mcpfleet.config.model import ServerConfig
+from mcpfleet.config.model import DiscoveryResult, ServerConfig, SourceInfo
+from mcpfleet.fleet.server import ServerRegistry
+from mcpfleet.fleet.startup import StartupReport
 
 logger = logging.getLogger(__name__)
 
@@ -43,6 +46,12 @@ class ReloadPlan:
     kept: int
     """Wanted servers left exactly as they are."""
 
+    def summary(self) -> str:
+        return (
+            f"{len(self.start)} added or restarted, {len(self.changed)} changed, "
+            f"{len(self.removed)} removed, {self.kept} kept"
+        )
+
 
 def plan_reload(known: Mapping[str, KnownServer], wanted: Mapping[str, ServerConfig]) -> ReloadPlan:
     """The difference between the fleet as it is (``known``) and a fresh discovery (``wanted``)."""
@@ -64,6 +73,28 @@ def plan_reload(known: Mapping[str, KnownServer], wanted: Mapping[str, ServerCon
         changed=changed,
         kept=len(wanted) - len(start),
     )
+
+
+async def apply_reload(
+    registry: ServerRegistry,
+    discovery: DiscoveryResult,
+    stop: Callable[[str], Coroutine[Any, Any, None]],
+    connect: Callable[[Mapping[str, ServerConfig], Mapping[str, SourceInfo]], Awaitable[StartupReport]],
+) -> StartupReport:
+    """Stop what the plan stops (all at once), refresh the sources of the servers kept, then
+    connect what it starts behind the start-up gate."""
+    known = {name: KnownServer(slot.config.fingerprint, slot.running) for name, slot in registry.items()}
+    plan = plan_reload(known, discovery.configs)
+    async with anyio.create_task_group() as stoppers:
+        for name in plan.stop:
+            stoppers.start_soon(stop, name)
+    for name, slot in registry.items():
+        if name in discovery.configs and name in discovery.sources:
+            slot.source = discovery.sources[name]
+    logger.info("MCP reload: %s", plan.summary())
+    report = await connect(plan.start, discovery.sources)
+    report.complete_from(discovery)
+    return report
 
 
 def stamp_files(paths: Iterable[str]) -> dict[str, FileStamp | None]:

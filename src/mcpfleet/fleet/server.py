@@ -291,6 +291,23 @@ class ServerRegistry(Mapping[str, ServerSlot]):
     def retire_all(self) -> list[Retired]:
         return [retired for name in list(self._slots) if (retired := self.retire(name)) is not None]
 
+    async def close(self, *retired: Retired | None, within_s: float) -> None:
+        """Withdraw the tools of retired servers first (so no subscriber lists or calls a tool
+        that is going away), then close what they leave, all under one deadline."""
+        gone = sorted((r for r in retired if r is not None), key=lambda r: r.name)
+        self.rebuild_tools()
+        for server in gone:
+            if server.had_tools:
+                self.emit("tools_changed", server.name)
+        with anyio.move_on_after(within_s):
+            async with anyio.create_task_group() as closers:
+                for server in gone:
+                    if server.connection is not None:
+                        closers.start_soon(_close_quietly, server.connection)
+                    # An attempt cut short still reaps its process: "stopped" means gone.
+                    if server.attempt is not None:
+                        closers.start_soon(server.attempt.done.wait)
+
     # -- announcements -----------------------------------------------------------------
 
     def emit(self, kind: EventKind, name: str, error: str | None = None) -> None:
@@ -320,3 +337,10 @@ class ServerRegistry(Mapping[str, ServerSlot]):
         slot = self._slots.get(name)
         source = slot.source if slot is not None else None
         return source.provider_name if source is not None else None
+
+
+async def _close_quietly(connection: ServerConnection) -> None:
+    try:
+        await connection.close()
+    except Exception:
+        logger.warning("Closing MCP server %s failed", connection.name, exc_info=True)

@@ -17,7 +17,6 @@ Two ways to follow the fleet, both fed by the same ``EventHub``:
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -84,6 +83,7 @@ class _Reader:
     sender: MemoryObjectSendStream[ManagerEvent]
     receiver: MemoryObjectReceiveStream[ManagerEvent]
     stream: EventStream
+    buffer: int
     warned: bool = False
 
 
@@ -116,7 +116,7 @@ class EventHub:
         if buffer < 1:
             raise ValueError(f"an event stream needs a buffer of at least 1 event, not {buffer}")
         sender, receiver = anyio.create_memory_object_stream[ManagerEvent](buffer)
-        reader = _Reader(sender, receiver, EventStream(receiver))
+        reader = _Reader(sender, receiver, EventStream(receiver), buffer)
         self._readers.append(reader)
         try:
             yield reader.stream
@@ -182,11 +182,9 @@ class EventHub:
         reader.stream.dropped += 1
         if not reader.warned:
             reader.warned = True
-            buffer = reader.sender.statistics().max_buffer_size
-            shown = "unbounded" if math.isinf(buffer) else f"{buffer:g}"
             logger.warning(
-                "An MCP event reader fell more than %s events behind; its oldest events are dropped",
-                shown,
+                "An MCP event reader fell more than %d events behind; its oldest events are dropped",
+                reader.buffer,
             )
         reader.sender.send_nowait(event)
 

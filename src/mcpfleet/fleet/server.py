@@ -213,7 +213,7 @@ class Retired:
     was_running: bool
 
 
-ToolBuilder = Callable[[Mapping[str, ToolSlice], Callable[[str], "str | None"]], list[AnyTool]]
+ToolBuilder = Callable[[Mapping[str, ToolSlice], Callable[[str], str | None]], list[AnyTool]]
 
 
 class ServerRegistry(Mapping[str, ServerSlot]):

@@ -38,12 +38,12 @@ class Recovery:
         """Notice a transport that ends on its own, so status and tools tell the truth."""
         slot = attempt.slot
 
-        async def watch() -> None:
+        async def watch_until_closed() -> None:
             await connection.wait_closed()
             if slot.connection is connection and not slot.is_retired():
                 await self._recover(slot, connection)
 
-        self._registry.task_group.start_soon(watch, name=f"mcpfleet watch {slot.name}")
+        self._registry.task_group.start_soon(watch_until_closed, name=f"mcpfleet watch {slot.name}")
 
     async def wait_for_connection(self, name: str) -> None:
         """Return once ``name`` is connected; raise if it cannot be (bounded by its timeout).

@@ -2,10 +2,54 @@
 
 The tree is the documentation: catch ``MCPFleetError`` for anything mcpfleet raises,
 or a narrower class for one failure. Every message names the server or file involved
-and, where there is one, the fix.
+and, where there is one, the fix. What is reported rather than raised (a server that did
+not start, a config file that could not be read) is a ``Failure``.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+FailureKind = Literal["connect", "approval", "invalid", "config", "discovery"]
+"""How something failed:
+
+* ``connect``: a server could not be started or reached (subject: the server);
+* ``approval``: a project server waits for the user's approval (subject: the server);
+* ``invalid``: a server entry cannot be used as written (subject: the server);
+* ``config``: a config file could not be read or parsed (subject: the file);
+* ``discovery``: discovery itself failed (subject: ``.mcp.json``).
+"""
+
+_SERVER_KINDS: frozenset[FailureKind] = frozenset({"connect", "approval", "invalid"})
+
+
+@dataclass(frozen=True)
+class Failure:
+    """One thing that could not be loaded, reported without stopping the rest."""
+
+    subject: str
+    """The server's name, or the file's path (see ``FailureKind``)."""
+    kind: FailureKind
+    message: str
+    """One line that names the subject and, where there is one, the fix."""
+
+    @property
+    def server(self) -> str | None:
+        """The server that failed; None for a file or discovery failure."""
+        return self.subject if self.kind in _SERVER_KINDS else None
+
+    @property
+    def path(self) -> str:
+        """The label reports show: ``mcp:<server>`` for a server, else the file."""
+        return f"mcp:{self.subject}" if self.kind in _SERVER_KINDS else self.subject
+
+    @property
+    def error(self) -> str:
+        return self.message
+
+    def to_dict(self) -> dict[str, str]:
+        return {"path": self.path, "error": self.message}
 
 
 class MCPFleetError(Exception):

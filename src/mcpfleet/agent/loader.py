@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from mcpfleet.errors import ConfigError
+from mcpfleet.errors import ConfigError, Failure
 from mcpfleet.fleet.cache import MCPToolCache
 from mcpfleet.fleet.manager import AnyTool, MCPManager, UncachedPolicy
 
@@ -33,18 +33,14 @@ class LoadedTool:
     tool: AnyTool
 
 
-@dataclass(frozen=True)
-class LoadError:
-    """One thing that could not be loaded: ``mcp:<server>``, or ``.mcp.json`` for discovery."""
-
-    path: str
-    error: str
+LoadError = Failure
+"""The loader's former name for a failure (``path`` and ``error`` still read the same)."""
 
 
 @dataclass
 class MCPToolsLoadResult:
     tools: list[LoadedTool] = field(default_factory=list)
-    errors: list[LoadError] = field(default_factory=list)
+    errors: list[Failure] = field(default_factory=list)
     manager: MCPManager | None = None
     connected_servers: list[str] = field(default_factory=list)
     exa_api_keys: list[str] = field(default_factory=list)
@@ -67,10 +63,10 @@ async def load_tools_into(manager: MCPManager) -> MCPToolsLoadResult:
         raise
     except Exception as error:
         logger.warning("MCP discovery failed: %s", error, exc_info=True)
-        result.errors.append(LoadError(path=".mcp.json", error=str(error) or type(error).__name__))
+        result.errors.append(Failure(".mcp.json", "discovery", str(error) or type(error).__name__))
         return result
     result.tools = [loaded_tool(manager, tool) for tool in outcome.tools]
-    result.errors = [LoadError(path=f"mcp:{name}", error=error) for name, error in outcome.errors.items()]
+    result.errors = list(outcome.failures)
     result.connected_servers = outcome.connected_servers
     result.exa_api_keys = outcome.exa_api_keys
     for failure in result.errors:
@@ -86,7 +82,6 @@ async def discover_and_load_mcp_tools(
     filter_exa: bool = True,
     extra_config_paths: Sequence[str | Path] = (),
     cache: MCPToolCache | Literal["default"] | None = "default",
-    auth_storage: Path | None = None,
     startup_timeout_ms: int = 250,
     on_uncached: UncachedPolicy = "wait",
 ) -> MCPToolsLoadResult:
@@ -98,7 +93,6 @@ async def discover_and_load_mcp_tools(
     manager = MCPManager(
         cwd,
         cache=cache,
-        auth_storage=auth_storage,
         startup_timeout_ms=startup_timeout_ms,
         on_uncached=on_uncached,
         enable_project_config=enable_project_config,

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from mcpfleet.agent.bridge import ToolResult, resolve_tool_name
-from mcpfleet.agent.loader import LoadError, load_tools_into, start_and_load
-from mcpfleet.errors import ConfigError, ToolNotFoundError
+from mcpfleet.agent.loader import load_tools_into, start_and_load
+from mcpfleet.errors import ConfigError, Failure, ToolNotFoundError
 from mcpfleet.fleet.cache import MCPToolCache
 from mcpfleet.fleet.manager import AnyTool, ManagerEvent, MCPLoadResult, MCPManager, UncachedPolicy
 
@@ -98,7 +98,7 @@ class AgentSession:
     ) -> None:
         self.cwd = cwd
         self.tool_registry = ToolRegistry(tools)
-        self.mcp_errors: list[LoadError] = []
+        self.mcp_errors: list[Failure] = []
         self._manager = manager
         self._owns_manager = owns_manager
         self._unsubscribe: Callable[[], None] | None = None
@@ -197,7 +197,7 @@ class AgentSession:
             self.mcp_errors = loaded.errors
             result = MCPLoadResult(
                 tools=manager.get_tools(),
-                errors={error.path.removeprefix("mcp:"): error.error for error in loaded.errors},
+                failures=list(loaded.errors),
                 connected_servers=loaded.connected_servers,
                 exa_api_keys=loaded.exa_api_keys,
             )
@@ -209,16 +209,15 @@ class AgentSession:
             except Exception as error:
                 logger.warning("MCP discovery failed during reload: %s", error, exc_info=True)
                 message = str(error) or type(error).__name__
-                self.mcp_errors = [LoadError(path=".mcp.json", error=message)]
+                failure = Failure(".mcp.json", "discovery", message)
+                self.mcp_errors = [failure]
                 result = MCPLoadResult(
                     tools=manager.get_tools(),
-                    errors={".mcp.json": message},
+                    failures=[failure],
                     connected_servers=manager.get_connected_servers(),
                 )
             else:
-                self.mcp_errors = [
-                    LoadError(path=f"mcp:{name}", error=e) for name, e in result.errors.items()
-                ]
+                self.mcp_errors = list(result.failures)
         await self.refresh_mcp_tools(manager.get_tools())
         return result
 

@@ -91,13 +91,13 @@ async def _settle(manager: MCPManager, result: MCPLoadResult) -> None:
     """
     import anyio
 
-    from mcpfleet.errors import MCPFleetError
+    from mcpfleet.errors import Failure, MCPFleetError
 
     async def settle_one(name: str) -> None:
         try:
             await manager.wait_for_connection(name)
         except MCPFleetError as error:
-            result.errors.setdefault(name, str(error))
+            result.add_failure(Failure(name, "connect", str(error)))
 
     async with anyio.create_task_group() as waiters:
         for name in [*result.deferred_servers, *result.late_servers]:
@@ -210,7 +210,7 @@ async def tools_command(args: argparse.Namespace) -> int:
             if args.server is None or tool.server_name == args.server
         ]
     errors = [e.to_dict() for e in discovery.errors]
-    errors += [{"path": f"mcp:{name}", "error": error} for name, error in result.errors.items()]
+    errors += [failure.to_dict() for failure in result.failures]
     if args.json:
         emit_json({"tools": tools, "errors": errors})
     else:

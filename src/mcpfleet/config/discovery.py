@@ -33,7 +33,6 @@ from mcpfleet import paths
 from mcpfleet.config.approval import ApprovalKey, ApprovalStore, real_path
 from mcpfleet.config.exa import exa_api_key, is_exa_server, should_filter_exa
 from mcpfleet.config.model import (
-    ConfigFileError,
     DiscoveredEntry,
     DiscoveryResult,
     EntryState,
@@ -52,7 +51,7 @@ from mcpfleet.config.providers import (
 )
 from mcpfleet.config.readers import MAX_CONFIG_BYTES, MAX_USER_CONFIG_BYTES, read_document
 from mcpfleet.config.substitution import SubstitutionContext, substitute_config
-from mcpfleet.errors import ConfigError
+from mcpfleet.errors import ConfigError, Failure
 
 _LEVEL_RANK = {"local": 0, "project": 1, "user": 2}
 
@@ -131,7 +130,7 @@ class _Documents:
             try:
                 self.cache[path] = read_document(path, project_root=self.root, max_bytes=max_bytes)
             except ConfigError as error:
-                self.result.errors.append(ConfigFileError(str(path), str(error)))
+                self.result.errors.append(Failure(str(path), "config", str(error)))
                 self.cache[path] = None
         return self.cache[path]
 
@@ -163,13 +162,13 @@ def _candidates_in(
         return
     entries = _server_entries(document, spec, root)
     if isinstance(entries, str):
-        result.errors.append(ConfigFileError(str(spec.path), f"{spec.path}: {entries}"))
+        result.errors.append(Failure(str(spec.path), "config", f"{spec.path}: {entries}"))
         return
     for entry_rank, (name, raw, location) in enumerate(entries):
         source = SourceInfo(provider.id, provider.name, str(spec.path), spec.level, location)
         config, problem = _normalise(name, raw, spec)
         if problem is not None and problem[0] == "invalid":
-            result.errors.append(ConfigFileError(str(spec.path), f"{spec.path}: {problem[1]}"))
+            result.errors.append(Failure(str(spec.path), "config", f"{spec.path}: {problem[1]}"))
         yield _Candidate(name, source, spec, config, problem, (*order, entry_rank))
 
 
@@ -223,7 +222,7 @@ def _override_lists(documents: _Documents, result: DiscoveryResult) -> tuple[fro
         value = document.get(key, []) if isinstance(document, dict) else []
         if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
             result.errors.append(
-                ConfigFileError(str(user_file), f'{user_file}: "{key}" must be a list of names')
+                Failure(str(user_file), "config", f'{user_file}: "{key}" must be a list of names')
             )
             value = []
         lists.append(frozenset(value))

@@ -12,6 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from mcpfleet.errors import Failure
+
 Transport = Literal["stdio", "http", "sse"]
 Level = Literal["local", "project", "user"]
 EntryState = Literal["active", "disabled", "shadowed", "pending-approval", "invalid", "filtered"]
@@ -144,15 +146,9 @@ def fingerprint_of(config: ServerConfig) -> str:
     return hashlib.sha256(canonical_json(data).encode()).hexdigest()
 
 
-@dataclass(frozen=True)
-class ConfigFileError:
-    """A file that could not be read or parsed, or an entry that could not be used."""
-
-    path: str
-    error: str
-
-    def to_dict(self) -> dict[str, str]:
-        return {"path": self.path, "error": self.error}
+ConfigFileError = Failure
+"""A file that could not be read or parsed, or an entry that could not be used: a
+``Failure`` of kind ``config`` whose subject (and ``path``) is the file."""
 
 
 @dataclass(frozen=True)
@@ -177,7 +173,7 @@ class DiscoveryResult:
     sources: dict[str, SourceInfo] = field(default_factory=dict)
     """Source of every active server."""
     exa_api_keys: list[str] = field(default_factory=list)
-    errors: list[ConfigFileError] = field(default_factory=list)
+    errors: list[Failure] = field(default_factory=list)
     entries: list[DiscoveredEntry] = field(default_factory=list)
     """Every entry found, active or not, in precedence order."""
     config_paths: list[str] = field(default_factory=list)

@@ -1,4 +1,4 @@
-"""The persistent tool cache (S6, S8, B8): what each server listed last time.
+"""The persistent tool cache: what each server listed last time.
 
 With it, the start-up gate can hand out deferred tools for a server that is still
 starting, and a reconnect or the next start can skip protocol probing: each row also holds
@@ -84,7 +84,7 @@ class CachedServer:
     tools: tuple[ToolDefinition, ...]
     server_info: ServerInfo | None
     protocol_version: str | None
-    """The negotiated protocol version (B8)."""
+    """The negotiated protocol version."""
     written_at: float
     """Unix time of the write."""
     listed_at: float

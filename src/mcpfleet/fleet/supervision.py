@@ -1,9 +1,10 @@
-"""Supervision policy (B1): when to reconnect a lost server, and when to stop trying.
+"""Supervision policy: when to reconnect a lost server, and when to stop trying.
 
-The manager notices a lost transport and runs the reconnection; this module decides the
-rhythm. A lost server is retried on a backoff ladder (0.5, 1, 2, 4 s by default). Every
-loss of an established connection counts as a crash; more than ``crash_limit`` crashes
-within ``crash_window_s`` trip the breaker:
+The manager notices a lost transport and runs the reconnection (``fleet.recovery``); this
+module decides the rhythm, with no I/O and an injectable clock. A lost server is retried
+on a backoff ladder (0.5, 1, 2, 4 s by default). Every loss of an established connection
+counts as a crash; more than ``crash_limit`` crashes within ``crash_window_s`` trip the
+server's breaker:
 
 * a stdio server is then *suspended*: no more respawns until someone asks
   (``/mcp reconnect NAME``, ``reload``), so a server that dies at start-up cannot
@@ -22,11 +23,8 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Literal
 
-__all__ = ["ReconnectPolicy", "ServerState", "ServerStateName", "Supervisor", "is_remote"]
-
-ServerStateName = Literal["connecting", "connected", "reconnecting", "suspended", "failed", "disconnected"]
+__all__ = ["Breaker", "ReconnectPolicy", "Supervisor", "is_remote"]
 
 
 @dataclass(frozen=True)
@@ -43,21 +41,7 @@ class ReconnectPolicy:
     call_wait_s: float = 10.0
     """How long a tool call waits for a reconnecting server before it returns an error."""
     auto_reconnect: bool = True
-    """False keeps the seed's behaviour: a lost server stays down until reconnected by hand."""
-
-
-@dataclass(frozen=True)
-class ServerState:
-    """One server's health, for ``status`` and ``/mcp list``."""
-
-    name: str
-    state: ServerStateName
-    last_error: str | None = None
-    stderr_tail: tuple[str, ...] = ()
-    """The last lines the server wrote on stderr (stdio; kept from the lost process)."""
-    pid: int | None = None
-    recent_crashes: int = 0
-    """Losses within the breaker's window."""
+    """False keeps the original behaviour: a lost server stays down until reconnected by hand."""
 
 
 def is_remote(transport: str) -> bool:
@@ -65,40 +49,45 @@ def is_remote(transport: str) -> bool:
 
 
 @dataclass
+class Breaker:
+    """One server's recent crashes, and the reason it is suspended (None while it is not)."""
+
+    policy: ReconnectPolicy
+    clock: Callable[[], float] = time.monotonic
+    suspension: str | None = None
+    _crashes: deque[float] = field(default_factory=deque)
+
+    def record_crash(self) -> bool:
+        """Count one loss; True when that trips the breaker."""
+        now = self.clock()
+        self._crashes.append(now)
+        self._prune(now)
+        return len(self._crashes) > self.policy.crash_limit
+
+    def recent_crashes(self) -> int:
+        """Losses within the window."""
+        self._prune(self.clock())
+        return len(self._crashes)
+
+    def reset(self) -> None:
+        """Forget the history and lift any suspension: someone asked for the server again."""
+        self._crashes.clear()
+        self.suspension = None
+
+    def _prune(self, now: float) -> None:
+        while self._crashes and now - self._crashes[0] > self.policy.crash_window_s:
+            self._crashes.popleft()
+
+
+@dataclass(frozen=True)
 class Supervisor:
-    """Crash history and suspensions of every server of one manager."""
+    """The policy and the clock every server's breaker and retry rhythm are built from."""
 
     policy: ReconnectPolicy = field(default_factory=ReconnectPolicy)
     clock: Callable[[], float] = time.monotonic
-    _crashes: dict[str, deque[float]] = field(default_factory=dict)
-    _suspended: dict[str, str] = field(default_factory=dict)
 
-    def record_crash(self, name: str) -> bool:
-        """Count one loss of ``name``; True when that trips the breaker."""
-        now = self.clock()
-        history = self._crashes.setdefault(name, deque())
-        history.append(now)
-        self._prune(history, now)
-        return len(history) > self.policy.crash_limit
-
-    def recent_crashes(self, name: str) -> int:
-        history = self._crashes.get(name)
-        if not history:
-            return 0
-        self._prune(history, self.clock())
-        return len(history)
-
-    def suspend(self, name: str, reason: str) -> None:
-        self._suspended[name] = reason
-
-    def suspension(self, name: str) -> str | None:
-        """Why ``name`` is suspended, or None when it is not."""
-        return self._suspended.get(name)
-
-    def forget(self, name: str) -> None:
-        """Clear the history and any suspension: a manual reconnect, or the server was removed."""
-        self._crashes.pop(name, None)
-        self._suspended.pop(name, None)
+    def breaker(self) -> Breaker:
+        return Breaker(self.policy, self.clock)
 
     def suspension_message(self, name: str) -> str:
         window = f"{self.policy.crash_window_s:g}"
@@ -122,7 +111,3 @@ class Supervisor:
         while True:
             delay = min(delay * 2, self.policy.remote_retry_max_s)
             yield delay
-
-    def _prune(self, history: deque[float], now: float) -> None:
-        while history and now - history[0] > self.policy.crash_window_s:
-            history.popleft()

@@ -161,13 +161,10 @@ async def run_with_connection(
     auth: object | None = None,
     elicitation: Callable[[dict[str, Any]], Awaitable[dict[str, Any]]] | None = None,
 ) -> None:
-    connection = await connect_to_server(
+    async with connect_to_server(
         SERVER_NAME, config, cwd=Path.cwd(), auth=auth, elicitation_handler=elicitation
-    )
-    try:
+    ) as connection:
         await call_every_tool(connection)
-    finally:
-        await connection.close()
 
 
 async def authorization_server_of(url: str) -> str:

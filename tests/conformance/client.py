@@ -41,7 +41,7 @@ from urllib.parse import urlsplit
 import httpx2
 
 from mcpfleet.agent.bridge import MCPTool
-from mcpfleet.auth.oauth import oauth_auth_for
+from mcpfleet.auth.provider import oauth_auth_for
 from mcpfleet.client.connection import ServerConnection
 from mcpfleet.client.opening import connect_to_server
 from mcpfleet.config.model import ServerConfig, SourceInfo

@@ -697,7 +697,7 @@ class MCPManager:
             return None
         if any(key.lower() == "authorization" for key in config.headers):
             return None
-        oauth = await import_off_loop("mcpfleet.auth.oauth")
+        oauth = await import_off_loop("mcpfleet.auth.provider")
         provider: object = oauth.oauth_auth_for(name, config, interactive=False)
         return provider
 

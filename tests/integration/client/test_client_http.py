@@ -109,7 +109,7 @@ async def test_wrong_path_reports_the_http_status(
 async def test_a_failed_oauth_flow_is_reported_as_auth_not_as_a_wrong_url(
     tmp_path: Path, http_server_factory: StartServer
 ) -> None:
-    from mcpfleet.auth.oauth import oauth_auth_for
+    from mcpfleet.auth.provider import oauth_auth_for
 
     # The server wants a bearer token but publishes no OAuth metadata: every discovery probe
     # answers 404, which must not be reported as a wrong "url".

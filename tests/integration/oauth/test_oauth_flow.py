@@ -18,7 +18,9 @@ from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 
 from mcpfleet import paths
-from mcpfleet.auth.oauth import FileTokenStorage, login, logout, oauth_auth_for
+from mcpfleet.auth.login import login, logout
+from mcpfleet.auth.provider import oauth_auth_for
+from mcpfleet.auth.storage import FileTokenStorage
 from mcpfleet.config.model import ServerConfig
 from mcpfleet.errors import AuthRequiredError, ConfigError, LoginError
 

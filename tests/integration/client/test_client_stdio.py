@@ -378,3 +378,23 @@ async def test_runtime_loss_in_a_task_group_does_not_break_the_group(tmp_path: P
             await connection.call_tool("crash", {"code": 9})
         await connection.wait_closed()
     assert connection.close_reason == "process exited with code 9"
+
+
+async def test_leaving_the_block_by_an_error_closes_the_server_and_keeps_the_error(tmp_path: Path) -> None:
+    with pytest.raises(KeyError, match="the caller's own error") as raised:
+        async with connect_to_server("leaving", fake_server_config("leaving"), cwd=tmp_path) as connection:
+            leader = connection.pid
+            raise KeyError("the caller's own error")
+    assert type(raised.value) is KeyError  # itself, not inside an exception group
+    assert connection.closed and connection.close_reason == "closed by the client"
+    assert leader is not None and await wait_group_gone(leader)
+
+
+async def test_a_mapped_error_keeps_what_the_sdk_raised_as_its_cause(tmp_path: Path) -> None:
+    from mcp.shared.exceptions import MCPError
+
+    async with connect_to_server("chained", fake_server_config("chained"), cwd=tmp_path) as connection:
+        with pytest.raises(ToolCallError, match='"chained" rejected the call to missing') as raised:
+            await connection.call_tool("missing", {})
+    assert isinstance(raised.value.__cause__, MCPError)
+    assert "Unknown tool" in str(raised.value.__cause__)

@@ -118,22 +118,20 @@ async def measure_dual_era_connects() -> dict[str, dict[str, list[float]]]:
     process, url = _start_dual_era_server()
     try:
         config = ServerConfig(name="dual", transport="http", url=url)
-        probe = await connect_to_server("dual", config, cwd=REPO_ROOT)
-        remembered = probe.era_verdict
-        await probe.close()
+        async with connect_to_server("dual", config, cwd=REPO_ROOT) as probe:
+            remembered = probe.era_verdict
         eras: dict[str, Any] = {"probe": None, "modern": remembered, "legacy": LEGACY_ERA}
         figures: dict[str, dict[str, list[float]]] = {era: {"open": [], "list": []} for era in eras}
         for _ in range(CONNECT_RUNS):
             for era, verdict in eras.items():
                 started = time.perf_counter()
-                connection = await connect_to_server("dual", config, cwd=REPO_ROOT, era=verdict)
-                opened = time.perf_counter()
-                await connection.list_tools()
-                listed = time.perf_counter()
-                expected = "legacy" if era == "legacy" else "modern"
-                if connection.era != expected:
-                    raise RuntimeError(f"{era}: connected as {connection.era}")
-                await connection.close()
+                async with connect_to_server("dual", config, cwd=REPO_ROOT, era=verdict) as connection:
+                    opened = time.perf_counter()
+                    await connection.list_tools()
+                    listed = time.perf_counter()
+                    expected = "legacy" if era == "legacy" else "modern"
+                    if connection.era != expected:
+                        raise RuntimeError(f"{era}: connected as {connection.era}")
                 figures[era]["open"].append(opened - started)
                 figures[era]["list"].append(listed - started)
         return figures

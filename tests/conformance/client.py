@@ -41,7 +41,7 @@ from urllib.parse import urlsplit
 import httpx2
 
 from mcpfleet.agent.bridge import MCPTool
-from mcpfleet.auth.oauth import oauth_auth_for
+from mcpfleet.auth.provider import oauth_auth_for
 from mcpfleet.client.connection import ServerConnection
 from mcpfleet.client.opening import connect_to_server
 from mcpfleet.config.model import ServerConfig, SourceInfo
@@ -161,13 +161,10 @@ async def run_with_connection(
     auth: object | None = None,
     elicitation: Callable[[dict[str, Any]], Awaitable[dict[str, Any]]] | None = None,
 ) -> None:
-    connection = await connect_to_server(
+    async with connect_to_server(
         SERVER_NAME, config, cwd=Path.cwd(), auth=auth, elicitation_handler=elicitation
-    )
-    try:
+    ) as connection:
         await call_every_tool(connection)
-    finally:
-        await connection.close()
 
 
 async def authorization_server_of(url: str) -> str:

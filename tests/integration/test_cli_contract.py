@@ -134,4 +134,5 @@ async def test_an_unknown_transport_is_named_as_such(tmp_path: Path) -> None:
         result.errors["odd"] == 'MCP server "odd" has unknown transport \'ftp\': use "stdio", "http" or "sse"'
     )
     with pytest.raises(ConnectError, match="unknown transport 'ftp'"):
-        await connect_to_server("odd", config, cwd=tmp_path)
+        async with connect_to_server("odd", config, cwd=tmp_path):
+            pass

@@ -96,12 +96,12 @@ async def test_close_ends_descendants_that_left_the_process_group(tmp_path: Path
         args=tuple(entry["args"]),  # type: ignore[arg-type]
         env={TAG_VARIABLE: tag},
     )
-    connection = await connect_to_server("detacher", config, cwd=tmp_path)
-    sleepers = detached_pids(pid_file)
-    assert len(sleepers) == 2
-    assert all(os.getsid(pid) != os.getsid(connection.pid or 0) for pid in sleepers)
-    assert set(sleepers) <= set(tagged_processes(tag))
-    await connection.close()
+    async with connect_to_server("detacher", config, cwd=tmp_path) as connection:
+        sleepers = detached_pids(pid_file)
+        assert len(sleepers) == 2
+        assert all(os.getsid(pid) != os.getsid(connection.pid or 0) for pid in sleepers)
+        assert set(sleepers) <= set(tagged_processes(tag))
+        await connection.close()
     survivors = await anyio.to_thread.run_sync(wait_until_gone, tag)
     assert not survivors, f"descendants outlived the closed server: {survivors}"
 

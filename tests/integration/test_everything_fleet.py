@@ -173,8 +173,7 @@ async def test_list_changed_notifications_reach_the_host(tmp_path: Path) -> None
 
     config = ServerConfig(name=SERVER, transport="stdio", command=NODE, args=(str(ENTRY), "stdio"))
     root_uri = (await anyio.Path(tmp_path).resolve()).as_uri()
-    connection = await connect_to_server(SERVER, config, cwd=tmp_path, on_notification=record)
-    try:
+    async with connect_to_server(SERVER, config, cwd=tmp_path, on_notification=record) as connection:
         with anyio.fail_after(10):
             await changed.wait()
         # The roots capability mcpfleet offers is what unlocks get-roots-list.
@@ -182,8 +181,6 @@ async def test_list_changed_notifications_reach_the_host(tmp_path: Path) -> None
         assert "get-roots-list" in names
         roots = await connection.call_tool("get-roots-list", {})
         assert root_uri in json.dumps(roots.model_dump(mode="json"))
-    finally:
-        await connection.close()
 
 
 @requires_everything
@@ -203,15 +200,12 @@ async def test_elicitation_requests_reach_the_host_handler(tmp_path: Path) -> No
             tools_changed.set()
 
     config = ServerConfig(name=SERVER, transport="stdio", command=NODE, args=(str(ENTRY), "stdio"))
-    connection = await connect_to_server(
+    async with connect_to_server(
         SERVER, config, cwd=tmp_path, on_notification=on_notification, elicitation_handler=answer
-    )
-    try:
+    ) as connection:
         with anyio.fail_after(10):
             await tools_changed.wait()
         result = await connection.call_tool("trigger-elicitation-request", {})
         text = json.dumps(result.model_dump(mode="json"))
         assert not result.is_error and "Ada" in text and "provided the requested information" in text
         assert len(requests) == 1 and "name" in requests[0]["requestedSchema"]["properties"]
-    finally:
-        await connection.close()

@@ -67,7 +67,7 @@ def test_oauth_tokens_are_private_under_umask_000(tmp_path: Path) -> None:
     write_tokens = (
         "import anyio\n"
         "from mcp.shared.auth import OAuthToken\n"
-        "from mcpfleet.auth.oauth import FileTokenStorage\n"
+        "from mcpfleet.auth.storage import FileTokenStorage\n"
         "storage = FileTokenStorage('https://example.test/mcp')\n"
         "anyio.run(storage.set_tokens, OAuthToken(access_token='secret', token_type='Bearer'))\n"
         "print(storage.path)\n"

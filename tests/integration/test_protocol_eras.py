@@ -120,13 +120,10 @@ async def test_a_probe_answered_after_its_bound_is_ignored_and_the_handshake_goe
     """A server still booting reads the probe and ``initialize`` together, late: the probe's
     answer, arriving after the bound, finds no waiter and the handshake is unaffected."""
     config = fake_server_config("booting", "--delay-start", "1.0", "--tool", "echo")
-    connection = await connect_to_server("booting", config, cwd=tmp_path, probe_timeout_ms=200)
-    try:
+    async with connect_to_server("booting", config, cwd=tmp_path, probe_timeout_ms=200) as connection:
         assert connection.probed and connection.probe_timed_out and connection.era == "legacy"
         echoed = await connection.call_tool("echo", {"message": "still fine"})
         assert echoed.content[0].text == "still fine"  # type: ignore[union-attr]
-    finally:
-        await connection.close()
 
 
 async def test_a_dual_era_server_too_slow_for_the_probe_is_remembered_modern_from_its_late_answer(
@@ -180,12 +177,9 @@ async def test_a_refused_remembered_verdict_raises_era_mismatch_without_the_mana
         "capabilities": {"tools": {}},
         "resultType": "complete",
     }
-    connection = await connect_to_server("legacy-only", config, cwd=tmp_path, era=remembered)
-    try:
+    async with connect_to_server("legacy-only", config, cwd=tmp_path, era=remembered) as connection:
         with pytest.raises(EraMismatchError, match="refused the 2026-07-28 protocol remembered for it"):
             await connection.list_tools()
-    finally:
-        await connection.close()
 
 
 @pytest.mark.parametrize("era", ["modern", "legacy"])
@@ -205,20 +199,17 @@ async def test_input_requests_of_a_call_are_answered_by_the_hosts_handlers_in_bo
         asked.append(f"sampling: {request['messages'][0]['content']['text']}")
         return {"role": "assistant", "content": {"type": "text", "text": "all good"}, "model": "host-model"}
 
-    connection = await connect_to_server(
+    async with connect_to_server(
         "reviewer",
         config,
         cwd=tmp_path,
         era=None if era == "modern" else LEGACY_ERA,
         elicitation_handler=approve,
         sampling_handler=summarise,
-    )
-    try:
+    ) as connection:
         assert connection.era == era
         await connection.list_tools()
         result = await connection.call_tool("review", {"topic": "the plan"})
-    finally:
-        await connection.close()
     assert not result.is_error, result
     text = result.content[0].text  # type: ignore[union-attr]
     assert text == "the plan: approved=True; summary=all good; roots=1"

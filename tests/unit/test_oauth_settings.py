@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from mcpfleet.auth.oauth import oauth_auth_for
+from mcpfleet.auth.provider import oauth_auth_for
 from mcpfleet.config.model import ServerConfig
 from mcpfleet.errors import ConfigError
 

@@ -84,7 +84,9 @@ def find_server(args: argparse.Namespace, *, for_login: bool) -> ServerConfig:
 
 
 def run_login(args: argparse.Namespace) -> int:
-    from mcpfleet.auth.oauth import FileTokenStorage, login, server_url_of
+    from mcpfleet.auth.login import login
+    from mcpfleet.auth.settings import server_url_of
+    from mcpfleet.auth.storage import FileTokenStorage
 
     name: str = args.name
     config = find_server(args, for_login=True)
@@ -121,7 +123,7 @@ def run_login(args: argparse.Namespace) -> int:
 
 
 def run_logout(args: argparse.Namespace) -> int:
-    from mcpfleet.auth.oauth import logout
+    from mcpfleet.auth.login import logout
 
     name: str = args.name
     forgot = logout(name, find_server(args, for_login=False))

@@ -247,11 +247,8 @@ class MCPCommandController:
         name = self._one_name(arguments, "/mcp test NAME")
         config = self._config_of(name)
         started = time.perf_counter()
-        connection = await connect_to_server(name, config, cwd=self.session.cwd)
-        try:
+        async with connect_to_server(name, config, cwd=self.session.cwd) as connection:
             tools = await connection.list_tools()
-        finally:
-            await connection.close()
         elapsed = (time.perf_counter() - started) * 1000
         shown = ", ".join(safe_text(tool.name) for tool in tools[:10]) + (" …" if len(tools) > 10 else "")
         if not tools:

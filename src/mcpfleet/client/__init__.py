@@ -1,8 +1,12 @@
 """One connection to one MCP server (stdio, streamable HTTP or SSE) on the official SDK.
 
 Importing this package is cheap: ``ServerConnection`` lives with the SDK-importing code in
-``mcpfleet.client.connection`` and is loaded on first use; ``open_connection`` and
-``connect_to_server`` spawn a stdio server before loading the SDK (``opening``).
+``mcpfleet.client.connection`` and is loaded on first use; ``open_connection`` (the owner task
+in the caller's task group) and ``connect_to_server`` (an ``async with`` block) spawn a stdio
+server before loading the SDK (``opening``).
+
+``client`` may use ``transport`` and never ``auth``: a connection receives its ``httpx2.Auth``
+ready-made, and ``auth`` is the one that imports from here.
 """
 
 from __future__ import annotations

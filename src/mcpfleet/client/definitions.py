@@ -17,6 +17,12 @@ server that speaks the 2026-07-28 revision. The next connection uses it instead 
 Era = Literal["legacy", "modern"]
 """The era a connection speaks: the ``initialize`` handshake, or 2026-07-28's per-request ``_meta``."""
 
+DEFAULT_PROBE_TIMEOUT_MS = 1000
+"""How long first contact waits for a ``server/discover`` answer before the SDK falls back to
+``initialize``. A server that answers at all answers within milliseconds (modern servers with
+their ``DiscoverResult``, legacy ones with "method not found"); only one that silently drops
+unknown requests reaches the bound, and it is remembered as legacy, so it costs this once."""
+
 
 @dataclass(frozen=True)
 class ToolDefinition:

@@ -1,4 +1,4 @@
-"""How a connection starts without making anyone wait for the SDK first.
+"""How a connection starts without making anyone wait for the SDK first, and who holds it.
 
 Importing the SDK (``mcp``) takes about 0.6 s. Done on the event loop, the import would
 stall every timer (the start-up gate among them) and every other server's spawn; done
@@ -6,31 +6,41 @@ before spawning, it would add to every cold start. So a stdio server is spawned 
 by code that needs no SDK, the SDK is imported in a worker thread while the child
 boots, and only then does the connection's owner task take over the running process.
 
+The owner task always runs in a task group that someone holds for the connection's life:
+``open_connection(task_group, …)`` uses the caller's (the manager's, for all its servers);
+``connect_to_server(…)`` is an ``async with`` block with a task group of its own. Either way
+any task may use or close the connection while it is held.
+
+Secrets are resolved here, on the client side: the transport receives the stdio server's
+environment ready-made.
+
 This module imports nothing of the SDK; ``mcpfleet.client.connection`` does.
 """
 
 from __future__ import annotations
 
 import importlib
+import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import anyio
 import anyio.abc
 import anyio.to_thread
 
+from mcpfleet.client.definitions import DEFAULT_PROBE_TIMEOUT_MS
+from mcpfleet.client.secrets import resolve_secrets_off_loop
 from mcpfleet.errors import ConnectError
-from mcpfleet.transport.stdio import StdioTransport, prepare_stdio_transport
+from mcpfleet.transport.process import ServerProcess
+from mcpfleet.transport.stdio import StdioTransport
 
 if TYPE_CHECKING:
-    from mcpfleet.client.connection import (
-        ElicitationHandler,
-        NotificationCallback,
-        SamplingHandler,
-        ServerConnection,
-    )
+    from mcpfleet.client.connection import ServerConnection
     from mcpfleet.client.definitions import EraVerdict
+    from mcpfleet.client.inbound import ElicitationHandler, NotificationCallback, SamplingHandler
     from mcpfleet.config.model import ServerConfig
 
 CONNECTION_MODULE = "mcpfleet.client.connection"
@@ -70,47 +80,24 @@ def check_transport(name: str, config: ServerConfig) -> None:
         )
 
 
-async def _new_connection(
-    name: str,
-    config: ServerConfig,
-    *,
-    cwd: Path,
-    timeout_ms: int | None,
-    on_notification: NotificationCallback | None,
-    era: EraVerdict | None,
-    auth: object | None,
-    resolve_secrets: bool,
-    elicitation_handler: ElicitationHandler | None,
-    sampling_handler: SamplingHandler | None,
-    probe_timeout_ms: int | None,
-) -> tuple[ServerConnection, StdioTransport | None]:
-    """Spawn a stdio server, load the SDK meanwhile, and build its (not yet started) connection."""
-    check_transport(name, config)
-    stdio: StdioTransport | None = None
-    if config.transport == "stdio":
-        stdio = await prepare_stdio_transport(name, config, cwd=cwd, resolve_secrets=resolve_secrets)
-        await stdio.spawn()
-    try:
-        module = await import_off_loop(CONNECTION_MODULE)
-    except BaseException:
-        if stdio is not None:
-            await stdio.discard()
-        raise
-    connection: ServerConnection = module.ServerConnection(
-        name,
-        config,
-        cwd=cwd,
-        timeout_ms=timeout_ms,
-        on_notification=on_notification,
-        era=era,
-        auth=auth,
-        resolve_secrets=resolve_secrets,
-        elicitation_handler=elicitation_handler,
-        sampling_handler=sampling_handler,
-        probe_timeout_ms=module.DEFAULT_PROBE_TIMEOUT_MS if probe_timeout_ms is None else probe_timeout_ms,
-        stdio_transport=stdio,
+async def prepare_stdio_transport(
+    name: str, config: ServerConfig, *, cwd: Path, resolve_secrets: bool
+) -> StdioTransport:
+    """The transport of a stdio server: the parent's environment plus the config's (secrets
+    resolved), in the config's ``cwd`` (relative to ``cwd``), else in ``cwd`` itself.
+
+    Discovery gives every stdio entry its working folder (see ``config/discovery.py``); a
+    config built by hand has no level to decide from, so it runs where its builder says: its
+    own ``cwd``, else the folder the caller passed.
+    """
+    if not config.command:
+        raise ConnectError(f'MCP server "{name}" has no "command"', server=name)
+    env = await resolve_secrets_off_loop(
+        name, config.env, enabled=resolve_secrets, literal_keys=config.literal_env_keys
     )
-    return connection, stdio
+    folder = cwd / config.cwd if config.cwd else cwd
+    process = ServerProcess(name, config.command, config.args, env={**os.environ, **env}, cwd=str(folder))
+    return StdioTransport(process, max_message_bytes=config.effective_max_message_bytes)
 
 
 async def open_connection(
@@ -143,25 +130,32 @@ async def open_connection(
     ``sampling_handler`` answer ``elicitation/create`` and ``sampling/createMessage``, whether
     the server sends them as requests (legacy) or inside an ``input_required`` result.
     """
-    connection, stdio = await _new_connection(
-        name,
-        config,
-        cwd=cwd,
-        timeout_ms=timeout_ms,
-        on_notification=on_notification,
-        era=era,
-        auth=auth,
-        resolve_secrets=resolve_secrets,
-        elicitation_handler=elicitation_handler,
-        sampling_handler=sampling_handler,
-        probe_timeout_ms=probe_timeout_ms,
-    )
+    check_transport(name, config)
+    stdio: StdioTransport | None = None
+    if config.transport == "stdio":
+        stdio = await prepare_stdio_transport(name, config, cwd=cwd, resolve_secrets=resolve_secrets)
+        await stdio.process.spawn()
     try:
+        module = await import_off_loop(CONNECTION_MODULE)
+        connection: ServerConnection = module.ServerConnection(
+            name,
+            config,
+            cwd=cwd,
+            timeout_ms=timeout_ms,
+            on_notification=on_notification,
+            era=era,
+            auth=auth,
+            resolve_secrets=resolve_secrets,
+            elicitation_handler=elicitation_handler,
+            sampling_handler=sampling_handler,
+            probe_timeout_ms=DEFAULT_PROBE_TIMEOUT_MS if probe_timeout_ms is None else probe_timeout_ms,
+            stdio_transport=stdio,
+        )
         await task_group.start(_run_owner, connection, name=f"mcpfleet connection {name}")
     except BaseException:
         # The owner reaps what it entered; a process it never took over is ended here.
-        if stdio is not None and stdio.returncode is None:
-            await stdio.discard()
+        if stdio is not None and stdio.process.returncode is None:
+            await stdio.process.discard()
         raise
     return connection
 
@@ -172,6 +166,7 @@ async def _run_owner(
     await connection.run_owner(task_status=task_status)
 
 
+@asynccontextmanager
 async def connect_to_server(
     name: str,
     config: ServerConfig,
@@ -185,50 +180,51 @@ async def connect_to_server(
     elicitation_handler: ElicitationHandler | None = None,
     sampling_handler: SamplingHandler | None = None,
     probe_timeout_ms: int | None = None,
-) -> ServerConnection:
-    """``open_connection`` without a task group: the owner runs in an asyncio task of its own.
+) -> AsyncIterator[ServerConnection]:
+    """``open_connection`` for the length of an ``async with`` block, whose task group of its
+    own hosts the owner: ``async with connect_to_server(name, config, cwd=…) as connection:``.
 
-    anyio offers no way to start a task that outlives the caller without a task group the
-    caller already holds, so this convenience needs the asyncio backend; code running on
-    another backend (or wanting structured ownership) uses ``open_connection``.
+    Leaving the block closes the connection (the server's process group is gone on exit),
+    even when the block is cancelled. The connect error, and whatever the block raises, come
+    out as themselves, not inside an exception group.
     """
-    import asyncio
-
-    connection, stdio = await _new_connection(
-        name,
-        config,
-        cwd=cwd,
-        timeout_ms=timeout_ms,
-        on_notification=on_notification,
-        era=era,
-        auth=auth,
-        resolve_secrets=resolve_secrets,
-        elicitation_handler=elicitation_handler,
-        sampling_handler=sampling_handler,
-        probe_timeout_ms=probe_timeout_ms,
-    )
-    ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-    owner = asyncio.create_task(connection.run_owner(task_status=_FutureTaskStatus(ready)))
-    # The connection keeps its host task referenced: asyncio holds tasks only weakly.
-    connection.host_task = owner
+    failure: BaseException | None = None
     try:
-        await asyncio.wait({owner, ready}, return_when=asyncio.FIRST_COMPLETED)
-        if not ready.done():
-            owner.result()  # the connect error
-    except BaseException:
-        owner.cancel()
-        await asyncio.wait({owner})
-        # An owner cancelled before it took the process over leaves it to us.
-        if stdio is not None and stdio.returncode is None:
-            await stdio.discard()
-        raise
-    return connection
+        async with anyio.create_task_group() as owner_group:
+            connection = await open_connection(
+                owner_group,
+                name,
+                config,
+                cwd=cwd,
+                timeout_ms=timeout_ms,
+                on_notification=on_notification,
+                era=era,
+                auth=auth,
+                resolve_secrets=resolve_secrets,
+                elicitation_handler=elicitation_handler,
+                sampling_handler=sampling_handler,
+                probe_timeout_ms=probe_timeout_ms,
+            )
+            try:
+                yield connection
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await connection.close()
+    except BaseExceptionGroup as group:
+        # The owner never fails once started, so the group holds the one exception of this
+        # task (the connect error or the block's own); it is raised below, outside this
+        # handler, so it keeps its own context instead of gaining the group's.
+        if len(group.exceptions) != 1:
+            raise
+        failure = group.exceptions[0]
+    if failure is not None:
+        raise failure
 
 
-class _FutureTaskStatus(anyio.abc.TaskStatus[None]):
-    def __init__(self, future: Any) -> None:
-        self._future = future
-
-    def started(self, value: None = None) -> None:
-        if not self._future.done():
-            self._future.set_result(None)
+__all__ = [
+    "check_transport",
+    "connect_to_server",
+    "import_off_loop",
+    "open_connection",
+    "prepare_stdio_transport",
+]

@@ -298,7 +298,7 @@ async def _auth_for(name: str, config: ServerConfig) -> object | None:
         return None
     if any(key.lower() == "authorization" for key in config.headers):
         return None
-    oauth = await import_off_loop("mcpfleet.auth.oauth")
+    oauth = await import_off_loop("mcpfleet.auth.provider")
     provider: object = oauth.oauth_auth_for(name, config, interactive=False)
     return provider
 

@@ -8,10 +8,11 @@ Imported only when an HTTP server is contacted (it imports ``httpx2`` and ``mcp`
 
 from __future__ import annotations
 
-from contextlib import AsyncExitStack
-from types import TracebackType
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, Literal
 
+import anyio
 import httpx2
 
 if TYPE_CHECKING:
@@ -23,7 +24,7 @@ SSE_READ_TIMEOUT_S = 300.0
 """How long an open event stream may stay silent (servers hold streams open)."""
 
 
-class HttpTransport:
+class HttpTransport(anyio.AsyncContextManagerMixin):
     """An SDK ``Transport`` over streamable HTTP or SSE that remembers HTTP error statuses."""
 
     def __init__(
@@ -40,7 +41,6 @@ class HttpTransport:
         self.auth = auth
         self.error_status: int | None = None
         """The last 4xx/5xx status any response had (``None`` when every answer was fine)."""
-        self._stack: AsyncExitStack | None = None
 
     async def _record_status(self, response: httpx2.Response) -> None:
         if response.status_code >= 400:
@@ -59,42 +59,25 @@ class HttpTransport:
             event_hooks={"response": [self._record_status]},
         )
 
-    async def __aenter__(self) -> TransportStreams:
-        stack = AsyncExitStack()
-        await stack.__aenter__()
-        try:
-            if self.kind == "sse":
-                from mcp.client.sse import sse_client
+    @asynccontextmanager
+    async def __asynccontextmanager__(self) -> AsyncIterator[TransportStreams]:
+        if self.kind == "sse":
+            from mcp.client.sse import sse_client
 
-                streams: TransportStreams = await stack.enter_async_context(
-                    sse_client(
-                        self.url,
-                        headers=self.headers,
-                        timeout=CONNECT_TIMEOUT_S,
-                        sse_read_timeout=SSE_READ_TIMEOUT_S,
-                        httpx_client_factory=self._make_client,
-                        auth=self.auth,
-                    )
-                )
-            else:
-                from mcp.client.streamable_http import streamable_http_client
+            async with sse_client(
+                self.url,
+                headers=self.headers,
+                timeout=CONNECT_TIMEOUT_S,
+                sse_read_timeout=SSE_READ_TIMEOUT_S,
+                httpx_client_factory=self._make_client,
+                auth=self.auth,
+            ) as streams:
+                yield streams
+        else:
+            from mcp.client.streamable_http import streamable_http_client
 
-                client = await stack.enter_async_context(self._make_client())
-                streams = await stack.enter_async_context(
-                    streamable_http_client(self.url, http_client=client)
-                )
-        except BaseException as error:
-            await stack.__aexit__(type(error), error, error.__traceback__)
-            raise
-        self._stack = stack
-        return streams
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        if self._stack is not None:
-            stack, self._stack = self._stack, None
-            await stack.__aexit__(exc_type, exc, traceback)
+            async with (
+                self._make_client() as client,
+                streamable_http_client(self.url, http_client=client) as streams,
+            ):
+                yield streams

@@ -1,4 +1,4 @@
-"""No server outlives its host, even a host killed with SIGKILL (B4).
+"""No server outlives its host, even a host killed with SIGKILL.
 
 Linux's ``PR_SET_PDEATHSIG`` kills only the direct child when the host dies; the processes
 *it* started (``npx`` → ``node``, ``uvx`` → ``python``) are reparented and live on (and
@@ -172,7 +172,7 @@ class ProcessGroupWatchdog:
         self._write_fd = write_fd
 
     def _give_up(self, reason: str) -> None:
-        # Servers spawned from now on fall back to PR_SET_PDEATHSIG (see stdio.py), which covers
+        # Servers spawned from now on fall back to PR_SET_PDEATHSIG (see process.py), which covers
         # the direct child only.
         logger.warning("%s: MCP server grandchildren may outlive a crashed host", reason)
         self._failed = True

@@ -46,16 +46,13 @@ requires_everything = pytest.mark.skipif(
 async def test_everything_over_stdio(tmp_path: Path) -> None:
     assert NODE is not None
     config = ServerConfig(name="everything", transport="stdio", command=NODE, args=(str(ENTRY), "stdio"))
-    connection = await connect_to_server("everything", config, cwd=tmp_path)
-    try:
+    async with connect_to_server("everything", config, cwd=tmp_path) as connection:
         names = {tool.name for tool in await connection.list_tools()}
         assert "echo" in names
         result = await connection.call_tool("echo", {"message": "hello everything"})
         assert "hello everything" in first_text(result)
         assert await connection.list_resources()
         assert await connection.list_prompts()
-    finally:
-        await connection.close()
 
 
 @pytest.fixture
@@ -90,11 +87,8 @@ def everything_http_url() -> Iterator[str]:
 @requires_everything
 async def test_everything_over_streamable_http(tmp_path: Path, everything_http_url: str) -> None:
     config = ServerConfig(name="everything", transport="http", url=everything_http_url)
-    connection = await connect_to_server("everything", config, cwd=tmp_path)
-    try:
+    async with connect_to_server("everything", config, cwd=tmp_path) as connection:
         assert connection.server_info.name
         result = await connection.call_tool("echo", {"message": "over http"})
         assert "over http" in first_text(result)
         assert await connection.list_tools()
-    finally:
-        await connection.close()

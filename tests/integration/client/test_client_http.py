@@ -28,8 +28,7 @@ async def test_handshake_and_calls_over_http(
 ) -> None:
     server = http_server_factory(transport=transport)
     kind = "sse" if transport == "sse" else "http"
-    connection = await connect_to_server("web", http_config("web", server.url, kind), cwd=tmp_path)
-    try:
+    async with connect_to_server("web", http_config("web", server.url, kind), cwd=tmp_path) as connection:
         assert connection.server_info.name == "http-test"
         assert connection.instructions == "http test server http-test"
         assert connection.pid is None
@@ -48,8 +47,6 @@ async def test_handshake_and_calls_over_http(
         assert first_text(slept) == "slept 0.8"
         assert len(progress) >= 4
         await connection.ping()
-    finally:
-        await connection.close()
     with pytest.raises(ConnectionClosedError):
         await connection.ping()
 
@@ -57,7 +54,8 @@ async def test_handshake_and_calls_over_http(
 async def test_401_without_token_asks_for_a_login(tmp_path: Path, http_server_factory: StartServer) -> None:
     server = http_server_factory("--require-bearer", "sekrit")
     with pytest.raises(AuthRequiredError) as caught:
-        await connect_to_server("guarded", http_config("guarded", server.url), cwd=tmp_path)
+        async with connect_to_server("guarded", http_config("guarded", server.url), cwd=tmp_path):
+            pass
     assert "run: mcpfleet login guarded" in str(caught.value)
     assert "sekrit" not in str(caught.value)
 
@@ -68,24 +66,19 @@ async def test_bearer_header_resolved_from_an_environment_variable_name(
     server = http_server_factory("--require-bearer", "sekrit")
     monkeypatch.setenv("MCPFLEET_TEST_BEARER", "Bearer sekrit")
     config = http_config("guarded", server.url, headers={"Authorization": "MCPFLEET_TEST_BEARER"})
-    connection = await connect_to_server("guarded", config, cwd=tmp_path)
-    try:
+    async with connect_to_server("guarded", config, cwd=tmp_path) as connection:
         assert first_text(await connection.call_tool("add", {"a": 1, "b": 2})) == "3.0"
-    finally:
-        await connection.close()
     # An unapproved entry never resolves the name: the literal is sent and refused.
     with pytest.raises(AuthRequiredError):
-        await connect_to_server("guarded", config, cwd=tmp_path, resolve_secrets=False)
+        async with connect_to_server("guarded", config, cwd=tmp_path, resolve_secrets=False):
+            pass
 
 
 async def test_bearer_header_from_a_command(tmp_path: Path, http_server_factory: StartServer) -> None:
     server = http_server_factory("--require-bearer", "from-cmd", transport="sse")
     config = http_config("cmd", server.url, "sse", headers={"Authorization": "!printf 'Bearer from-cmd'"})
-    connection = await connect_to_server("cmd", config, cwd=tmp_path)
-    try:
+    async with connect_to_server("cmd", config, cwd=tmp_path) as connection:
         assert connection.server_info.name == "http-test"
-    finally:
-        await connection.close()
 
 
 async def test_connection_refused_names_server_and_url(tmp_path: Path) -> None:
@@ -94,7 +87,8 @@ async def test_connection_refused_names_server_and_url(tmp_path: Path) -> None:
         port = probe.getsockname()[1]
     url = f"http://127.0.0.1:{port}/mcp"
     with pytest.raises(ConnectError) as caught:
-        await connect_to_server("nowhere", http_config("nowhere", url), cwd=tmp_path, timeout_ms=5000)
+        async with connect_to_server("nowhere", http_config("nowhere", url), cwd=tmp_path, timeout_ms=5000):
+            pass
     assert '"nowhere"' in str(caught.value) and url in str(caught.value)
 
 
@@ -105,14 +99,17 @@ async def test_wrong_path_reports_the_http_status(
     server = http_server_factory(transport="sse" if transport == "sse" else "streamable-http")
     url = f"http://127.0.0.1:{server.port}/nope"
     with pytest.raises(ConnectError) as caught:
-        await connect_to_server("lost", http_config("lost", url, transport), cwd=tmp_path, timeout_ms=5000)
+        async with connect_to_server(
+            "lost", http_config("lost", url, transport), cwd=tmp_path, timeout_ms=5000
+        ):
+            pass
     assert f'MCP server "lost" answered HTTP 404 at {url}' in str(caught.value)
 
 
 async def test_a_failed_oauth_flow_is_reported_as_auth_not_as_a_wrong_url(
     tmp_path: Path, http_server_factory: StartServer
 ) -> None:
-    from mcpfleet.auth.oauth import oauth_auth_for
+    from mcpfleet.auth.provider import oauth_auth_for
 
     # The server wants a bearer token but publishes no OAuth metadata: every discovery probe
     # answers 404, which must not be reported as a wrong "url".
@@ -128,7 +125,8 @@ async def test_a_failed_oauth_flow_is_reported_as_auth_not_as_a_wrong_url(
         },
     )
     with pytest.raises(AuthRequiredError) as caught:
-        await connect_to_server("guarded", config, cwd=tmp_path, auth=oauth_auth_for("guarded", config))
+        async with connect_to_server("guarded", config, cwd=tmp_path, auth=oauth_auth_for("guarded", config)):
+            pass
     message = str(caught.value)
     assert "OAuth" in message
     assert "run: mcpfleet login guarded" in message

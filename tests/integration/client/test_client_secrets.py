@@ -86,18 +86,12 @@ async def test_stdio_env_gets_resolved_secrets_only_when_approved(
     config = fake_server_config(
         "sec", env={"FROM_CMD": "!echo from-command", "FROM_NAME": "MCPFLEET_TEST_SOURCE"}
     )
-    connection = await connect_to_server("sec", config, cwd=tmp_path)
-    try:
+    async with connect_to_server("sec", config, cwd=tmp_path) as connection:
         assert first_text(await connection.call_tool("env", {"name": "FROM_CMD"})) == "from-command"
         assert first_text(await connection.call_tool("env", {"name": "FROM_NAME"})) == "value-from-env"
-    finally:
-        await connection.close()
-    connection = await connect_to_server("sec", config, cwd=tmp_path, resolve_secrets=False)
-    try:
+    async with connect_to_server("sec", config, cwd=tmp_path, resolve_secrets=False) as connection:
         assert first_text(await connection.call_tool("env", {"name": "FROM_CMD"})) == "!echo from-command"
         assert first_text(await connection.call_tool("env", {"name": "FROM_NAME"})) == "MCPFLEET_TEST_SOURCE"
-    finally:
-        await connection.close()
 
 
 @pytest.mark.anyio
@@ -106,4 +100,5 @@ async def test_a_failing_secret_fails_the_connect_before_spawning(tmp_path: Path
     with pytest.raises(
         SecretResolutionError, match='MCP server "badsec": the !command for TOKEN exited with status 7'
     ):
-        await connect_to_server("badsec", config, cwd=tmp_path)
+        async with connect_to_server("badsec", config, cwd=tmp_path):
+            pass

@@ -47,8 +47,7 @@ async def wait_group_gone(pgid: int, seconds: float = 3.0) -> bool:
 
 
 async def test_handshake_exposes_server_identity(tmp_path: Path) -> None:
-    connection = await connect_to_server("files", fake_server_config("files"), cwd=tmp_path)
-    try:
+    async with connect_to_server("files", fake_server_config("files"), cwd=tmp_path) as connection:
         assert connection.server_info.name == "files"
         assert connection.server_info.version == "1.2.3"
         assert connection.instructions == "fake server files"
@@ -66,8 +65,6 @@ async def test_handshake_exposes_server_identity(tmp_path: Path) -> None:
         assert prompts[0]["name"] == "greet"
         prompt = await connection.get_prompt("greet", {"who": "Ada"})
         assert prompt["messages"][0]["content"]["text"] == "Hello Ada"
-    finally:
-        await connection.close()
     assert connection.closed
     assert connection.close_reason == "closed by the client"
 
@@ -77,7 +74,8 @@ async def test_handshake_timeout_has_the_exact_message_and_kills_the_server(tmp_
     config = fake_server_config("slow", "--delay-start", "30", "--pid-file", str(pid_file))
     started = time.monotonic()
     with pytest.raises(ConnectTimeoutError) as caught:
-        await connect_to_server("slow", config, cwd=tmp_path, timeout_ms=400)
+        async with connect_to_server("slow", config, cwd=tmp_path, timeout_ms=400):
+            pass
     assert str(caught.value) == 'Connection to MCP server "slow" timed out after 400ms'
     assert time.monotonic() - started < 5
     assert await wait_group_gone(read_pids(pid_file)[0])
@@ -86,7 +84,8 @@ async def test_handshake_timeout_has_the_exact_message_and_kills_the_server(tmp_
 async def test_config_timeout_bounds_the_handshake(tmp_path: Path) -> None:
     config = fake_server_config("slow", "--delay-start", "30", timeout_ms=300)
     with pytest.raises(ConnectTimeoutError, match="timed out after 300ms"):
-        await connect_to_server("slow", config, cwd=tmp_path)
+        async with connect_to_server("slow", config, cwd=tmp_path):
+            pass
 
 
 async def test_exit_before_handshake_names_command_code_and_stderr(tmp_path: Path) -> None:
@@ -94,7 +93,8 @@ async def test_exit_before_handshake_names_command_code_and_stderr(tmp_path: Pat
         "broken", "--exit-before-handshake", "--exit-code", "3", "--stderr-lines", "8"
     )
     with pytest.raises(ServerExitedError) as caught:
-        await connect_to_server("broken", config, cwd=tmp_path)
+        async with connect_to_server("broken", config, cwd=tmp_path):
+            pass
     message = str(caught.value)
     assert message.startswith(f'MCP server "broken" ({sys.executable} ')
     assert "exited with code 3 before the handshake: " in message
@@ -106,7 +106,8 @@ async def test_command_not_found_names_server_and_command(tmp_path: Path) -> Non
     config = fake_server_config("ghost")
     config = type(config)(name="ghost", transport="stdio", command="mcpfleet-no-such-command-xyz")
     with pytest.raises(CommandNotFoundError) as caught:
-        await connect_to_server("ghost", config, cwd=tmp_path)
+        async with connect_to_server("ghost", config, cwd=tmp_path):
+            pass
     assert '"ghost"' in str(caught.value)
     assert "command not found: mcpfleet-no-such-command-xyz" in str(caught.value)
 
@@ -118,18 +119,18 @@ async def test_permission_denied_names_server_and_command(tmp_path: Path) -> Non
     config = fake_server_config("locked")
     config = type(config)(name="locked", transport="stdio", command=str(script))
     with pytest.raises(CommandNotFoundError) as caught:
-        await connect_to_server("locked", config, cwd=tmp_path)
+        async with connect_to_server("locked", config, cwd=tmp_path):
+            pass
     assert f'"locked": permission denied running {script}' in str(caught.value)
 
 
 async def test_non_json_stdout_lines_are_skipped(tmp_path: Path) -> None:
-    connection = await connect_to_server("noisy", fake_server_config("noisy", "--banner"), cwd=tmp_path)
-    try:
+    async with connect_to_server(
+        "noisy", fake_server_config("noisy", "--banner"), cwd=tmp_path
+    ) as connection:
         result = await connection.call_tool("echo", {"message": "through the noise"})
         assert first_text(result) == "through the noise"
         assert len(await connection.list_tools()) == 7
-    finally:
-        await connection.close()
 
 
 async def test_child_gets_parent_env_plus_config_env_and_project_cwd(
@@ -137,34 +138,27 @@ async def test_child_gets_parent_env_plus_config_env_and_project_cwd(
 ) -> None:
     monkeypatch.setenv("MCPFLEET_TEST_PARENT_VAR", "from-parent")
     config = fake_server_config("env", env={"MCPFLEET_TEST_CHILD_VAR": "from-config"})
-    connection = await connect_to_server("env", config, cwd=tmp_path)
-    try:
+    async with connect_to_server("env", config, cwd=tmp_path) as connection:
         parent = await connection.call_tool("env", {"name": "MCPFLEET_TEST_PARENT_VAR"})
         child = await connection.call_tool("env", {"name": "MCPFLEET_TEST_CHILD_VAR"})
         assert parent.structured_content == {"value": "from-parent", "cwd": str(tmp_path)}
         assert child.structured_content is not None
         assert child.structured_content["value"] == "from-config"
-    finally:
-        await connection.close()
 
 
 async def test_list_tools_follows_pagination(tmp_path: Path) -> None:
     config = fake_server_config("paged", "--tools", "9", "--page-size", "4")
-    connection = await connect_to_server("paged", config, cwd=tmp_path)
-    try:
+    async with connect_to_server("paged", config, cwd=tmp_path) as connection:
         tools = await connection.list_tools()
         names = [tool.name for tool in tools]
         assert len(names) == 16 and len(set(names)) == 16
         echo = next(tool for tool in tools if tool.name == "echo")
         assert echo.input_schema["required"] == ["message"]
         assert echo.description == "Echo a message back"
-    finally:
-        await connection.close()
 
 
 async def test_call_results_text_structured_and_error(tmp_path: Path) -> None:
-    connection = await connect_to_server("calc", fake_server_config("calc"), cwd=tmp_path)
-    try:
+    async with connect_to_server("calc", fake_server_config("calc"), cwd=tmp_path) as connection:
         added = await connection.call_tool("add", {"a": 2, "b": 3})
         assert first_text(added) == "5"
         assert added.structured_content == {"sum": 5}
@@ -179,18 +173,15 @@ async def test_call_results_text_structured_and_error(tmp_path: Path) -> None:
         assert (await connection.call_tool("echo", {"message": "still fine"})).structured_content == {
             "message": "still fine"
         }
-    finally:
-        await connection.close()
 
 
 async def test_progress_extends_the_call_deadline(tmp_path: Path) -> None:
-    connection = await connect_to_server("slowtool", fake_server_config("slowtool"), cwd=tmp_path)
-    progress: list[tuple[float, str | None]] = []
+    async with connect_to_server("slowtool", fake_server_config("slowtool"), cwd=tmp_path) as connection:
+        progress: list[tuple[float, str | None]] = []
 
-    def on_progress(value: float, total: float | None, message: str | None) -> None:
-        progress.append((value, message))
+        def on_progress(value: float, total: float | None, message: str | None) -> None:
+            progress.append((value, message))
 
-    try:
         result = await connection.call_tool(
             "sleep", {"seconds": 1.2, "progress_interval": 0.1}, timeout_ms=400, on_progress=on_progress
         )
@@ -208,13 +199,10 @@ async def test_progress_extends_the_call_deadline(tmp_path: Path) -> None:
         assert (await connection.call_tool("echo", {"message": "alive"})).structured_content == {
             "message": "alive"
         }
-    finally:
-        await connection.close()
 
 
 async def test_caller_cancellation_tells_the_server_and_keeps_the_connection(tmp_path: Path) -> None:
-    connection = await connect_to_server("cancel", fake_server_config("cancel"), cwd=tmp_path)
-    try:
+    async with connect_to_server("cancel", fake_server_config("cancel"), cwd=tmp_path) as connection:
         with anyio.move_on_after(0.3) as scope:
             await connection.call_tool("sleep", {"seconds": 10})
         assert scope.cancelled_caught
@@ -226,45 +214,43 @@ async def test_caller_cancellation_tells_the_server_and_keeps_the_connection(tmp
         result = await connection.call_tool("echo", {"message": "after cancel"})
         assert result.structured_content == {"message": "after cancel"}
         assert not connection.closed
-    finally:
-        await connection.close()
 
 
 async def test_calls_from_many_tasks_run_concurrently(tmp_path: Path) -> None:
-    connection = await connect_to_server("busy", fake_server_config("busy"), cwd=tmp_path)
-    results: dict[int, Any] = {}
+    async with connect_to_server("busy", fake_server_config("busy"), cwd=tmp_path) as connection:
+        results: dict[int, Any] = {}
 
-    async def call(index: int) -> None:
-        if index % 2:
-            results[index] = first_text(await connection.call_tool("sleep", {"seconds": 0.5}))
-        else:
-            results[index] = (await connection.call_tool("echo", {"message": str(index)})).structured_content
+        async def call(index: int) -> None:
+            if index % 2:
+                results[index] = first_text(await connection.call_tool("sleep", {"seconds": 0.5}))
+            else:
+                results[index] = (
+                    await connection.call_tool("echo", {"message": str(index)})
+                ).structured_content
 
-    try:
         started = time.monotonic()
         async with anyio.create_task_group() as group:
             for index in range(10):
                 group.start_soon(call, index)
         assert time.monotonic() - started < 2.0  # five 0.5 s sleeps overlapped
         assert results[4] == {"message": "4"} and results[5] == "slept 0.5"
-    finally:
-        await connection.close()
 
 
 async def test_close_from_another_task_than_connect(tmp_path: Path) -> None:
     holder: list[Any] = []
+    async with anyio.create_task_group() as host:
 
-    async def connect() -> None:
-        holder.append(await connect_to_server("handoff", fake_server_config("handoff"), cwd=tmp_path))
+        async def connect() -> None:
+            holder.append(await open_connection(host, "handoff", fake_server_config("handoff"), cwd=tmp_path))
 
-    async with anyio.create_task_group() as group:
-        group.start_soon(connect)
-    connection = holder[0]
-    assert (await connection.call_tool("echo", {"message": "x"})).structured_content == {"message": "x"}
-    async with anyio.create_task_group() as group:
-        group.start_soon(connection.close)
-        group.start_soon(connection.close)
-    await connection.close()  # idempotent
+        async with anyio.create_task_group() as group:
+            group.start_soon(connect)
+        connection = holder[0]
+        assert (await connection.call_tool("echo", {"message": "x"})).structured_content == {"message": "x"}
+        async with anyio.create_task_group() as group:
+            group.start_soon(connection.close)
+            group.start_soon(connection.close)
+        await connection.close()  # idempotent
     assert connection.closed
     with pytest.raises(
         ConnectionClosedError, match='MCP server "handoff" is not connected: closed by the client'
@@ -275,11 +261,11 @@ async def test_close_from_another_task_than_connect(tmp_path: Path) -> None:
 async def test_close_ends_the_whole_process_group(tmp_path: Path) -> None:
     pid_file = tmp_path / "pids"
     config = fake_server_config("family", "--spawn-grandchild", "--pid-file", str(pid_file))
-    connection = await connect_to_server("family", config, cwd=tmp_path)
-    leader, grandchild = read_pids(pid_file)
-    assert connection.pid == leader
-    assert os.getpgid(grandchild) == leader
-    await connection.close()
+    async with connect_to_server("family", config, cwd=tmp_path) as connection:
+        leader, grandchild = read_pids(pid_file)
+        assert connection.pid == leader
+        assert os.getpgid(grandchild) == leader
+        await connection.close()
     assert await wait_group_gone(leader)
 
 
@@ -293,23 +279,20 @@ async def test_close_is_bounded_for_a_server_ignoring_eof_and_sigterm(tmp_path: 
         "--pid-file",
         str(pid_file),
     )
-    connection = await connect_to_server("stubborn", config, cwd=tmp_path)
-    leader = read_pids(pid_file)[0]
-    started = time.monotonic()
-    await connection.close()
-    assert time.monotonic() - started < 4.5
+    async with connect_to_server("stubborn", config, cwd=tmp_path) as connection:
+        leader = read_pids(pid_file)[0]
+        started = time.monotonic()
+        await connection.close()
+        assert time.monotonic() - started < 4.5
     assert await wait_group_gone(leader)
 
 
 async def test_roots_list_is_answered_with_the_project_root(tmp_path: Path) -> None:
-    connection = await connect_to_server("roots", fake_server_config("roots"), cwd=tmp_path)
-    try:
+    async with connect_to_server("roots", fake_server_config("roots"), cwd=tmp_path) as connection:
         project_uri = tmp_path.resolve().as_uri()  # noqa: ASYNC240 (no I/O: resolves an existing temp dir)
         text = first_text(await connection.call_tool("roots", {}))
         assert project_uri in text
         assert tmp_path.name in text
-    finally:
-        await connection.close()
 
 
 async def test_list_changed_reaches_on_notification(tmp_path: Path) -> None:
@@ -322,8 +305,9 @@ async def test_list_changed_reaches_on_notification(tmp_path: Path) -> None:
             changed.set()
 
     config = fake_server_config("dynamic", "--list-changed-after", "0.2")
-    connection = await connect_to_server("dynamic", config, cwd=tmp_path, on_notification=on_notification)
-    try:
+    async with connect_to_server(
+        "dynamic", config, cwd=tmp_path, on_notification=on_notification
+    ) as connection:
         with anyio.fail_after(5):
             await changed.wait()
         assert "late_tool" in [tool.name for tool in await connection.list_tools()]
@@ -332,8 +316,6 @@ async def test_list_changed_reaches_on_notification(tmp_path: Path) -> None:
             "sleep", {"seconds": 0.3, "progress_interval": 0.05}, on_progress=lambda *a: None
         )
         assert [method for method, _ in received] == ["notifications/tools/list_changed"]
-    finally:
-        await connection.close()
 
 
 async def test_a_burst_of_list_changed_is_folded_and_its_last_one_arrives_while_the_server_is_quiet(
@@ -363,44 +345,41 @@ async def test_a_burst_of_list_changed_is_folded_and_its_last_one_arrives_while_
 
 
 async def test_process_exit_closes_the_connection_with_a_reason(tmp_path: Path) -> None:
-    connection = await connect_to_server(
+    async with connect_to_server(
         "fragile", fake_server_config("fragile", "--stderr-lines", "2"), cwd=tmp_path
-    )
-    with pytest.raises(ConnectionClosedError):
-        await connection.call_tool("crash", {"code": 5})
-    with anyio.fail_after(5):
-        await connection.wait_closed()
-    assert connection.closed
-    assert connection.close_reason == "process exited with code 5"
-    assert connection.stderr_tail(1) == ["stderr line 1"]
-    with pytest.raises(ConnectionClosedError, match="process exited with code 5"):
-        await connection.list_tools()
-    await connection.close()
+    ) as connection:
+        with pytest.raises(ConnectionClosedError):
+            await connection.call_tool("crash", {"code": 5})
+        with anyio.fail_after(5):
+            await connection.wait_closed()
+        assert connection.closed
+        assert connection.close_reason == "process exited with code 5"
+        assert connection.stderr_tail(1) == ["stderr line 1"]
+        with pytest.raises(ConnectionClosedError, match="process exited with code 5"):
+            await connection.list_tools()
+        await connection.close()
     assert connection.close_reason == "process exited with code 5"
 
 
 async def test_crash_during_a_call_fails_that_call(tmp_path: Path) -> None:
     config = fake_server_config("crashy", "--crash-after-calls", "2", "--exit-code", "4")
-    connection = await connect_to_server("crashy", config, cwd=tmp_path)
-    await connection.call_tool("echo", {"message": "one"})
-    with pytest.raises(ConnectionClosedError):
-        await connection.call_tool("echo", {"message": "two"})
-    await connection.wait_closed()
-    assert connection.close_reason == "process exited with code 4"
-    assert "crashing as asked" in connection.stderr_tail()
+    async with connect_to_server("crashy", config, cwd=tmp_path) as connection:
+        await connection.call_tool("echo", {"message": "one"})
+        with pytest.raises(ConnectionClosedError):
+            await connection.call_tool("echo", {"message": "two"})
+        await connection.wait_closed()
+        assert connection.close_reason == "process exited with code 4"
+        assert "crashing as asked" in connection.stderr_tail()
 
 
 async def test_legacy_handshake_is_fast_on_a_server_that_drops_unknown_requests(tmp_path: Path) -> None:
     started = time.monotonic()
-    connection = await connect_to_server(
+    async with connect_to_server(
         "legacy", fake_server_config("legacy", "--drop-unknown"), cwd=tmp_path
-    )
-    try:
+    ) as connection:
         assert time.monotonic() - started < 3  # the SDK's "auto" probe would wait 10 s here
         assert connection.timings_ms["handshake"] < 2000
         assert connection.protocol_version == "2025-11-25"
-    finally:
-        await connection.close()
 
 
 async def test_open_connection_in_a_caller_task_group(tmp_path: Path) -> None:
@@ -425,3 +404,23 @@ async def test_runtime_loss_in_a_task_group_does_not_break_the_group(tmp_path: P
             await connection.call_tool("crash", {"code": 9})
         await connection.wait_closed()
     assert connection.close_reason == "process exited with code 9"
+
+
+async def test_leaving_the_block_by_an_error_closes_the_server_and_keeps_the_error(tmp_path: Path) -> None:
+    with pytest.raises(KeyError, match="the caller's own error") as raised:
+        async with connect_to_server("leaving", fake_server_config("leaving"), cwd=tmp_path) as connection:
+            leader = connection.pid
+            raise KeyError("the caller's own error")
+    assert type(raised.value) is KeyError  # itself, not inside an exception group
+    assert connection.closed and connection.close_reason == "closed by the client"
+    assert leader is not None and await wait_group_gone(leader)
+
+
+async def test_a_mapped_error_keeps_what_the_sdk_raised_as_its_cause(tmp_path: Path) -> None:
+    from mcp.shared.exceptions import MCPError
+
+    async with connect_to_server("chained", fake_server_config("chained"), cwd=tmp_path) as connection:
+        with pytest.raises(ToolCallError, match='"chained" rejected the call to missing') as raised:
+            await connection.call_tool("missing", {})
+    assert isinstance(raised.value.__cause__, MCPError)
+    assert "Unknown tool" in str(raised.value.__cause__)

@@ -23,23 +23,19 @@ MIB = 1024 * 1024
 
 async def test_a_20_mb_result_arrives_whole(tmp_path: Path) -> None:
     assert DEFAULT_MAX_MESSAGE_BYTES == 64 * MIB
-    connection = await connect_to_server(
+    async with connect_to_server(
         "large", fake_server_config("large", "--hostile-tools"), cwd=tmp_path
-    )
-    try:
+    ) as connection:
         result = await connection.call_tool("big", {"bytes": 20_000_000})
         text = first_text(result)
         assert len(text) == 20_000_000 and text.strip("x") == ""
-    finally:
-        await connection.close()
 
 
 async def test_a_message_over_the_limit_fails_that_call_and_keeps_the_connection(
     tmp_path: Path,
 ) -> None:
     config = fake_server_config("capped", "--hostile-tools", max_message_bytes=MIB)
-    connection = await connect_to_server("capped", config, cwd=tmp_path)
-    try:
+    async with connect_to_server("capped", config, cwd=tmp_path) as connection:
         tracemalloc.start()
         try:
             with pytest.raises(ToolCallError) as caught:
@@ -55,5 +51,3 @@ async def test_a_message_over_the_limit_fails_that_call_and_keeps_the_connection
         result = await connection.call_tool("echo", {"message": "still here"})
         assert first_text(result) == "still here"
         assert not connection.closed
-    finally:
-        await connection.close()

@@ -18,7 +18,9 @@ from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 
 from mcpfleet import paths
-from mcpfleet.auth.oauth import FileTokenStorage, login, logout, oauth_auth_for
+from mcpfleet.auth.login import login, logout
+from mcpfleet.auth.provider import oauth_auth_for
+from mcpfleet.auth.storage import FileTokenStorage
 from mcpfleet.config.model import ServerConfig
 from mcpfleet.errors import AuthRequiredError, ConfigError, LoginError
 
@@ -229,18 +231,18 @@ async def test_connection_layer_uses_the_stored_tokens(
 
     config = http_config(oauth_server)
     with anyio.fail_after(20), pytest.raises(AuthRequiredError, match="run: mcpfleet login secure"):
-        await connect_to_server(SERVER_NAME, config, cwd=tmp_path, auth=oauth_auth_for(SERVER_NAME, config))
+        async with connect_to_server(
+            SERVER_NAME, config, cwd=tmp_path, auth=oauth_auth_for(SERVER_NAME, config)
+        ):
+            pass
 
     with anyio.fail_after(30):
         await login(SERVER_NAME, config, on_authorize_url=follow_in_browser)
     with anyio.fail_after(20):
-        connection = await connect_to_server(
+        async with connect_to_server(
             SERVER_NAME, config, cwd=tmp_path, auth=oauth_auth_for(SERVER_NAME, config)
-        )
-        try:
+        ) as connection:
             assert [tool.name for tool in await connection.list_tools()] == ["whoami"]
-        finally:
-            await connection.close()
 
 
 async def test_a_refused_authorization_is_a_clear_login_error(oauth_server: RunningOAuthServer) -> None:

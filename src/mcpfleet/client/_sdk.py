@@ -1,0 +1,106 @@
+"""Every place mcpfleet reaches into the private parts of the ``mcp`` SDK, one named function each.
+
+The SDK offers no public way to do these few things; each entry says why it is needed. When
+an SDK release moves one of them, the function raises ``PrivateApiMovedError`` naming the
+attribute, and ``tests/unit/client/test_sdk_surface.py`` fails with that name, instead of a
+behaviour quietly changing.
+
+The OAuth provider (``mcpfleet.auth.provider``) also overrides private methods of the SDK's
+``OAuthClientProvider``; an override whose name the SDK drops would silently never run, so
+their names are listed here (``OAUTH_PROVIDER_OVERRIDES``) for the same test to check.
+
+The transport types are imported from the SDK's private ``mcp.client._transport`` for typing
+only (the SDK exports the ``Transport`` protocol, not the stream types).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Container
+from typing import TYPE_CHECKING, Any
+
+from mcpfleet.transport.process import PrivateApiMovedError
+
+if TYPE_CHECKING:
+    import httpx2
+    from mcp.client._transport import ReadStream as ReadStream
+    from mcp.client._transport import TransportStreams as TransportStreams
+    from mcp.client._transport import WriteStream as WriteStream
+    from mcp.client.auth import OAuthClientProvider
+    from mcp.client.session import ClientSession
+
+OAUTH_PROVIDER_OVERRIDES = (
+    "_initialize",
+    "_handle_token_response",
+    "_perform_authorization_code_grant",
+    "_auth_flow",
+)
+"""Private methods of ``OAuthClientProvider`` that mcpfleet's provider overrides: loading the
+stored server metadata with the tokens, storing it after a token exchange, applying the
+configured scope and token endpoint authentication before the redirect, and the
+non-interactive flow that never waits for a person."""
+
+
+def _attribute(owner: object, name: str, where: str) -> Any:
+    try:
+        return getattr(owner, name)
+    except AttributeError as error:
+        raise PrivateApiMovedError(f"the mcp SDK no longer has {where}.{name}") from error
+
+
+def pending_request_ids(session: ClientSession) -> Container[object]:
+    """The ids of the session's requests still waiting for an answer.
+
+    The SDK uses a request's id as its progress token and has no public table of in-flight
+    requests; the connection reads this one to keep the progress of its own calls out of the
+    notifications it hands to the host.
+    """
+    dispatcher = _attribute(session, "_dispatcher", "ClientSession")
+    pending = _attribute(dispatcher, "_pending", type(dispatcher).__name__)
+    if not isinstance(pending, dict):
+        raise PrivateApiMovedError(
+            f"the mcp SDK's {type(dispatcher).__name__}._pending is a {type(pending).__name__}, not a dict"
+        )
+    return pending.keys()
+
+
+def oauth_is_initialized(provider: OAuthClientProvider) -> bool:
+    """Whether the provider has loaded its stored tokens and client (``_initialized``)."""
+    return bool(_attribute(provider, "_initialized", "OAuthClientProvider"))
+
+
+async def oauth_refresh_request(provider: OAuthClientProvider) -> httpx2.Request:
+    """The token refresh request the SDK would send (``_refresh_token``)."""
+    build = _attribute(provider, "_refresh_token", "OAuthClientProvider")
+    request: httpx2.Request = await build()
+    return request
+
+
+async def oauth_apply_refresh(provider: OAuthClientProvider, response: httpx2.Response) -> bool:
+    """Store the tokens of a refresh answer; whether it brought any (``_handle_refresh_response``)."""
+    handle = _attribute(provider, "_handle_refresh_response", "OAuthClientProvider")
+    refreshed: bool = await handle(response)
+    return refreshed
+
+
+def oauth_add_bearer(provider: OAuthClientProvider, request: httpx2.Request) -> None:
+    """Put the current access token on ``request`` (``_add_auth_header``)."""
+    _attribute(provider, "_add_auth_header", "OAuthClientProvider")(request)
+
+
+def check_oauth_provider_overrides(provider_class: type[OAuthClientProvider]) -> None:
+    """Raise ``PrivateApiMovedError`` if the SDK's provider lacks a method mcpfleet overrides."""
+    for name in OAUTH_PROVIDER_OVERRIDES:
+        if not callable(getattr(provider_class, name, None)):
+            raise PrivateApiMovedError(f"the mcp SDK no longer has OAuthClientProvider.{name}")
+
+
+__all__ = [
+    "OAUTH_PROVIDER_OVERRIDES",
+    "PrivateApiMovedError",
+    "check_oauth_provider_overrides",
+    "oauth_add_bearer",
+    "oauth_apply_refresh",
+    "oauth_is_initialized",
+    "oauth_refresh_request",
+    "pending_request_ids",
+]

@@ -1,0 +1,152 @@
+"""What a server asks of the client and tells it: roots, elicitation, sampling, notifications.
+
+A legacy server sends ``roots/list``, ``elicitation/create`` and ``sampling/createMessage`` as
+requests; a 2026-07-28 server puts them inside an ``input_required`` result, which the SDK
+answers round by round through the same callbacks. Roots are the working folder; elicitation
+and sampling go to the host's hooks, whose failures still produce an answer (the server waits
+for one). Notifications go to the host's callback, except the progress of the connection's
+own calls, which the call itself consumes.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import mcp_types
+from pydantic import BaseModel, ValidationError
+
+from mcpfleet.client._sdk import PrivateApiMovedError, pending_request_ids
+
+if TYPE_CHECKING:
+    from mcp.client.session import ClientRequestContext, ClientSession
+
+logger = logging.getLogger(__name__)
+
+NotificationCallback = Callable[[str, dict[str, Any] | None], Awaitable[None] | None]
+ElicitationHandler = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
+"""Answers a server's ``elicitation/create``: receives its params as JSON (``message``,
+``requestedSchema`` or ``url``, ``mode``) and returns the result as JSON
+(``{"action": "accept", "content": {...}}``, or ``"decline"`` / ``"cancel"``)."""
+SamplingHandler = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
+"""Answers a server's ``sampling/createMessage``: receives its params as JSON (``messages``,
+``maxTokens``, ``systemPrompt``, ``tools``…) and returns the result as JSON (``{"role":
+"assistant", "content": {"type": "text", "text": ...}, "model": ..., "stopReason": ...}``)."""
+
+_Model = TypeVar("_Model", bound=BaseModel)
+
+
+class InboundHandlers:
+    """The ``Client`` callbacks of one connection.
+
+    ``session_of`` gives the live session (``None`` before the handshake and after the end),
+    whose in-flight requests tell a call's progress from a notification for the host.
+    """
+
+    def __init__(
+        self,
+        server: str,
+        *,
+        cwd: Path,
+        on_notification: NotificationCallback | None,
+        elicitation_handler: ElicitationHandler | None,
+        sampling_handler: SamplingHandler | None,
+        session_of: Callable[[], ClientSession | None],
+    ) -> None:
+        self.server = server
+        self.transport_error: BaseException | None = None
+        """The last error the transport reported on the read stream (an HTTP stream that failed)."""
+        self._cwd = cwd
+        self._on_notification = on_notification
+        self._elicitation_handler = elicitation_handler
+        self._sampling_handler = sampling_handler
+        self._session_of = session_of
+
+    def client_options(self) -> dict[str, Any]:
+        """The callbacks to build the SDK ``Client`` with."""
+        return {
+            "list_roots_callback": self._list_roots,
+            "message_handler": self._on_message,
+            # Without a handler the client must not advertise the capability.
+            "elicitation_callback": self._elicit if self._elicitation_handler is not None else None,
+            "sampling_callback": self._sample if self._sampling_handler is not None else None,
+        }
+
+    async def _list_roots(self, context: ClientRequestContext) -> mcp_types.ListRootsResult:
+        root = self._cwd.resolve()
+        entry = mcp_types.Root.model_validate({"uri": root.as_uri(), "name": root.name or str(root)})
+        return mcp_types.ListRootsResult(roots=[entry])
+
+    async def _elicit(
+        self, context: ClientRequestContext, params: mcp_types.ElicitRequestParams
+    ) -> mcp_types.ElicitResult | mcp_types.ErrorData:
+        assert self._elicitation_handler is not None
+        return await self._ask_host("elicitation", self._elicitation_handler, params, mcp_types.ElicitResult)
+
+    async def _sample(
+        self, context: ClientRequestContext, params: mcp_types.CreateMessageRequestParams
+    ) -> mcp_types.CreateMessageResult | mcp_types.CreateMessageResultWithTools | mcp_types.ErrorData:
+        assert self._sampling_handler is not None
+        # A request that offers tools may be answered with tool use, which only the wider type holds.
+        result_type = (
+            mcp_types.CreateMessageResultWithTools if params.tools else mcp_types.CreateMessageResult
+        )
+        return await self._ask_host("sampling", self._sampling_handler, params, result_type)
+
+    async def _ask_host(
+        self,
+        what: str,
+        handler: Callable[[dict[str, Any]], Awaitable[dict[str, Any]]],
+        params: BaseModel,
+        result_type: type[_Model],
+    ) -> _Model | mcp_types.ErrorData:
+        request = params.model_dump(by_alias=True, mode="json", exclude_none=True)
+        try:
+            answer = await handler(request)
+            return result_type.model_validate(answer)
+        except ValidationError as error:
+            logger.warning("%s: the %s handler returned an invalid result: %s", self.server, what, error)
+            return mcp_types.ErrorData(code=mcp_types.INTERNAL_ERROR, message=f"invalid {what} result")
+        except Exception as error:
+            # The server waits for an answer: a failing host hook must still produce one.
+            logger.exception("%s: the %s handler raised", self.server, what)
+            return mcp_types.ErrorData(code=mcp_types.INTERNAL_ERROR, message=f"{what} failed: {error}")
+
+    async def _on_message(self, message: Any) -> None:
+        if isinstance(message, Exception):
+            logger.debug("%s: transport reported %r", self.server, message)
+            self.transport_error = message
+            return
+        data = message.model_dump(by_alias=True, mode="json", exclude_none=True)
+        method = data.get("method")
+        if not isinstance(method, str) or self._on_notification is None:
+            return
+        params = data.get("params")
+        if method == "notifications/progress" and self._progress_belongs_to_call(params):
+            return
+        try:
+            outcome = self._on_notification(method, params if isinstance(params, dict) else None)
+            if inspect.isawaitable(outcome):
+                await outcome
+        except Exception:
+            logger.exception("%s: on_notification raised for %s", self.server, method)
+
+    def _progress_belongs_to_call(self, params: Any) -> bool:
+        """Whether a progress token is the id of one of our in-flight requests (the SDK uses
+        the id as the token)."""
+        token = params.get("progressToken") if isinstance(params, dict) else None
+        session = self._session_of()
+        if token is None or session is None:
+            return False
+        try:
+            pending = pending_request_ids(session)
+        except PrivateApiMovedError as error:
+            logger.debug("%s: %s; progress is passed on to the host", self.server, error)
+            return False
+        return token in pending or str(token) in pending
+
+
+__all__ = ["ElicitationHandler", "InboundHandlers", "NotificationCallback", "SamplingHandler"]

@@ -1,0 +1,102 @@
+"""The transport as the SDK's ``Client`` sees it: watched for its end, and read the 2026-07-28 way.
+
+The owner task learns from this wrapper when the server side of the stream ends (a process
+exit, a closed HTTP stream), and results on a 2026-07-28 connection get their ``resultType``
+default (see ``WatchedTransport.speaks_modern``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import mcp_types
+from mcp.shared.message import SessionMessage
+
+if TYPE_CHECKING:
+    from mcpfleet.client._sdk import ReadStream, TransportStreams
+
+
+class WatchedTransport(anyio.AsyncContextManagerMixin):
+    """Wraps a transport so ``on_end`` is called once the server side of the stream ends."""
+
+    def __init__(self, inner: Any, on_end: Callable[[], None]) -> None:
+        self._inner = inner
+        self._on_end = on_end
+        self._modern = False
+        self._read_stream: EndWatchingReadStream | None = None
+
+    def speaks_modern(self) -> None:
+        """From now on, a result without ``resultType`` is given ``"complete"``.
+
+        The 2026-07-28 revision makes the field optional with that default (a client MUST
+        read a result without it as complete), while the SDK's wire validation requires it
+        and rejects the whole result; filling in the default is what the revision prescribes.
+        """
+        self._modern = True
+        if self._read_stream is not None:
+            self._read_stream.default_result_type = True
+
+    @asynccontextmanager
+    async def __asynccontextmanager__(self) -> AsyncIterator[TransportStreams]:
+        async with self._inner as (read_stream, write_stream):
+            self._read_stream = EndWatchingReadStream(read_stream, self._on_end)
+            self._read_stream.default_result_type = self._modern
+            yield self._read_stream, write_stream
+
+
+class EndWatchingReadStream:
+    """A read stream that calls ``on_end`` once the transport delivers its last message."""
+
+    def __init__(self, inner: ReadStream[SessionMessage | Exception], on_end: Callable[[], None]) -> None:
+        self._inner = inner
+        self._on_end = on_end
+        self.default_result_type = False
+
+    @property
+    def last_context(self) -> Any:
+        return getattr(self._inner, "last_context", None)
+
+    async def receive(self) -> SessionMessage | Exception:
+        try:
+            message = await self._inner.receive()
+        except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
+            self._on_end()
+            raise
+        if (
+            self.default_result_type
+            and isinstance(message, SessionMessage)
+            and isinstance(message.message, mcp_types.JSONRPCResponse)
+        ):
+            message.message.result.setdefault("resultType", "complete")
+        return message
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    def __aiter__(self) -> EndWatchingReadStream:
+        return self
+
+    async def __anext__(self) -> SessionMessage | Exception:
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+    async def __aenter__(self) -> EndWatchingReadStream:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+        self._on_end()
+
+
+__all__ = ["EndWatchingReadStream", "WatchedTransport"]

@@ -1,0 +1,312 @@
+"""A stdio server's process, from spawn to reaping.
+
+* It runs ``[command, *args]`` with the environment it is given (the caller has resolved
+  every secret), in its own session and process group, so closing can signal the whole
+  group (grandchildren too).
+* It carries a mark of its own in its environment, which every descendant inherits even
+  when it leaves the group (``setsid()``, a double fork): closing ends the marked
+  processes after the group (``descendants.py``).
+* Its process group and mark are announced to the host's watchdog (``watchdog.py``), which
+  ends both if the host dies; so a crashed host leaves no server behind. Only if that
+  helper cannot run does a Linux child get the kernel's parent-death signal
+  (``PR_SET_PDEATHSIG``) instead: it covers the direct child alone and needs a
+  ``preexec_fn``, which turns the spawn into a full fork of the host (measured: 30 servers
+  spawn in 0.43 s without it, 0.76 s with it). The hook only calls an already-resolved
+  ``prctl`` and ``getppid``, which take no Python-level locks (CPython documents
+  ``preexec_fn`` as unsafe when other threads hold locks at fork time).
+* The last lines of its stderr are kept in a bounded ring for error messages.
+* It ends in bounded steps (the kill ladder): close stdin, wait, SIGTERM the group, wait,
+  SIGKILL the group, then the same for the marked descendants that left it.
+
+Nothing here knows MCP: ``stdio.py`` frames the messages on the process's pipes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import signal
+import sys
+import time
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import anyio
+import anyio.abc
+
+from mcpfleet.errors import CommandNotFoundError, ConnectError
+from mcpfleet.transport.descendants import end_marked_processes, marked_environment, new_mark
+from mcpfleet.transport.watchdog import host_watchdog
+
+STDIN_CLOSE_GRACE_S = 1.0
+"""How long a server may take to exit on its own once its stdin is closed."""
+SIGTERM_GRACE_S = 1.0
+"""How long the process group gets between SIGTERM and SIGKILL."""
+SIGKILL_REAP_S = 1.0
+"""How long to wait for the kernel to report the SIGKILLed leader gone."""
+STDERR_MAX_LINES = 200
+STDERR_MAX_BYTES = 64 * 1024
+STDERR_MAX_LINE_CHARS = 2000
+_POLL_S = 0.02
+_PR_SET_PDEATHSIG = 1
+
+
+class PrivateApiMovedError(RuntimeError):
+    """A private part of a dependency that mcpfleet relies on is gone or changed shape."""
+
+
+def backend_open_process() -> Callable[..., Any]:
+    """anyio's backend ``open_process``, which forwards extra options (``preexec_fn``) to the
+    platform call; the public ``anyio.open_process`` has no ``preexec_fn`` argument. Only the
+    parent-death fallback needs it, and this is the one place that reaches into anyio."""
+    try:
+        from anyio._core._eventloop import get_async_backend
+
+        opener: Callable[..., Any] = get_async_backend().open_process
+    except (ImportError, AttributeError) as error:
+        raise PrivateApiMovedError(
+            "anyio._core._eventloop.get_async_backend().open_process is gone; "
+            "the stdio spawn's parent-death fallback needs another way to pass preexec_fn"
+        ) from error
+    return opener
+
+
+def _parent_death_hook() -> Callable[[], None] | None:
+    """A ``preexec_fn`` that makes the child die with its parent (Linux only), or ``None``."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    parent_pid = os.getpid()
+
+    def set_parent_death_signal() -> None:
+        prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        # The parent may have died between fork and prctl: then nobody would signal us.
+        if os.getppid() != parent_pid:
+            os._exit(1)
+
+    return set_parent_death_signal
+
+
+class StderrRing:
+    """The last lines a server wrote on stderr, bounded in lines and bytes."""
+
+    def __init__(self, max_lines: int = STDERR_MAX_LINES, max_bytes: int = STDERR_MAX_BYTES) -> None:
+        self._lines: deque[str] = deque()
+        self._max_lines = max_lines
+        self._max_bytes = max_bytes
+        self._bytes = 0
+
+    def append(self, line: str) -> None:
+        line = line[:STDERR_MAX_LINE_CHARS]
+        self._lines.append(line)
+        self._bytes += len(line)
+        while self._lines and (len(self._lines) > self._max_lines or self._bytes > self._max_bytes):
+            self._bytes -= len(self._lines.popleft())
+
+    def tail(self, lines: int = 20) -> list[str]:
+        if lines <= 0:
+            return []
+        return list(self._lines)[-lines:]
+
+
+class ServerProcess:
+    """One stdio server process: spawned once, its stderr kept, ended with its whole family."""
+
+    def __init__(
+        self, server_name: str, command: str, args: Sequence[str], *, env: Mapping[str, str], cwd: str
+    ) -> None:
+        self.server_name = server_name
+        self.command = command
+        self.args = list(args)
+        self.env = dict(env)
+        self.cwd = cwd
+        self.mark = new_mark()
+        """Carried in the environment of the server and of everything it starts."""
+        self.stderr = StderrRing()
+        self.pid: int | None = None
+        self.returncode: int | None = None
+        self.spawn_ms: float | None = None
+        self.exited = anyio.Event()
+        self.signalled = False
+        """Whether stopping had to signal the leader (its exit status is then ours, not its own)."""
+        self._process: anyio.abc.Process | None = None
+
+    def describe_command(self) -> str:
+        import shlex
+
+        text = shlex.join([self.command, *self.args])
+        return text if len(text) <= 200 else text[:197] + "..."
+
+    async def spawn(self) -> anyio.abc.Process:
+        """Start the process, once: later calls return the same process."""
+        if self._process is not None:
+            return self._process
+        import subprocess
+
+        if not await anyio.Path(self.cwd).is_dir():
+            raise ConnectError(
+                f'MCP server "{self.server_name}": working directory {self.cwd} does not exist; '
+                'fix the "cwd" field of its config',
+                server=self.server_name,
+            )
+        command = [self.command, *self.args]
+        env = marked_environment(self.env, self.mark)
+        pipes: dict[str, Any] = {
+            "stdin": subprocess.PIPE,
+            "stdout": subprocess.PIPE,
+            "stderr": subprocess.PIPE,
+        }
+        hook = None if host_watchdog().ensure_running() else _parent_death_hook()
+        started = time.perf_counter()
+        try:
+            if hook is None:
+                process = await anyio.open_process(
+                    command, cwd=self.cwd, env=env, start_new_session=True, **pipes
+                )
+            else:
+                process = await backend_open_process()(
+                    command, cwd=self.cwd, env=env, start_new_session=True, preexec_fn=hook, **pipes
+                )
+        except FileNotFoundError as error:
+            raise CommandNotFoundError(
+                f'MCP server "{self.server_name}": command not found: {self.command} '
+                '(install it or fix the "command" field; PATH is searched)',
+                server=self.server_name,
+            ) from error
+        except PermissionError as error:
+            raise CommandNotFoundError(
+                f'MCP server "{self.server_name}": permission denied running {self.command} '
+                "(make it executable or point the config at an interpreter)",
+                server=self.server_name,
+            ) from error
+        except OSError as error:
+            raise CommandNotFoundError(
+                f'MCP server "{self.server_name}": cannot run {self.command}: {error.strerror or error}',
+                server=self.server_name,
+            ) from error
+        self.spawn_ms = (time.perf_counter() - started) * 1000
+        self._process = process
+        self.pid = process.pid
+        host_watchdog().watch(process.pid, self.mark)
+        return process
+
+    async def read_stderr(self) -> None:
+        """Keep what the server writes on stderr in the ring, until the pipe closes."""
+        process = self._process
+        assert process is not None and process.stderr is not None
+        buffer = b""
+        try:
+            async for chunk in process.stderr:
+                buffer += chunk
+                *lines, buffer = buffer.split(b"\n")
+                for raw in lines:
+                    self.stderr.append(raw.decode(errors="replace").rstrip())
+                if len(buffer) > STDERR_MAX_LINE_CHARS:
+                    self.stderr.append(buffer.decode(errors="replace"))
+                    buffer = b""
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream):
+            pass
+        if buffer.strip():
+            self.stderr.append(buffer.decode(errors="replace").rstrip())
+
+    async def wait(self) -> int:
+        """Wait for the process to exit; its exit status."""
+        process = self._process
+        assert process is not None
+        self._record_exit(await process.wait())
+        assert self.returncode is not None
+        return self.returncode
+
+    async def discard(self) -> None:
+        """End a process that was spawned but never handed to a session (bounded, shielded)."""
+        with anyio.CancelScope(shield=True):
+            await self.stop(answered=False)
+
+    async def stop(self, *, answered: bool) -> None:
+        """The kill ladder, bounded: close stdin, wait, SIGTERM the group, wait, SIGKILL it, then
+        the marked descendants that left the group. A server that never ``answered`` is still
+        starting and not reading its stdin yet: waiting for it to notice the close would only
+        delay the SIGTERM."""
+        process = self._process
+        if process is None:
+            return
+        if process.stdin is not None:
+            with contextlib.suppress(OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
+                await process.stdin.aclose()
+        if not await self._wait_exit(STDIN_CLOSE_GRACE_S if answered else 0):
+            self.signalled = True
+            self._signal_group(signal.SIGTERM)
+            if not await self._wait_exit(SIGTERM_GRACE_S):
+                self._signal_group(signal.SIGKILL)
+                await self._wait_exit(SIGKILL_REAP_S)
+        # The leader is gone; helpers it left in the group get the same two-step treatment.
+        if self._group_alive():
+            self._signal_group(signal.SIGTERM)
+            for _ in range(round(SIGTERM_GRACE_S / _POLL_S)):
+                if not self._group_alive():
+                    break
+                await anyio.sleep(_POLL_S)
+            self._signal_group(signal.SIGKILL)
+        # Descendants that left the group (setsid, a double fork) still carry the mark.
+        await end_marked_processes(self.mark, SIGTERM_GRACE_S)
+        if self.pid is not None:
+            host_watchdog().release(self.pid)
+
+    async def _wait_exit(self, seconds: float) -> bool:
+        # Polls the exit status rather than waiting on ``wait``: during a cancelled teardown
+        # the task in ``wait`` is already cancelled, and the status is still updated.
+        process = self._process
+        assert process is not None
+        for _ in range(max(1, round(seconds / _POLL_S))):
+            if process.returncode is not None:
+                self._record_exit(process.returncode)
+                return True
+            await anyio.sleep(_POLL_S)
+        if process.returncode is None:
+            return False
+        self._record_exit(process.returncode)
+        return True
+
+    def _record_exit(self, returncode: int) -> None:
+        if self.returncode is None:
+            self.returncode = returncode
+        self.exited.set()
+
+    def _group_alive(self) -> bool:
+        if self.pid is None:
+            return False
+        try:
+            os.killpg(self.pid, 0)
+        except (ProcessLookupError, PermissionError):
+            return False
+        return True
+
+    def _signal_group(self, signum: int) -> None:
+        if self.pid is None:
+            return
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.pid, signum)
+
+
+def exit_description(returncode: int) -> str:
+    """``exited with code 3`` or ``was killed by SIGKILL``."""
+    if returncode < 0:
+        try:
+            return f"was killed by {signal.Signals(-returncode).name}"
+        except ValueError:
+            return f"was killed by signal {-returncode}"
+    return f"exited with code {returncode}"
+
+
+__all__ = [
+    "PrivateApiMovedError",
+    "ServerProcess",
+    "StderrRing",
+    "backend_open_process",
+    "exit_description",
+]

@@ -1,0 +1,133 @@
+"""The canary of the SDK's private parts that mcpfleet reaches into (``client/_sdk.py``).
+
+Each test drives one accessor against real SDK objects, in memory, without a process. When
+an SDK release moves one of them, the accessor raises ``PrivateApiMovedError`` and the test
+fails with its message, which names the attribute: fix that accessor before anything else.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import anyio
+import httpx2
+import mcp_types
+import pytest
+from mcp.client.auth import OAuthClientProvider
+from mcp.client.session import ClientSession
+from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
+from mcp.shared.message import SessionMessage
+from pydantic import AnyUrl
+
+from mcpfleet.auth.provider import FleetOAuthProvider
+from mcpfleet.client._sdk import (
+    OAUTH_PROVIDER_OVERRIDES,
+    PrivateApiMovedError,
+    check_oauth_provider_overrides,
+    oauth_add_bearer,
+    oauth_apply_refresh,
+    oauth_is_initialized,
+    oauth_refresh_request,
+    pending_request_ids,
+)
+
+pytestmark = pytest.mark.anyio
+
+SERVER_URL = "https://mcp.example.com/mcp"
+
+
+async def test_pending_request_ids_hold_a_request_until_it_is_answered() -> None:
+    to_server, from_client = anyio.create_memory_object_stream[SessionMessage](8)
+    to_client, from_server = anyio.create_memory_object_stream[SessionMessage | Exception](8)
+    session = ClientSession(from_server, to_server)
+    async with session, anyio.create_task_group() as group:
+        group.start_soon(session.send_ping)
+        with anyio.fail_after(5):
+            sent = (await from_client.receive()).message
+        assert isinstance(sent, mcp_types.JSONRPCRequest)
+        assert sent.id in pending_request_ids(session)
+        await to_client.send(SessionMessage(mcp_types.JSONRPCResponse(jsonrpc="2.0", id=sent.id, result={})))
+    assert sent.id not in pending_request_ids(session)
+
+
+def test_a_moved_attribute_is_reported_by_name() -> None:
+    with pytest.raises(PrivateApiMovedError, match=r"the mcp SDK no longer has ClientSession\._dispatcher"):
+        pending_request_ids(object())  # type: ignore[arg-type]
+
+
+class MemoryTokens:
+    """The SDK's ``TokenStorage`` in memory."""
+
+    def __init__(self) -> None:
+        self.tokens: OAuthToken | None = None
+        self.client: OAuthClientInformationFull | None = None
+
+    async def get_tokens(self) -> OAuthToken | None:
+        return self.tokens
+
+    async def set_tokens(self, tokens: OAuthToken) -> None:
+        self.tokens = tokens
+
+    async def get_client_info(self) -> OAuthClientInformationFull | None:
+        return self.client
+
+    async def set_client_info(self, client_info: OAuthClientInformationFull) -> None:
+        self.client = client_info
+
+
+def sdk_provider(storage: MemoryTokens) -> OAuthClientProvider:
+    metadata = OAuthClientMetadata(redirect_uris=[AnyUrl("http://127.0.0.1/callback")])
+    return OAuthClientProvider(SERVER_URL, metadata, storage)
+
+
+async def test_the_provider_tells_whether_it_loaded_its_storage() -> None:
+    provider = sdk_provider(MemoryTokens())
+    assert oauth_is_initialized(provider) is False
+
+
+def test_the_bearer_goes_on_the_request() -> None:
+    provider = sdk_provider(MemoryTokens())
+    provider.context.current_tokens = OAuthToken(access_token="access-1", token_type="Bearer")
+    request = httpx2.Request("POST", SERVER_URL)
+    oauth_add_bearer(provider, request)
+    assert request.headers["Authorization"] == "Bearer access-1"
+
+
+async def test_a_refresh_is_built_and_its_answer_stored() -> None:
+    storage = MemoryTokens()
+    provider = sdk_provider(storage)
+    provider.context.current_tokens = OAuthToken(
+        access_token="old", token_type="Bearer", refresh_token="refresh-1"
+    )
+    provider.context.client_info = OAuthClientInformationFull(
+        client_id="client-1", redirect_uris=[AnyUrl("http://127.0.0.1/callback")]
+    )
+    request = await oauth_refresh_request(provider)
+    form = dict(item.split("=", 1) for item in request.content.decode().split("&"))
+    assert form["grant_type"] == "refresh_token" and form["refresh_token"] == "refresh-1"
+    answer: dict[str, Any] = {"access_token": "new", "token_type": "Bearer", "expires_in": 60}
+    response = httpx2.Response(200, content=json.dumps(answer).encode(), request=request)
+    assert await oauth_apply_refresh(provider, response) is True
+    assert storage.tokens is not None and storage.tokens.access_token == "new"
+
+
+def test_every_overridden_provider_method_still_exists_in_the_sdk() -> None:
+    check_oauth_provider_overrides(OAuthClientProvider)
+    for name in OAUTH_PROVIDER_OVERRIDES:
+        assert name in vars(FleetOAuthProvider), f"FleetOAuthProvider no longer overrides {name}"
+
+
+def test_a_missing_override_target_is_reported_by_name() -> None:
+    class Moved:
+        pass
+
+    with pytest.raises(PrivateApiMovedError, match=r"OAuthClientProvider\._initialize"):
+        check_oauth_provider_overrides(Moved)  # type: ignore[arg-type]
+
+
+def test_the_transport_stream_types_are_where_they_are_imported_from() -> None:
+    from mcp.client import _transport
+
+    for name in ("ReadStream", "TransportStreams", "WriteStream"):
+        assert hasattr(_transport, name), f"the mcp SDK no longer has mcp.client._transport.{name}"

@@ -39,7 +39,7 @@ import anyio.to_thread
 from mcpfleet.agent.bridge import DeferredMCPTool, MCPTool, assign_tool_names
 from mcpfleet.client.definitions import EraVerdict, ToolDefinition
 from mcpfleet.client.opening import import_off_loop, open_connection
-from mcpfleet.config import load_all_mcp_configs
+from mcpfleet.config import EntryFilter, load_all_mcp_configs
 from mcpfleet.config.model import DiscoveryResult, ServerConfig, SourceInfo
 from mcpfleet.errors import (
     ConnectError,
@@ -122,6 +122,7 @@ class MCPLoadResult:
     errors: dict[str, str] = field(default_factory=dict)
     connected_servers: list[str] = field(default_factory=list)
     exa_api_keys: list[str] = field(default_factory=list)
+    """Filled by the agent layer, which supplies the Exa filter (``mcpfleet.agent.exa``)."""
     deferred_servers: list[str] = field(default_factory=list)
     """Servers still starting whose tools came from the cache."""
     late_servers: list[str] = field(default_factory=list)
@@ -201,7 +202,7 @@ class MCPManager:
         on_uncached: UncachedPolicy = "wait",
         enable_project_config: bool = True,
         trust_project: bool = False,
-        filter_exa: bool = True,
+        entry_filter: EntryFilter | None = None,
         extra_config_paths: Sequence[str | Path] = (),
         shutdown_timeout_s: float = SHUTDOWN_TIMEOUT_S,
         reconnect_policy: ReconnectPolicy | None = None,
@@ -216,7 +217,9 @@ class MCPManager:
         """``elicitation_handler`` and ``sampling_handler`` are the host's answers to a server's
         ``elicitation/create`` and ``sampling/createMessage`` (see ``mcpfleet.client.connection``),
         for every server; without one, the capability is not advertised. ``probe_timeout_ms``
-        bounds the ``server/discover`` probe of a server whose era is not in the cache."""
+        bounds the ``server/discover`` probe of a server whose era is not in the cache.
+        ``entry_filter`` is the host's discovery hook (``mcpfleet.config.EntryFilter``): the
+        agent layer passes its Exa filter there."""
         self.cwd = Path(cwd).resolve()
         self._cache_setting = cache
         self._cache: MCPToolCache | None = None
@@ -225,7 +228,7 @@ class MCPManager:
         self.on_uncached: UncachedPolicy = on_uncached
         self.enable_project_config = enable_project_config
         self.trust_project = trust_project
-        self.filter_exa = filter_exa
+        self.entry_filter = entry_filter
         self.extra_config_paths = tuple(Path(p) for p in extra_config_paths)
         self.shutdown_timeout_s = shutdown_timeout_s
         self.watch = watch
@@ -441,7 +444,7 @@ class MCPManager:
         result = load_all_mcp_configs(
             self.cwd,
             enable_project_config=self.enable_project_config,
-            filter_exa=self.filter_exa,
+            entry_filter=self.entry_filter,
             extra_config_paths=self.extra_config_paths,
             trust_project=self.trust_project,
         )
@@ -1195,12 +1198,11 @@ def _filter_tools(tools: Iterable[ToolDefinition], config: ServerConfig) -> tupl
 
 
 def _complete_from_discovery(discovery: DiscoveryResult, result: MCPLoadResult) -> None:
-    """Add the Exa keys, the disabled servers, and an error for every entry that cannot start.
+    """Add the disabled servers, and an error for every entry that cannot start.
 
     A disabled server is the user's decision, not a failure: it is listed apart and never
     reported as an error (nor warned about, nor counted by ``--strict``).
     """
-    result.exa_api_keys = list(discovery.exa_api_keys)
     for entry in discovery.entries:
         if entry.name in discovery.configs or entry.name in result.errors:
             continue

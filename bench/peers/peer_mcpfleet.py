@@ -1,16 +1,17 @@
-"""mcpfleet, the way an agent uses it: ``create_agent_session`` over a config file, tools called
+"""mcpfleet, the way an agent uses it: ``open_agent_session`` over a config file, tools called
 through the session. Runs from the project's virtualenv with HOME pointed at a scratch folder."""
 
 from __future__ import annotations
 
 import json
 import time
+from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
 
 from common import main
 
-from mcpfleet import AgentSession, MCPToolCache, create_agent_session
+from mcpfleet import AgentSession, MCPToolCache, open_agent_session
 
 IMPORTED = time.perf_counter()
 
@@ -23,17 +24,21 @@ class AgentSessionFleet:
         cache_path = params.get("cache_path")
         self._cache = MCPToolCache(Path(cache_path)) if cache_path else None
         self._session: AgentSession | None = None
+        self._lifetime = AsyncExitStack()
+        """The session's ``async with``, spread over ``start`` and ``close``."""
         self.deferred_tools = 0
 
     async def start(self, servers: list[list[str]]) -> int:
         config_path = self._work_dir / "mcp.json"
         entries = {f"s{index}": {"command": argv[0], "args": argv[1:]} for index, argv in enumerate(servers)}
         config_path.write_text(json.dumps({"mcpServers": entries}))
-        self._session = await create_agent_session(
-            self._work_dir,
-            enable_project_config=False,
-            extra_config_paths=[config_path],
-            cache=self._cache,
+        self._session = await self._lifetime.enter_async_context(
+            open_agent_session(
+                self._work_dir,
+                enable_project_config=False,
+                extra_config_paths=[config_path],
+                cache=self._cache,
+            )
         )
         if self._session.mcp_errors:
             raise RuntimeError(f"mcpfleet reported errors: {self._session.mcp_errors}")
@@ -47,8 +52,7 @@ class AgentSessionFleet:
         return result.text
 
     async def close(self) -> None:
-        if self._session is not None:
-            await self._session.aclose()
+        await self._lifetime.aclose()
         if self._cache is not None:
             self._cache.close()
 

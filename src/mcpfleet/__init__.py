@@ -1,13 +1,12 @@
 """mcpfleet: the MCP runtime of a coding agent.
 
-Everything a user imports lives here (S20). Importing it never imports the ``mcp`` SDK:
+Everything a user imports lives here. Importing it never imports the ``mcp`` SDK:
 that happens only when a server is actually contacted.
 """
 
 from mcpfleet.agent.bridge import DeferredMCPTool, MCPTool, ToolResult
-from mcpfleet.agent.loader import discover_and_load_mcp_tools, discover_mcp_servers
-from mcpfleet.agent.session import AgentSession, ToolRegistry, create_agent_session
-from mcpfleet.config import load_all_mcp_configs
+from mcpfleet.agent.loader import discover_and_load_mcp_tools, discover_mcp_servers, load_all_mcp_configs
+from mcpfleet.agent.session import AgentSession, ToolRegistry, create_agent_session, open_agent_session
 from mcpfleet.fleet.cache import MCPToolCache
 from mcpfleet.fleet.manager import MCPManager
 
@@ -25,4 +24,5 @@ __all__ = [
     "discover_and_load_mcp_tools",
     "discover_mcp_servers",
     "load_all_mcp_configs",
+    "open_agent_session",
 ]

@@ -136,3 +136,17 @@ async def test_an_unknown_transport_is_named_as_such(tmp_path: Path) -> None:
     with pytest.raises(ConnectError, match="unknown transport 'ftp'"):
         async with connect_to_server("odd", config, cwd=tmp_path):
             pass
+
+
+def test_verbose_shows_what_caused_an_error_and_the_plain_message_stays_one_line(tmp_path: Path) -> None:
+    broken = tmp_path / "broken.json"
+    broken.write_text("{ not json")
+    plain = run(tmp_path, "--config", str(broken), "config")
+    assert plain.returncode == 2
+    assert plain.stderr.count("\n") == 1
+    assert plain.stderr.startswith(f"mcpfleet: {broken}: invalid JSON")
+    verbose = run(tmp_path, "-v", "--config", str(broken), "config")
+    assert verbose.returncode == 2
+    first, *causes = verbose.stderr.splitlines()
+    assert first == plain.stderr.strip()
+    assert [line for line in causes if "caused by JSONDecodeError: Expecting property name" in line], causes

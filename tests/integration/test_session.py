@@ -225,27 +225,27 @@ async def test_disabled_servers_are_skipped_silently_never_reported_as_failures(
     )
     with caplog.at_level(logging.INFO, logger="mcpfleet"):
         session = await create_agent_session(tmp_path, cache=None)
-    async with session:
-        assert session.mcp_errors == []
-        assert not [r for r in caplog.records if "mcp:off" in r.getMessage() or '"off"' in r.getMessage()]
-        controller = MCPCommandController(session)
-        reloaded = await controller.handle("/mcp reload")
-        assert "failed" not in reloaded
-        assert session.mcp_errors == []
-        listing = await controller.handle("/mcp list")
-        assert "○ off: disabled [mcpfleet, user]" in listing
-        assert "● files: connected" in listing
+        async with session:
+            assert session.mcp_errors == []
+            assert not [r for r in caplog.records if "mcp:off" in r.getMessage() or '"off"' in r.getMessage()]
+            controller = MCPCommandController(session)
+            reloaded = await controller.handle("/mcp reload")
+            assert "failed" not in reloaded
+            assert session.mcp_errors == []
+            listing = await controller.handle("/mcp list")
+            assert "○ off: disabled [mcpfleet, user]" in listing
+            assert "● files: connected" in listing
 
-        # With every server switched off, the list still says what is there and why it is quiet.
-        assert await controller.handle("/mcp disable files") == "files disabled."
-        listing = await controller.handle("/mcp list")
-        assert listing.splitlines() == [
-            "○ files: disabled [mcpfleet, user]",
-            "○ off: disabled [mcpfleet, user]",
-        ]
-        assert session.mcp_errors == []
-        assert "failed" not in await controller.handle("/mcp reload --full")
-        assert session.mcp_errors == []
+            # With every server switched off, the list still says what is there and why it is quiet.
+            assert await controller.handle("/mcp disable files") == "files disabled."
+            listing = await controller.handle("/mcp list")
+            assert listing.splitlines() == [
+                "○ files: disabled [mcpfleet, user]",
+                "○ off: disabled [mcpfleet, user]",
+            ]
+            assert session.mcp_errors == []
+            assert "failed" not in await controller.handle("/mcp reload --full")
+            assert session.mcp_errors == []
 
 
 # -- /mcp commands ----------------------------------------------------------------------
@@ -359,6 +359,7 @@ def test_public_surface_is_exactly_the_design() -> None:
             "discover_and_load_mcp_tools",
             "discover_mcp_servers",
             "load_all_mcp_configs",
+            "open_agent_session",
         ]
     )
     assert issubclass(mcpfleet.DeferredMCPTool, MCPTool)

@@ -22,7 +22,9 @@ from rich.console import Console, RenderableType
 from mcpfleet.agent.bridge import assign_tool_names, mcp_tool_name
 from mcpfleet.cli import output
 from mcpfleet.cli.display import json_for_terminal, safe_text
-from mcpfleet.cli.progress import error_lines, progress_table, status_table, tools_table
+from mcpfleet.cli.progress import progress_table
+from mcpfleet.cli.render import ErrorRow, ServerRow, ToolRow, status_table, tools_table
+from mcpfleet.config.model import SourceInfo
 
 PROVIDER_SAFE_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 TERMINAL_CONTROL = re.compile(
@@ -121,48 +123,52 @@ def assert_terminal_safe(rendered: str) -> None:
 
 
 tool_rows = st.lists(
-    st.fixed_dictionaries(
-        {
-            "name": text_field,
-            "server": text_field,
-            "description": st.none() | text_field,
-            "deferred": st.booleans(),
-        }
+    st.builds(
+        ToolRow,
+        name=text_field,
+        server=text_field,
+        mcp_name=text_field,
+        description=st.just("") | text_field,
+        deferred=st.booleans(),
+        input_schema=st.just({}),
     ),
     max_size=5,
 )
+statuses = st.sampled_from(["connected", "connecting", "failed", "pending-approval", "disabled"])
 status_rows = st.lists(
-    st.fixed_dictionaries(
-        {
-            "name": text_field,
-            "status": st.sampled_from(["connected", "connecting", "failed", "pending-approval", "disabled"]),
-            "tools": st.integers(0, 500),
-            "deferred": st.booleans(),
-            "error": st.none() | text_field,
-            "stderr_tail": st.lists(text_field, max_size=4),
-            "source": st.fixed_dictionaries({"provider_name": text_field, "level": text_field}),
-            "timings_ms": st.fixed_dictionaries({}, optional={"total": st.floats(0, 1e6)}),
-        }
+    st.builds(
+        lambda status, **fields: ServerRow(status=status, state=status, **fields),
+        status=statuses,
+        name=text_field,
+        tools=st.integers(0, 500),
+        deferred=st.booleans(),
+        at_gate=st.none() | st.sampled_from(["live", "deferred", "waited"]),
+        error=st.none() | text_field,
+        stderr_tail=st.lists(text_field, max_size=4).map(tuple),
+        source=st.builds(
+            SourceInfo, provider=st.just("p"), provider_name=text_field, path=text_field, level=text_field
+        ),
+        timings_ms=st.fixed_dictionaries({}, optional={"total": st.floats(0, 1e6)}),
     ),
     max_size=5,
 )
-error_rows = st.lists(st.fixed_dictionaries({"path": text_field, "error": text_field}), max_size=4)
+error_rows = st.lists(st.builds(ErrorRow, path=text_field, error=text_field), max_size=4)
 widths = st.integers(min_value=8, max_value=200)
 
 
 @settings(max_examples=60)
 @given(tool_rows, error_rows, widths)
 def test_the_tools_report_never_raises_nor_emits_a_control(
-    tools: list[dict[str, Any]], errors: list[dict[str, str]], width: int
+    tools: list[ToolRow], errors: list[ErrorRow], width: int
 ) -> None:
     assert_terminal_safe(render(tools_table(tools), width))
-    for line in error_lines(errors):
-        assert_terminal_safe(render(line, width))
+    for error in errors:
+        assert_terminal_safe(render(error.line(), width))
 
 
 @settings(max_examples=60)
 @given(status_rows, widths)
-def test_the_status_report_never_raises_nor_emits_a_control(rows: list[dict[str, Any]], width: int) -> None:
+def test_the_status_report_never_raises_nor_emits_a_control(rows: list[ServerRow], width: int) -> None:
     assert_terminal_safe(render(status_table(rows), width))
 
 

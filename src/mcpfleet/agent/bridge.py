@@ -1,4 +1,4 @@
-"""MCP tools as agent tools: naming, lookup, calls and result conversion (S10–S12).
+"""MCP tools as agent tools: naming, lookup, calls and result conversion.
 
 The bridge sits between the manager (which owns the connections) and the session (which
 owns the tool registry). It speaks to the manager only through the small ``ToolBackend``

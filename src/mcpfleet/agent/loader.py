@@ -1,20 +1,28 @@
-"""The facade an agent session calls at start-up (S1, S3, S10).
+"""The facade an agent session calls at start-up: discovery as the agent sees it, then tools.
 
 ``discover_and_load_mcp_tools`` runs discovery and the fleet's connect round and turns
 the result into loaded tools with a path that says where each came from. It never
 raises for a bad discovered file or a bad server: a discovery crash becomes one
 synthetic ``.mcp.json`` error and no tools, a server failure becomes that server's
 error. Only an explicit ``--config`` file that cannot be used is a hard error.
+
+The agent layer is the host that supplies discovery's ``entry_filter``: Exa servers are
+left out by default (``filter_exa``) and their API keys returned for the native integration.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from contextlib import AsyncExitStack
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Literal
 
+from mcpfleet.agent.exa import exa_api_keys, exa_entry_filter
+from mcpfleet.config import ApprovalStore, DiscoveryResult, EntryFilter
+from mcpfleet.config import load_all_mcp_configs as discover_configs
 from mcpfleet.errors import ConfigError, Failure
 from mcpfleet.fleet.cache import MCPToolCache
 from mcpfleet.fleet.manager import AnyTool, MCPManager, UncachedPolicy
@@ -46,6 +54,46 @@ class MCPToolsLoadResult:
     exa_api_keys: list[str] = field(default_factory=list)
 
 
+@dataclass
+class AgentDiscoveryResult(DiscoveryResult):
+    """Discovery as the agent sees it: the servers, plus the keys for its native Exa integration."""
+
+    exa_api_keys: list[str] = field(default_factory=list)
+
+
+def agent_entry_filter(filter_exa: bool) -> EntryFilter | None:
+    """The discovery hook the agent layer supplies: its Exa filter, unless turned off."""
+    return exa_entry_filter if filter_exa else None
+
+
+def load_all_mcp_configs(
+    cwd: str | os.PathLike[str],
+    *,
+    enable_project_config: bool = True,
+    filter_exa: bool = True,
+    extra_config_paths: Sequence[str | os.PathLike[str]] = (),
+    trust_project: bool = False,
+    approvals: ApprovalStore | None = None,
+) -> AgentDiscoveryResult:
+    """Discover every MCP server configured for the project at ``cwd``, as an agent does.
+
+    ``mcpfleet.config.load_all_mcp_configs`` with the agent's Exa filter: an Exa server that
+    only offers the native tool is ``filtered`` (``filter_exa=False`` keeps it), and every
+    Exa API key found is in ``exa_api_keys``. Raises ``ConfigError`` only for an
+    ``extra_config_paths`` file that is missing or malformed.
+    """
+    discovery = discover_configs(
+        cwd,
+        enable_project_config=enable_project_config,
+        entry_filter=agent_entry_filter(filter_exa),
+        extra_config_paths=extra_config_paths,
+        trust_project=trust_project,
+        approvals=approvals,
+    )
+    found = {item.name: getattr(discovery, item.name) for item in fields(discovery)}
+    return AgentDiscoveryResult(**found, exa_api_keys=exa_api_keys(discovery))
+
+
 def loaded_tool(manager: MCPManager, tool: AnyTool) -> LoadedTool:
     provider = manager.get_provider_name(tool.server_name)
     path = f"mcp:{tool.server_name} via {provider}" if provider else f"mcp:{tool.name}"
@@ -68,7 +116,8 @@ async def load_tools_into(manager: MCPManager) -> MCPToolsLoadResult:
     result.tools = [loaded_tool(manager, tool) for tool in outcome.tools]
     result.errors = list(outcome.failures)
     result.connected_servers = outcome.connected_servers
-    result.exa_api_keys = outcome.exa_api_keys
+    if manager.last_discovery is not None:
+        result.exa_api_keys = exa_api_keys(manager.last_discovery)
     for failure in result.errors:
         logger.info("MCP %s: %s", failure.path, failure.error)
     return result
@@ -97,23 +146,29 @@ async def discover_and_load_mcp_tools(
         on_uncached=on_uncached,
         enable_project_config=enable_project_config,
         trust_project=trust_project,
-        filter_exa=filter_exa,
+        entry_filter=agent_entry_filter(filter_exa),
         extra_config_paths=extra_config_paths,
     )
-    return await start_and_load(manager)
+    # Started: the caller owns the manager and closes it with ``aclose()`` (same task).
+    _, result = await start_and_load(manager)
+    return result
 
 
-async def start_and_load(manager: MCPManager) -> MCPToolsLoadResult:
-    """Enter a new manager and run its start-up round; close it again if that raises.
+async def start_and_load(manager: MCPManager) -> tuple[AsyncExitStack, MCPToolsLoadResult]:
+    """Start ``manager`` and run its start-up round; the stack returned is what closes it.
 
-    On success the manager stays running for the caller, who closes it from this task.
+    If the round raises, the manager is closed before the error propagates, as a plain
+    close: the error reaches the caller as it was raised, not wrapped in an exception
+    group by the manager's task group.
     """
-    await manager.__aenter__()
+    running = AsyncExitStack()
+    await running.enter_async_context(manager)
     try:
-        return await load_tools_into(manager)
+        loaded = await load_tools_into(manager)
     except BaseException:
-        await manager.aclose()
+        await running.aclose()
         raise
+    return running, loaded
 
 
 async def discover_mcp_servers(
@@ -123,7 +178,7 @@ async def discover_mcp_servers(
     trust_project: bool = False,
     startup_timeout_ms: int = 250,
 ) -> MCPToolsLoadResult:
-    """The convenience wrapper of the public surface (S20): the loader's result shape."""
+    """The convenience wrapper of the public surface: the loader's result shape."""
     return await discover_and_load_mcp_tools(
         cwd,
         enable_project_config=enable_project_config,

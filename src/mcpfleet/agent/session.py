@@ -1,20 +1,24 @@
 """An agent session's view of the fleet: its tool registry kept in step with the manager.
 
 The session registers MCP tools under ``mcp_<server>_<tool>`` names next to the host's
-own tools (S10), swaps every MCP tool at once when the fleet changes (S14), follows
-late connections (S15) and ``tools_changed`` events by itself (a server's
-``tools/list_changed``, a reconnection, a watched config edit: B1–B3), and lets sub-agents
-share the parent's connections (S21).
+own tools, swaps every MCP tool at once when the fleet changes, follows late connections
+and ``tools_changed`` events by itself (a server's ``tools/list_changed``, a reconnection,
+a watched config edit), and lets sub-agents share the parent's connections.
+
+A session's life is one ``async with``: ``open_agent_session(cwd)`` builds it, entering
+it discovers and connects the fleet, leaving it closes every server.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from mcpfleet.agent.bridge import ToolResult, resolve_tool_name
+from mcpfleet.agent.exa import exa_api_keys, exa_entry_filter
 from mcpfleet.agent.loader import load_tools_into, start_and_load
 from mcpfleet.errors import ConfigError, Failure, ToolNotFoundError
 from mcpfleet.fleet.cache import MCPToolCache
@@ -86,7 +90,12 @@ class ToolRegistry:
 
 
 class AgentSession:
-    """One agent's tools, with the MCP part kept in step with an ``MCPManager``."""
+    """One agent's tools, with the MCP part kept in step with an ``MCPManager``.
+
+    With ``owns_manager``, the manager's life is the session's: entering the session
+    starts the manager and runs discovery and the connect round, leaving it closes every
+    server. A session built around someone else's manager only follows it.
+    """
 
     def __init__(
         self,
@@ -100,7 +109,9 @@ class AgentSession:
         self.tool_registry = ToolRegistry(tools)
         self.mcp_errors: list[Failure] = []
         self._manager = manager
-        self._owns_manager = owns_manager
+        self._owns_manager = owns_manager and manager is not None
+        self._running_manager: AsyncExitStack | None = None
+        """Closes the owned manager; set once entering the session has started it."""
         self._unsubscribe: Callable[[], None] | None = None
         self._closed = False
         self.on_resources_changed: CatalogListener | None = None
@@ -113,6 +124,19 @@ class AgentSession:
     # -- lifetime -------------------------------------------------------------------
 
     async def __aenter__(self) -> AgentSession:
+        """Start the fleet this session owns: discovery, then the gated connect round.
+
+        A failure there (an explicit ``--config`` file that cannot be used, a cancellation)
+        closes what was started before it propagates.
+        """
+        manager = self._manager
+        if manager is None or not self._owns_manager or self._running_manager is not None or self._closed:
+            return self
+        self._running_manager, loaded = await start_and_load(manager)
+        for error in loaded.errors:
+            logger.warning("MCP tool load failed: %s: %s", error.path, error.error)
+        self.mcp_errors = loaded.errors
+        self._install_mcp_tools(manager.get_tools())
         return self
 
     async def __aexit__(
@@ -124,14 +148,22 @@ class AgentSession:
         await self.aclose()
 
     async def aclose(self) -> None:
-        """Stop following the manager; shut it down only when this session created it."""
+        """Stop following the manager; shut it down only when this session started it."""
         if self._closed:
             return
         self._closed = True
         if self._unsubscribe is not None:
             self._unsubscribe()
-        if self._manager is not None and self._owns_manager:
-            await self._manager.aclose()
+        running, self._running_manager = self._running_manager, None
+        if running is not None:
+            await running.aclose()
+
+    def _require_started(self) -> None:
+        if self._owns_manager and self._running_manager is None and not self._closed:
+            raise RuntimeError(
+                "This agent session has not started its MCP servers: use "
+                "`async with open_agent_session(cwd) as session:` (or `async with session:`) first"
+            )
 
     # -- tools ------------------------------------------------------------------------
 
@@ -144,10 +176,12 @@ class AgentSession:
     @property
     def tools(self) -> list[Tool]:
         """The active tools, MCP ones included."""
+        self._require_started()
         return self.tool_registry.active_tools()
 
     def get_tool(self, name: str) -> Tool | None:
         """A tool by name; MCP tools also by ``server/tool`` or ``mcp__server__tool``."""
+        self._require_started()
         tool = self.tool_registry.get(name)
         if tool is not None:
             return tool
@@ -161,7 +195,7 @@ class AgentSession:
         return await tool.execute(arguments or {})
 
     async def refresh_mcp_tools(self, tools: Sequence[AnyTool]) -> None:
-        """Replace every MCP tool with ``tools`` and re-activate the set (S14)."""
+        """Replace every MCP tool with ``tools`` and re-activate the set."""
         self._replace_mcp_tools(tools)
 
     def _replace_mcp_tools(self, tools: Sequence[AnyTool]) -> None:
@@ -175,7 +209,7 @@ class AgentSession:
         self.tool_registry.set_active(host_active | {tool.name for tool in tools})
 
     async def wait_for_mcp_server(self, name: str) -> bool:
-        """Wait for a server still connecting; rebind its tools once it is up (S15)."""
+        """Wait for a server still connecting; rebind its tools once it is up."""
         manager = self.mcp_manager
         await manager.wait_for_connection(name)
         if manager.get_connection_status(name) == "connected":
@@ -184,11 +218,11 @@ class AgentSession:
         return False
 
     async def reload_mcp(self, *, full: bool = False) -> MCPLoadResult:
-        """``/mcp reload``: rediscover and apply the difference (B3), then refresh the tools.
+        """``/mcp reload``: rediscover and apply the difference, then refresh the tools.
 
-        Unchanged servers stay connected; ``full=True`` is the seed's cycle (S13): disconnect
-        all, discover and connect again. Either way a discovery crash becomes one
-        ``.mcp.json`` error, as at start-up (S3).
+        Unchanged servers stay connected; ``full=True`` is the seed's cycle: disconnect all,
+        discover and connect again. Either way a discovery crash becomes one ``.mcp.json``
+        error, as at start-up.
         """
         manager = self.mcp_manager
         if full:
@@ -218,11 +252,13 @@ class AgentSession:
                 )
             else:
                 self.mcp_errors = list(result.failures)
+                if manager.last_discovery is not None:
+                    result.exa_api_keys = exa_api_keys(manager.last_discovery)
         await self.refresh_mcp_tools(manager.get_tools())
         return result
 
     def create_subagent(self, tools: Iterable[Tool] = ()) -> AgentSession:
-        """A child session that shares this session's manager and connections (S21)."""
+        """A child session that shares this session's manager and connections."""
         child = AgentSession(self.cwd, manager=self._manager, owns_manager=False, tools=tools)
         if self._manager is not None:
             child._install_mcp_tools(self._manager.get_tools())
@@ -259,6 +295,57 @@ def _is_mcp_tool(tool: object) -> bool:
     return isinstance(tool, MCPTool)
 
 
+def open_agent_session(
+    cwd: str | Path,
+    *,
+    enable_mcp: bool = True,
+    enable_project_config: bool = True,
+    trust_project: bool = False,
+    startup_timeout_ms: int = 250,
+    on_uncached: UncachedPolicy = "wait",
+    cache: MCPToolCache | Literal["default"] | None = "default",
+    extra_config_paths: Sequence[str | Path] = (),
+    mcp_manager: MCPManager | None = None,
+    tools: Iterable[Tool] = (),
+    watch: bool = False,
+    elicitation_handler: ElicitationHandler | None = None,
+    sampling_handler: SamplingHandler | None = None,
+) -> AbstractAsyncContextManager[AgentSession]:
+    """An agent session for the project at ``cwd``, as an async context manager.
+
+    ``async with open_agent_session(cwd) as session:`` discovers and connects the fleet
+    (the start-up gate bounds the wait by ``startup_timeout_ms``) and closes every server
+    when the block ends, whatever ends it. With ``enable_mcp=False`` there is no fleet. A
+    session given ``mcp_manager`` uses it as-is and never closes it. ``watch=True`` reloads
+    by diff whenever a discovered config file changes. ``elicitation_handler`` and
+    ``sampling_handler`` are the host's answers when a server asks for input during a call
+    (``MCPManager``). Exa servers are left to the agent's native integration.
+    """
+    return _entered(
+        _build_session(
+            cwd,
+            enable_mcp=enable_mcp,
+            enable_project_config=enable_project_config,
+            trust_project=trust_project,
+            startup_timeout_ms=startup_timeout_ms,
+            on_uncached=on_uncached,
+            cache=cache,
+            extra_config_paths=extra_config_paths,
+            mcp_manager=mcp_manager,
+            tools=tools,
+            watch=watch,
+            elicitation_handler=elicitation_handler,
+            sampling_handler=sampling_handler,
+        )
+    )
+
+
+@asynccontextmanager
+async def _entered(session: AgentSession) -> AsyncIterator[AgentSession]:
+    async with session:
+        yield session
+
+
 async def create_agent_session(
     cwd: str | Path,
     *,
@@ -275,14 +362,48 @@ async def create_agent_session(
     elicitation_handler: ElicitationHandler | None = None,
     sampling_handler: SamplingHandler | None = None,
 ) -> AgentSession:
-    """Build a session; with MCP enabled, discover and connect the fleet first (S1).
+    """The seed's spelling of ``open_agent_session``: ``session = await create_agent_session(cwd)``
+    then ``async with session:``. Same keywords.
 
-    A session given ``mcp_manager`` uses it as-is and never closes it. Otherwise the
-    session creates, owns and closes its manager: leave ``async with session`` in the
-    task that created it. ``watch=True`` reloads by diff whenever a discovered config
-    file changes (B3). ``elicitation_handler`` and ``sampling_handler`` are the host's
-    answers when a server asks for input during a call (``MCPManager``).
+    Nothing starts until ``async with session`` enters it, so an error between the two
+    lines leaves no server running. The risk is the other way round: a session that is
+    never entered has no MCP tools, and asking it for tools raises ``RuntimeError`` rather
+    than answer with an empty fleet. Prefer ``async with open_agent_session(cwd) as session:``.
     """
+    return _build_session(
+        cwd,
+        enable_mcp=enable_mcp,
+        enable_project_config=enable_project_config,
+        trust_project=trust_project,
+        startup_timeout_ms=startup_timeout_ms,
+        on_uncached=on_uncached,
+        cache=cache,
+        extra_config_paths=extra_config_paths,
+        mcp_manager=mcp_manager,
+        tools=tools,
+        watch=watch,
+        elicitation_handler=elicitation_handler,
+        sampling_handler=sampling_handler,
+    )
+
+
+def _build_session(
+    cwd: str | Path,
+    *,
+    enable_mcp: bool,
+    enable_project_config: bool,
+    trust_project: bool,
+    startup_timeout_ms: int,
+    on_uncached: UncachedPolicy,
+    cache: MCPToolCache | Literal["default"] | None,
+    extra_config_paths: Sequence[str | Path],
+    mcp_manager: MCPManager | None,
+    tools: Iterable[Tool],
+    watch: bool,
+    elicitation_handler: ElicitationHandler | None,
+    sampling_handler: SamplingHandler | None,
+) -> AgentSession:
+    """A session, not started: a manager of its own is created here and started on entry."""
     if not enable_mcp:
         return AgentSession(Path(cwd), manager=None, owns_manager=False, tools=tools)
     if mcp_manager is not None:
@@ -296,15 +417,10 @@ async def create_agent_session(
         on_uncached=on_uncached,
         enable_project_config=enable_project_config,
         trust_project=trust_project,
+        entry_filter=exa_entry_filter,
         extra_config_paths=extra_config_paths,
         watch=watch,
         elicitation_handler=elicitation_handler,
         sampling_handler=sampling_handler,
     )
-    loaded = await start_and_load(manager)
-    for error in loaded.errors:
-        logger.warning("MCP tool load failed: %s: %s", error.path, error.error)
-    session = AgentSession(manager.cwd, manager=manager, owns_manager=True, tools=tools)
-    session.mcp_errors = loaded.errors
-    session._install_mcp_tools(manager.get_tools())
-    return session
+    return AgentSession(manager.cwd, manager=manager, owns_manager=True, tools=tools)

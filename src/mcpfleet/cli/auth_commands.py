@@ -11,8 +11,8 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any
 
-from mcpfleet.cli.main import project_root, trust_project
-from mcpfleet.cli.output import EXIT_FAILED, EXIT_OK, emit_json, error_line, info_line
+from mcpfleet.cli.options import FleetOptions
+from mcpfleet.cli.output import EXIT_FAILED, EXIT_OK, emit_json, info_line, report_error
 from mcpfleet.errors import ConfigError, ConnectError
 
 if TYPE_CHECKING:
@@ -54,15 +54,8 @@ def register(subparsers: Any) -> None:
 def find_server(args: argparse.Namespace, *, for_login: bool) -> ServerConfig:
     """The config of ``args.name``, active or disabled; ``ConfigError`` when there is none
     (or, for a login, when it is a project server still waiting for approval)."""
-    from mcpfleet.config import load_all_mcp_configs
-
     name: str = args.name
-    discovery = load_all_mcp_configs(
-        project_root(args),
-        enable_project_config=not args.no_project_config,
-        extra_config_paths=args.extra_configs,
-        trust_project=trust_project(args),
-    )
+    discovery = FleetOptions.from_args(args).discover()
     active = discovery.configs.get(name)
     if active is not None:
         return active
@@ -106,11 +99,16 @@ def run_login(args: argparse.Namespace) -> int:
     try:
         anyio.run(
             functools.partial(
-                login, name, config, on_authorize_url=announce, timeout_s=args.timeout, cwd=project_root(args)
+                login,
+                name,
+                config,
+                on_authorize_url=announce,
+                timeout_s=args.timeout,
+                cwd=FleetOptions.from_args(args).project_root,
             )
         )
     except ConnectError as error:
-        error_line(str(error))
+        report_error(error)
         return EXIT_FAILED
     logged_in = FileTokenStorage(url).has_tokens()
     if args.json:

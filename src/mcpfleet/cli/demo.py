@@ -121,13 +121,12 @@ async def run_demo(args: argparse.Namespace) -> int:
 async def _lifecycle(show: _Narrator, project: Path, steps: list[dict[str, Any]]) -> bool:
     """Run the four steps, narrating each and recording it in ``steps``; ``True`` when no
     server process outlived its session."""
-    from mcpfleet.agent.session import create_agent_session
+    from mcpfleet.agent.session import open_agent_session
     from mcpfleet.cli.slash import MCPCommandController
 
     show.say(("1. cold start", "bold"), " (empty tool cache: the gate waits for servers it knows nothing of)")
     started = time.perf_counter()
-    session = await create_agent_session(project, startup_timeout_ms=250)
-    async with session:
+    async with open_agent_session(project, startup_timeout_ms=250) as session:
         cold = _report_start(show, session, started, "cold start")
         result = await session.call_tool("mcp_notes_add_note", {"title": "demo", "body": "mcpfleet was here"})
         cold["call"] = {"tool": "mcp_notes_add_note", "is_error": result.is_error, "text": result.text}
@@ -139,8 +138,7 @@ async def _lifecycle(show: _Narrator, project: Path, steps: list[dict[str, Any]]
 
     show.say(("2. warm start", "bold"), " (tool cache filled: tools are handed out inside the 250 ms gate)")
     started = time.perf_counter()
-    session = await create_agent_session(project, startup_timeout_ms=250)
-    async with session:
+    async with open_agent_session(project, startup_timeout_ms=250) as session:
         warm = _report_start(show, session, started, "warm start")
         waited = time.perf_counter()
         result = await session.call_tool("mcp_slow_clock_now", {})

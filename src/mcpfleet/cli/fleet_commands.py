@@ -11,11 +11,12 @@ import json
 import sys
 from typing import TYPE_CHECKING, Any
 
-from mcpfleet.cli.main import project_root, strict_option, trust_project
+from mcpfleet.cli.main import strict_option
+from mcpfleet.cli.options import FleetOptions
 from mcpfleet.cli.output import EXIT_FAILED, EXIT_OK, EXIT_USAGE, emit_json, error_line, output_line
 
 if TYPE_CHECKING:
-    from mcpfleet.agent.session import AgentSession
+    from mcpfleet.cli.render import ServerRow
     from mcpfleet.config.model import DiscoveryResult
     from mcpfleet.fleet.manager import MCPLoadResult, MCPManager
 
@@ -52,20 +53,6 @@ def _run_async(command: Any) -> Any:
     return handler
 
 
-def manager_for(args: argparse.Namespace) -> MCPManager:
-    """A manager configured from the global options."""
-    from mcpfleet.fleet.manager import MCPManager
-
-    return MCPManager(
-        project_root(args),
-        cache=None if args.no_cache else "default",
-        startup_timeout_ms=args.startup_timeout,
-        enable_project_config=not args.no_project_config,
-        trust_project=trust_project(args),
-        extra_config_paths=args.extra_configs,
-    )
-
-
 async def _connect_with_progress(
     args: argparse.Namespace, manager: MCPManager, discovery: DiscoveryResult, *, settle: bool = False
 ) -> MCPLoadResult:
@@ -80,7 +67,6 @@ async def _connect_with_progress(
         result = await manager.connect_servers(discovery.configs, discovery.sources)
         if settle:
             await _settle(manager, result)
-    result.exa_api_keys = list(discovery.exa_api_keys)
     return result
 
 
@@ -113,11 +99,11 @@ def _at_gate(name: str, result: MCPLoadResult) -> str:
     return "live"
 
 
-def server_rows(
-    discovery: DiscoveryResult, manager: MCPManager, result: MCPLoadResult
-) -> list[dict[str, Any]]:
+def server_rows(discovery: DiscoveryResult, manager: MCPManager, result: MCPLoadResult) -> list[ServerRow]:
     """One row per server an agent would try to run, with its state after the gate."""
-    rows: list[dict[str, Any]] = []
+    from mcpfleet.cli.render import ServerRow
+
+    rows: list[ServerRow] = []
     tool_counts: dict[str, int] = {}
     for tool in manager.get_tools():
         tool_counts[tool.server_name] = tool_counts.get(tool.server_name, 0) + 1
@@ -127,7 +113,7 @@ def server_rows(
         error: str | None = None
         status: str
         state: str
-        stderr_tail: list[str] = []
+        stderr_tail: tuple[str, ...] = ()
         at_gate: str | None = None
         if entry.state == "active":
             at_gate = _at_gate(entry.name, result)
@@ -137,7 +123,7 @@ def server_rows(
             # ``status`` keeps the documented set; ``state`` adds reconnecting and suspended.
             state = health.state if health.state in ("reconnecting", "suspended") else status
             if state != "connected":
-                stderr_tail = list(health.stderr_tail)
+                stderr_tail = tuple(health.stderr_tail)
         elif entry.state == "invalid":
             status, error = "failed", entry.reason
             state = status
@@ -147,76 +133,81 @@ def server_rows(
         else:
             status, error = entry.state, entry.reason
             state = status
+        era, protocol_version = _protocol_of(manager, entry.name)
         rows.append(
-            {
-                "name": entry.name,
-                "status": status,
-                "state": state,
-                "tools": tool_counts.get(entry.name, 0),
-                "deferred": manager.is_deferred(entry.name),
-                "at_gate": at_gate,
-                "error": error,
-                "stderr_tail": stderr_tail,
-                "source": entry.source.to_dict(),
-                "timings_ms": {k: round(v, 1) for k, v in manager.get_timings(entry.name).items()},
-                **_protocol_of(manager, entry.name),
-            }
+            ServerRow(
+                name=entry.name,
+                status=status,
+                state=state,
+                tools=tool_counts.get(entry.name, 0),
+                deferred=manager.is_deferred(entry.name),
+                at_gate=at_gate,
+                error=error,
+                stderr_tail=stderr_tail,
+                source=entry.source,
+                timings_ms={k: round(v, 1) for k, v in manager.get_timings(entry.name).items()},
+                era=era,
+                protocol_version=protocol_version,
+            )
         )
     return rows
 
 
-def _protocol_of(manager: MCPManager, name: str) -> dict[str, str | None]:
+def _protocol_of(manager: MCPManager, name: str) -> tuple[str | None, str | None]:
     """The era (``legacy`` / ``modern``) and protocol version a connected server speaks."""
     connection = manager.get_connection(name)
     if connection is None or not connection.protocol_version:
-        return {"era": None, "protocol_version": None}
-    return {"era": connection.era, "protocol_version": connection.protocol_version}
+        return None, None
+    return connection.era, connection.protocol_version
 
 
 async def status_command(args: argparse.Namespace) -> int:
-    manager = manager_for(args)
+    from mcpfleet.cli.render import ErrorRow
+
+    manager = FleetOptions.from_args(args).manager()
     # Discovery first, outside the manager's task group: a bad --config file is a usage
     # error to report as such, not a failure inside a running fleet.
     discovery = manager.discover()
     async with manager:
         result = await _connect_with_progress(args, manager, discovery, settle=True)
         rows = server_rows(discovery, manager, result)
-    errors = [e.to_dict() for e in discovery.errors]
+    errors = [ErrorRow.of(error) for error in discovery.errors]
     if args.json:
-        emit_json({"servers": rows, "errors": errors})
+        emit_json({"servers": [row.to_json() for row in rows], "errors": [e.to_json() for e in errors]})
     else:
-        from mcpfleet.cli.progress import print_status_table
+        from mcpfleet.cli.render import print_status
 
-        print_status_table(rows, errors)
-    failed = any(row["status"] == "failed" for row in rows)
+        print_status(rows, errors)
+    failed = any(row.status == "failed" for row in rows)
     return EXIT_FAILED if args.strict and failed else EXIT_OK
 
 
 async def tools_command(args: argparse.Namespace) -> int:
-    manager = manager_for(args)
+    from mcpfleet.cli.render import ErrorRow, ToolRow
+
+    manager = FleetOptions.from_args(args).manager()
     discovery = manager.discover()
     async with manager:
         result = await _connect_with_progress(args, manager, discovery)
         tools = [
-            {
-                "name": tool.name,
-                "server": tool.server_name,
-                "mcp_name": tool.mcp_tool_name,
-                "description": tool.description,
-                "deferred": tool.deferred,
-                "input_schema": tool.parameters,
-            }
+            ToolRow(
+                name=tool.name,
+                server=tool.server_name,
+                mcp_name=tool.mcp_tool_name,
+                description=tool.description,
+                deferred=tool.deferred,
+                input_schema=tool.parameters,
+            )
             for tool in manager.get_tools()
             if args.server is None or tool.server_name == args.server
         ]
-    errors = [e.to_dict() for e in discovery.errors]
-    errors += [failure.to_dict() for failure in result.failures]
+    errors = [ErrorRow.of(failure) for failure in [*discovery.errors, *result.failures]]
     if args.json:
-        emit_json({"tools": tools, "errors": errors})
+        emit_json({"tools": [tool.to_json() for tool in tools], "errors": [e.to_json() for e in errors]})
     else:
-        from mcpfleet.cli.progress import print_tools_table
+        from mcpfleet.cli.render import print_tools
 
-        print_tools_table(tools, errors)
+        print_tools(tools, errors)
     return EXIT_FAILED if args.strict and result.errors else EXIT_OK
 
 
@@ -237,8 +228,7 @@ async def call_command(args: argparse.Namespace) -> int:
     arguments = parse_arguments(args.arguments)
     if arguments is None:
         return EXIT_USAGE
-    session = await open_session(args)
-    async with session:
+    async with FleetOptions.from_args(args).open_session() as session:
         tool = session.get_tool(args.tool)
         if tool is None:
             known = ", ".join(t.name for t in session.tools) or "none"
@@ -269,18 +259,3 @@ async def demo_command(args: argparse.Namespace) -> int:
     from mcpfleet.cli.demo import run_demo
 
     return await run_demo(args)
-
-
-async def open_session(args: argparse.Namespace, *, watch: bool = False) -> AgentSession:
-    """A session configured from the global options; ``watch`` follows config edits (``shell``)."""
-    from mcpfleet.agent.session import create_agent_session
-
-    return await create_agent_session(
-        project_root(args),
-        enable_project_config=not args.no_project_config,
-        trust_project=trust_project(args),
-        startup_timeout_ms=args.startup_timeout,
-        cache=None if args.no_cache else "default",
-        extra_config_paths=args.extra_configs,
-        watch=watch,
-    )

@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from mcpfleet.cli.display import safe_text
-from mcpfleet.cli.output import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE, error_line
+from mcpfleet.cli.output import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE, report_error
 from mcpfleet.errors import ConfigError
 
 COMMAND_MODULES: tuple[str, ...] = (
@@ -59,7 +59,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--strict", action="store_true", help="config, status, tools: exit 1 when any server or file failed"
     )
-    parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging on stderr")
+    parser.add_argument(
+        "-v", "--verbose", action="count", default=0, help="more logging on stderr, and what caused an error"
+    )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for module_name in COMMAND_MODULES:
         module = importlib.import_module(module_name)
@@ -80,17 +82,6 @@ def _milliseconds(text: str) -> int:
     if value < 0:
         raise argparse.ArgumentTypeError(f"must be 0 (wait for every server) or more, got {value}")
     return value
-
-
-def project_root(args: argparse.Namespace) -> Path:
-    """The project root the command works on, absolute."""
-    root: Path = args.cwd if args.cwd is not None else Path.cwd()
-    return root.expanduser().resolve()
-
-
-def trust_project(args: argparse.Namespace) -> bool:
-    """``--trust-project`` or ``MCPFLEET_TRUST_PROJECT=1``."""
-    return bool(args.trust_project) or os.environ.get("MCPFLEET_TRUST_PROJECT", "") in ("1", "true", "yes")
 
 
 class _SafeFormatter(logging.Formatter):
@@ -130,7 +121,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return handler(args)
     except ConfigError as error:
-        error_line(str(error))
+        report_error(error)
         return EXIT_USAGE
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED

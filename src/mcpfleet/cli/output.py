@@ -9,7 +9,9 @@ never read as rich markup and its control characters are made visible
 
 from __future__ import annotations
 
+import logging
 import sys
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, TextIO
 
 from mcpfleet.cli.display import json_for_terminal, safe_text
@@ -22,6 +24,8 @@ EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
 """Ctrl-C: 128 + SIGINT, as a shell reports a program the signal ended."""
+
+logger = logging.getLogger(__name__)
 
 
 def emit_json(payload: Any) -> None:
@@ -48,6 +52,36 @@ def error_line(message: str) -> None:
     text = redact_text(" ".join(str(message).split()))
     sys.stderr.write(f"mcpfleet: {safe_text(text)}\n")
     sys.stderr.flush()
+
+
+def report_error(error: BaseException) -> None:
+    """``error`` as one line on stderr; under ``-v``, one more line per error that caused it.
+
+    The causes are logged at INFO, which ``-v`` shows: without it the user reads one line
+    that says what to do; with it, what went wrong underneath (a parser's own message, an
+    ``OSError``), through the same redaction and terminal rules as every log line.
+    """
+    error_line(str(error))
+    log_causes(error)
+
+
+def log_causes(error: BaseException) -> None:
+    """Each error behind ``error`` at INFO: shown under ``-v``, not otherwise."""
+    for cause in chained_causes(error):
+        logger.info("caused by %s: %s", type(cause).__name__, cause)
+
+
+def chained_causes(error: BaseException) -> Iterator[BaseException]:
+    """The errors behind ``error``, nearest first: ``raise … from`` causes, or the error being
+    handled when it was raised (unless ``from None`` hid it)."""
+    seen = {id(error)}
+    current: BaseException | None = error
+    while current is not None:
+        current = current.__cause__ or (None if current.__suppress_context__ else current.__context__)
+        if current is None or id(current) in seen:
+            return
+        seen.add(id(current))
+        yield current
 
 
 def info_line(message: str) -> None:

@@ -76,12 +76,11 @@ class InputLines:
 
 
 async def run_shell(args: argparse.Namespace) -> int:
-    from mcpfleet.cli.fleet_commands import open_session
+    from mcpfleet.cli.options import FleetOptions
 
     interactive = sys.stdin.isatty()
     # An interactive session lives long enough for config edits to matter: follow them.
-    session = await open_session(args, watch=True)
-    async with session:
+    async with FleetOptions.from_args(args).open_session(watch=True) as session:
         for error in session.mcp_errors:
             error_line(f"{error.path}: {error.error}")
         connected = len(session.mcp_manager.get_connected_servers())

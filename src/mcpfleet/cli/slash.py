@@ -14,6 +14,8 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from mcpfleet.cli.display import safe_text
+from mcpfleet.cli.output import log_causes
+from mcpfleet.cli.render import look_of
 from mcpfleet.errors import MCPFleetError
 
 if TYPE_CHECKING:
@@ -33,6 +35,7 @@ MCP server management
   /mcp enable NAME          enable a server (persisted) and start it
   /mcp disable NAME         disable a server (persisted) and stop it
   /mcp add NAME [--project] (--url URL [--transport http|sse] | -- COMMAND [ARG…])
+                            (and mcpfleet add's --command, --arg, --env, --header)
   /mcp remove NAME [--project]
   /mcp test NAME            connect once, list tools, disconnect
   /mcp resources            resources of every connected server
@@ -78,6 +81,7 @@ class MCPCommandController:
         except _UsageError as error:
             return safe_text(error)
         except MCPFleetError as error:
+            log_causes(error)
             return f"/mcp {words[0]} failed: {safe_text(error)}"
 
     async def _help(self, arguments: list[str]) -> str:
@@ -96,13 +100,6 @@ class MCPCommandController:
         }
         if not names and not errors and not disabled:
             return "No MCP servers configured."
-        marks = {
-            "connected": "●",
-            "connecting": "◌",
-            "reconnecting": "◌",
-            "disconnected": "○",
-            "suspended": "⏸",
-        }
         counts: dict[str, int] = {}
         for tool in manager.get_tools():
             counts[tool.server_name] = counts.get(tool.server_name, 0) + 1
@@ -111,13 +108,13 @@ class MCPCommandController:
             if name in disabled:
                 entry = disabled[name]
                 where = f"[{entry.source.provider_name}, {entry.source.level}]"
-                lines.append(f"○ {safe_text(name)}: disabled {where}")
+                lines.append(f"{look_of('disabled').mark} {safe_text(name)}: disabled {where}")
                 continue
             state = manager.get_server_state(name)
             source = manager.get_source(name)
             where = f" [{source.provider_name}, {source.level}]" if source else ""
             crashes = f", {state.recent_crashes} recent crashes" if state.recent_crashes else ""
-            mark = marks.get(state.state, "✗")
+            mark = look_of(state.state).mark
             line = f"{mark} {safe_text(name)}: {state.state}, {counts.get(name, 0)} tools{crashes}{where}"
             if state.last_error:
                 line += f"\n    {safe_text(state.last_error)}"
@@ -176,47 +173,17 @@ class MCPCommandController:
         return f"{name} {verb}d."
 
     async def _add(self, arguments: list[str]) -> str:
-        from mcpfleet.config.writer import add_server, own_config_file, own_config_root
+        from mcpfleet.cli.add_server import SHELL_USAGE, AddServerUsageError, add_new_server, parse_shell_add
 
-        usage = "Usage: /mcp add NAME [--project] (--url URL [--transport http|sse] | -- COMMAND [ARG…])"
-        if not arguments or arguments[0].startswith("-"):
-            return f"Server name required. {usage}"
-        name, rest = arguments[0], arguments[1:]
-        command: list[str] = []
-        if "--" in rest:
-            split = rest.index("--")
-            rest, command = rest[:split], rest[split + 1 :]
-        url: str | None = None
-        transport = "http"
-        project = False
-        while rest:
-            option = rest.pop(0)
-            if option == "--project":
-                project = True
-            elif option in ("--url", "--transport"):
-                if not rest:
-                    return f"Missing value for {option}."
-                value = rest.pop(0)
-                if option == "--url":
-                    url = value
-                elif value not in ("http", "sse"):
-                    return "Invalid --transport value. Use http or sse."
-                else:
-                    transport = value
-            else:
-                return f"Unknown option: {option}. {usage}"
-        if bool(url) == bool(command):
-            return f"Use either --url or -- COMMAND, exactly one. {usage}"
+        try:
+            server = parse_shell_add(arguments)
+        except AddServerUsageError as error:
+            return safe_text(f"{error} {SHELL_USAGE}" if error.show_usage else error)
         manager = self.session.mcp_manager
-        entry: dict[str, object] = (
-            {"type": transport, "url": url} if url else {"command": command[0], "args": command[1:]}
-        )
-        scope: Scope = "project" if project else "user"
-        path = own_config_file(scope, manager.cwd)
-        add_server(path, name, entry, root=own_config_root(scope, manager.cwd))
+        path = add_new_server(server, manager.cwd)
         await self.session.reload_mcp()
-        status = manager.get_connection_status(name)
-        return f'+ Added server "{name}" to {safe_text(path)} ({status}).'
+        status = manager.get_connection_status(server.name)
+        return f'+ Added server "{safe_text(server.name)}" to {safe_text(path)} ({status}).'
 
     async def _remove(self, arguments: list[str]) -> str:
         from mcpfleet.config.writer import own_config_file, own_config_root, remove_server

@@ -1,11 +1,11 @@
-"""Config discovery (S2) and approval of project servers (B5).
+"""Config discovery and approval of project servers.
 
 Light on purpose: importing it loads no SDK, no pydantic, no rich (PyYAML only when a
 YAML file is actually read).
 """
 
 from mcpfleet.config.approval import Approval, ApprovalStore, approve_project_servers
-from mcpfleet.config.discovery import load_all_mcp_configs
+from mcpfleet.config.discovery import EntryFilter, load_all_mcp_configs
 from mcpfleet.config.model import (
     ConfigFileError,
     DiscoveredEntry,
@@ -25,6 +25,7 @@ __all__ = [
     "ConfigFileError",
     "DiscoveredEntry",
     "DiscoveryResult",
+    "EntryFilter",
     "EntryState",
     "Level",
     "ServerConfig",

@@ -1,4 +1,4 @@
-"""``load_all_mcp_configs``: every config source, one precedence, one result (S2, B5).
+"""``load_all_mcp_configs``: every config source, one precedence, one result.
 
 Order of decision for each entry, walking them in precedence order (extra ``--config``
 files, then level local > project > user, then provider order, then order in the file):
@@ -12,9 +12,9 @@ files, then level local > project > user, then provider order, then order in the
    not, so a repository cannot switch off a user server of the same name by declaring
    one: the user server stays active until the project one is approved;
 5. the entry's substitutions run and a stdio entry without ``cwd`` gets its working folder
-   (the project for a project entry, the user's home for any other); an Exa server is
-   ``filtered`` (its key kept); an entry with the same connection as an earlier one is
-   ``shadowed`` as an alias; the rest is ``active``.
+   (the project for a project entry, the user's home for any other); an entry the host's
+   ``entry_filter`` leaves out is ``filtered`` with the host's reason; an entry with the same
+   connection as an earlier one is ``shadowed`` as an alias; the rest is ``active``.
 
 Discovery never raises for a discovered file: a broken file or entry becomes an error
 entry and every other source still loads. Files named explicitly (``--config``) are the
@@ -24,14 +24,13 @@ exception: a missing or malformed one raises ``ConfigError``.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from mcpfleet import paths
 from mcpfleet.config.approval import ApprovalKey, ApprovalStore, real_path
-from mcpfleet.config.exa import exa_api_key, is_exa_server, should_filter_exa
 from mcpfleet.config.model import (
     DiscoveredEntry,
     DiscoveryResult,
@@ -55,6 +54,13 @@ from mcpfleet.errors import ConfigError, Failure
 
 _LEVEL_RANK = {"local": 0, "project": 1, "user": 2}
 
+EntryFilter = Callable[[ServerConfig], "str | None"]
+"""The host's say over an entry about to become active, its substitutions done: the reason
+to leave it out (the entry becomes ``filtered`` with that reason), or None to keep it.
+
+Discovery itself knows no product; a host with a native integration of some service (the
+agent layer's Exa filter, say) drops that service's servers through this hook."""
+
 
 @dataclass
 class _Candidate:
@@ -70,7 +76,7 @@ def load_all_mcp_configs(
     cwd: str | os.PathLike[str],
     *,
     enable_project_config: bool = True,
-    filter_exa: bool = True,
+    entry_filter: EntryFilter | None = None,
     extra_config_paths: Sequence[str | os.PathLike[str]] = (),
     trust_project: bool = False,
     approvals: ApprovalStore | None = None,
@@ -78,8 +84,10 @@ def load_all_mcp_configs(
     """Discover every MCP server configured for the project at ``cwd``.
 
     ``trust_project`` approves project servers for this call only; ``approvals`` defaults
-    to the store in the user state dir. Raises ``ConfigError`` only for an
-    ``extra_config_paths`` file that is missing or malformed.
+    to the store in the user state dir; ``entry_filter`` is the host's hook (see
+    ``EntryFilter``). Raises ``ConfigError`` only for an ``extra_config_paths`` file that is
+    missing or malformed. ``mcpfleet.load_all_mcp_configs`` is this with the agent's own
+    filter (Exa) applied by default.
     """
     root = Path(cwd).expanduser().resolve()
     locations = Locations.current(root)
@@ -105,7 +113,7 @@ def load_all_mcp_configs(
     _Resolver(
         result,
         enable_project_config=enable_project_config,
-        filter_exa=filter_exa,
+        entry_filter=entry_filter,
         trust_project=trust_project,
         approved=(approvals if approvals is not None else ApprovalStore()).approved_keys(),
         deny=deny,
@@ -241,7 +249,7 @@ class _Resolver:
         result: DiscoveryResult,
         *,
         enable_project_config: bool,
-        filter_exa: bool,
+        entry_filter: EntryFilter | None,
         trust_project: bool,
         approved: frozenset[ApprovalKey],
         deny: frozenset[str],
@@ -250,7 +258,7 @@ class _Resolver:
     ) -> None:
         self.result = result
         self.enable_project_config = enable_project_config
-        self.filter_exa = filter_exa
+        self.entry_filter = entry_filter
         self.trust_project = trust_project
         self.approved = approved
         self.deny = deny
@@ -337,13 +345,9 @@ class _Resolver:
         identity = resolved.connection_identity()
         if resolved.cwd is None and resolved.transport == "stdio":
             resolved = replace(resolved, cwd=self._working_dir(candidate))
-        if is_exa_server(resolved):
-            key = exa_api_key(resolved)
-            if key and key not in self.result.exa_api_keys:
-                self.result.exa_api_keys.append(key)
-            if self.filter_exa and should_filter_exa(resolved):
-                reason = "Exa server: the agent's native Exa integration is used instead (API key collected)"
-                return self._entry(candidate, "filtered", reason, resolved)
+        left_out_because = self.entry_filter(resolved) if self.entry_filter is not None else None
+        if left_out_because is not None:
+            return self._entry(candidate, "filtered", left_out_because, resolved)
         twin = self.identities.get(identity)
         if twin is not None:
             return self._entry(candidate, "shadowed", f"same connection as {_describe(twin)}", resolved)

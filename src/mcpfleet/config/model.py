@@ -172,7 +172,6 @@ class DiscoveryResult:
     """Active servers by name, in precedence order."""
     sources: dict[str, SourceInfo] = field(default_factory=dict)
     """Source of every active server."""
-    exa_api_keys: list[str] = field(default_factory=list)
     errors: list[Failure] = field(default_factory=list)
     entries: list[DiscoveredEntry] = field(default_factory=list)
     """Every entry found, active or not, in precedence order."""

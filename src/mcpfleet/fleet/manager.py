@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Literal, Self
 import anyio
 import anyio.abc
 
-from mcpfleet.config import load_all_mcp_configs
+from mcpfleet.config import EntryFilter, load_all_mcp_configs
 from mcpfleet.config.model import DiscoveryResult, ServerConfig, SourceInfo
 from mcpfleet.errors import ConnectionClosedError, ServerNotConnectedError, ToolCallError
 from mcpfleet.fleet import settings as defaults
@@ -71,7 +71,7 @@ class MCPManager(anyio.AsyncContextManagerMixin):
         on_uncached: UncachedPolicy = "wait",
         enable_project_config: bool = True,
         trust_project: bool = False,
-        filter_exa: bool = True,
+        entry_filter: EntryFilter | None = None,
         extra_config_paths: Sequence[str | Path] = (),
         shutdown_timeout_s: float = defaults.SHUTDOWN_TIMEOUT_S,
         reconnect_policy: ReconnectPolicy | None = None,
@@ -93,7 +93,7 @@ class MCPManager(anyio.AsyncContextManagerMixin):
             on_uncached=on_uncached,
             enable_project_config=enable_project_config,
             trust_project=trust_project,
-            filter_exa=filter_exa,
+            entry_filter=entry_filter,
             extra_config_paths=tuple(Path(p) for p in extra_config_paths),
             shutdown_timeout_s=shutdown_timeout_s,
             reconnect_policy=reconnect_policy or ReconnectPolicy(),
@@ -239,7 +239,7 @@ class MCPManager(anyio.AsyncContextManagerMixin):
         result = load_all_mcp_configs(
             settings.cwd,
             enable_project_config=settings.enable_project_config,
-            filter_exa=settings.filter_exa,
+            entry_filter=settings.entry_filter,
             extra_config_paths=settings.extra_config_paths,
             trust_project=settings.trust_project,
         )

@@ -10,6 +10,7 @@ from mcpfleet.fleet.supervision import ReconnectPolicy
 
 if TYPE_CHECKING:
     from mcpfleet.client.connection import ElicitationHandler, SamplingHandler
+    from mcpfleet.config import EntryFilter
 
 STARTUP_TIMEOUT_MS = 250
 """How long ``connect_servers`` waits before handing out what is ready."""
@@ -41,7 +42,7 @@ class FleetSettings:
     on_uncached: UncachedPolicy = "wait"
     enable_project_config: bool = True
     trust_project: bool = False
-    filter_exa: bool = True
+    entry_filter: EntryFilter | None = None
     extra_config_paths: tuple[Path, ...] = ()
     shutdown_timeout_s: float = SHUTDOWN_TIMEOUT_S
     reconnect_policy: ReconnectPolicy = field(default_factory=ReconnectPolicy)

@@ -42,6 +42,7 @@ class StartupReport:
     """One per server that could not start, in the order the round met them."""
     connected_servers: list[str] = field(default_factory=list)
     exa_api_keys: list[str] = field(default_factory=list)
+    """Filled by the agent layer, which supplies the Exa filter (``mcpfleet.agent.exa``)."""
     deferred_servers: list[str] = field(default_factory=list)
     """Servers still starting whose tools came from the cache."""
     late_servers: list[str] = field(default_factory=list)
@@ -62,12 +63,11 @@ class StartupReport:
             self.failures.append(failure)
 
     def complete_from(self, discovery: DiscoveryResult) -> None:
-        """Add the Exa keys, the disabled servers, and a failure for every entry that cannot start.
+        """Add the disabled servers, and a failure for every entry that cannot start.
 
         A disabled server is the user's decision, not a failure: it is listed apart and never
         reported as an error (nor warned about, nor counted by ``--strict``).
         """
-        self.exa_api_keys = list(discovery.exa_api_keys)
         for entry in discovery.entries:
             if entry.name in discovery.configs or entry.name in self.errors:
                 continue

@@ -6,7 +6,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from mcpfleet.config import DiscoveredEntry, DiscoveryResult, load_all_mcp_configs
+from mcpfleet import load_all_mcp_configs
+from mcpfleet.config import DiscoveredEntry, DiscoveryResult
 
 WriteFile = Callable[[Path, Any], Path]
 

@@ -1,14 +1,19 @@
 """Exa servers: the agent has a native Exa integration, so an Exa MCP server that only
-offers the native tool is dropped and its API key handed to that integration instead."""
+offers the native tool is left out of the fleet and its API key handed to that integration.
+
+Discovery knows nothing of Exa: the agent layer passes ``exa_entry_filter`` as discovery's
+``entry_filter`` hook, and reads the keys back from the result with ``exa_api_keys``.
+"""
 
 from __future__ import annotations
 
 import re
 from urllib.parse import parse_qs, urlsplit
 
-from mcpfleet.config.model import ServerConfig
+from mcpfleet.config.model import DiscoveryResult, ServerConfig
 
 NATIVE_EXA_TOOLS = frozenset({"web_search_exa"})
+EXA_FILTERED_REASON = "Exa server: the agent's native Exa integration is used instead (API key collected)"
 _EXA_HOST = re.compile(r"mcp\.exa\.ai", re.IGNORECASE)
 _ARG_KEY = re.compile(r"exaApiKey=([^&\s]+)")
 _ARG_TOOLS = re.compile(r"^(?:--)?tools=(.+)$")
@@ -56,3 +61,26 @@ def should_filter_exa(config: ServerConfig) -> bool:
     if not is_exa_server(config):
         return False
     return not any(tool not in NATIVE_EXA_TOOLS for tool in requested_exa_tools(config))
+
+
+def exa_entry_filter(config: ServerConfig) -> str | None:
+    """Discovery's ``entry_filter`` for the agent: why an Exa server is left out, or None."""
+    return EXA_FILTERED_REASON if should_filter_exa(config) else None
+
+
+def exa_api_keys(discovery: DiscoveryResult) -> list[str]:
+    """The Exa API keys of every entry discovery resolved, in precedence order, each once.
+
+    Resolved entries are the active ones and those this module's filter left out: their
+    configs have had their substitutions run, so a key written as ``${EXA_KEY}`` is the
+    value. A disabled, shadowed or unapproved entry gives no key.
+    """
+    keys: list[str] = []
+    for entry in discovery.entries:
+        left_out_here = entry.state == "filtered" and entry.reason == EXA_FILTERED_REASON
+        if entry.config is None or not (entry.state == "active" or left_out_here):
+            continue
+        key = exa_api_key(entry.config) if is_exa_server(entry.config) else None
+        if key and key not in keys:
+            keys.append(key)
+    return keys

@@ -1,0 +1,120 @@
+"""The global options that say which fleet a command works on, read once.
+
+``--cwd``, ``--config``, ``--no-project-config``, ``--trust-project``,
+``--startup-timeout`` and ``--no-cache`` become one ``FleetOptions``, and every command
+builds its discovery, its manager or its agent session from that one object, so a flag
+means the same thing to every command. The agent's own discovery hook (Exa servers left
+to the native integration) is applied here too, as an agent session applies it.
+
+Nothing heavy is imported at module level: ``mcpfleet --help`` loads this module.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal, TypedDict
+
+if TYPE_CHECKING:
+    from contextlib import AbstractAsyncContextManager
+
+    from mcpfleet.agent.loader import AgentDiscoveryResult
+    from mcpfleet.agent.session import AgentSession
+    from mcpfleet.config import EntryFilter
+    from mcpfleet.fleet.manager import MCPManager
+
+TRUST_PROJECT_VARIABLE = "MCPFLEET_TRUST_PROJECT"
+"""Set to ``1`` (``true``, ``yes``): the same as ``--trust-project`` on every command."""
+
+
+class DiscoverySettings(TypedDict):
+    """What discovery needs from the global options."""
+
+    enable_project_config: bool
+    extra_config_paths: tuple[Path, ...]
+    trust_project: bool
+
+
+class SessionSettings(DiscoverySettings):
+    """The keywords of ``open_agent_session`` that the global options decide."""
+
+    cache: Literal["default"] | None
+    startup_timeout_ms: int
+
+
+class ManagerSettings(SessionSettings):
+    """The keywords of ``MCPManager`` that the global options decide."""
+
+    entry_filter: EntryFilter | None
+
+
+@dataclass(frozen=True)
+class FleetOptions:
+    """The fleet a command works on, as the global options describe it."""
+
+    project_root: Path
+    """Absolute: ``--cwd``, or the current directory."""
+    extra_config_paths: tuple[Path, ...] = ()
+    enable_project_config: bool = True
+    trust_project: bool = False
+    startup_timeout_ms: int = 250
+    use_cache: bool = True
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> FleetOptions:
+        root: Path = args.cwd if args.cwd is not None else Path.cwd()
+        return cls(
+            project_root=root.expanduser().resolve(),
+            extra_config_paths=tuple(args.extra_configs),
+            enable_project_config=not args.no_project_config,
+            trust_project=bool(args.trust_project) or _trusted_by_environment(),
+            startup_timeout_ms=args.startup_timeout,
+            use_cache=not args.no_cache,
+        )
+
+    def discovery_settings(self, *, all_project_entries: bool = False) -> DiscoverySettings:
+        """``all_project_entries`` reads the project's files whatever the flags say, and
+        approves nothing: what ``approve``, ``add`` and ``remove`` look through."""
+        return DiscoverySettings(
+            enable_project_config=all_project_entries or self.enable_project_config,
+            extra_config_paths=self.extra_config_paths,
+            trust_project=self.trust_project and not all_project_entries,
+        )
+
+    def session_settings(self) -> SessionSettings:
+        return SessionSettings(
+            **self.discovery_settings(),
+            cache="default" if self.use_cache else None,
+            startup_timeout_ms=self.startup_timeout_ms,
+        )
+
+    def manager_settings(self) -> ManagerSettings:
+        from mcpfleet.agent.loader import agent_entry_filter
+
+        return ManagerSettings(**self.session_settings(), entry_filter=agent_entry_filter(filter_exa=True))
+
+    def discover(self, *, all_project_entries: bool = False) -> AgentDiscoveryResult:
+        """Discovery as an agent session would run it (``mcpfleet.load_all_mcp_configs``)."""
+        from mcpfleet.agent.loader import load_all_mcp_configs
+
+        return load_all_mcp_configs(
+            self.project_root, **self.discovery_settings(all_project_entries=all_project_entries)
+        )
+
+    def manager(self) -> MCPManager:
+        """A manager for the fleet, not started yet."""
+        from mcpfleet.fleet.manager import MCPManager
+
+        return MCPManager(self.project_root, **self.manager_settings())
+
+    def open_session(self, *, watch: bool = False) -> AbstractAsyncContextManager[AgentSession]:
+        """An agent session for the fleet; ``watch`` follows config edits (``shell``)."""
+        from mcpfleet.agent.session import open_agent_session
+
+        return open_agent_session(self.project_root, **self.session_settings(), watch=watch)
+
+
+def _trusted_by_environment() -> bool:
+    return os.environ.get(TRUST_PROJECT_VARIABLE, "") in ("1", "true", "yes")

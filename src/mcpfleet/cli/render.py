@@ -1,0 +1,349 @@
+"""How the reports look: one row type per report, one table of state styles.
+
+Each row is a frozen record with ``to_json()`` (its ``--json`` shape, key order included,
+which the CLI contract fixes) and ``cells()`` (its line of the rich table). ``render_table``
+turns rows into a table; the ``print_*`` functions write a report to the terminal.
+
+Text from servers, config files and paths enters a cell only as ``rich_text`` (never as
+markup, control characters made visible), so a ``[/bogus]`` or an escape sequence in it is
+shown, not obeyed. rich is imported only when something is drawn, so ``mcpfleet --help``
+never loads it.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+
+from mcpfleet.cli.output import rich_text
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    from mcpfleet.config.model import DiscoveredEntry, SourceInfo
+    from mcpfleet.errors import Failure
+
+
+@dataclass(frozen=True)
+class StateLook:
+    """How one state is shown: its rich style, and its mark in plain text (``/mcp list``)."""
+
+    style: str
+    mark: str
+
+
+STATE_LOOKS: Mapping[str, StateLook] = {
+    # What discovery decided about an entry (``config``).
+    "active": StateLook("green", "●"),
+    "shadowed": StateLook("yellow", "○"),
+    "invalid": StateLook("red", "✗"),
+    "filtered": StateLook("cyan", "○"),
+    # Both an entry's state and a server's.
+    "disabled": StateLook("dim", "○"),
+    "pending-approval": StateLook("magenta", "○"),
+    # Where a server is (``status``, the live progress, ``/mcp list``).
+    "connected": StateLook("green", "●"),
+    "connecting": StateLook("yellow", "◌"),
+    "reconnecting": StateLook("yellow", "◌"),
+    "disconnected": StateLook("dim", "○"),
+    "suspended": StateLook("red", "⏸"),
+    "failed": StateLook("red", "✗"),
+}
+_UNKNOWN_STATE = StateLook("", "✗")
+
+STDERR_LINES_SHOWN = 3
+"""Lines of a down server's stderr shown under its error in the status table."""
+
+
+def look_of(state: str) -> StateLook:
+    return STATE_LOOKS.get(state, _UNKNOWN_STATE)
+
+
+def styled_state(state: str) -> Text:
+    return rich_text(state, look_of(state).style)
+
+
+class Row(Protocol):
+    """One line of a report."""
+
+    COLUMNS: ClassVar[tuple[str, ...]]
+
+    def to_json(self) -> dict[str, Any]: ...
+
+    def cells(self) -> tuple[Text | str, ...]: ...
+
+
+@dataclass(frozen=True)
+class ServerRow:
+    """One server of ``status``: its state after the gate, tools, timings and last error."""
+
+    COLUMNS: ClassVar[tuple[str, ...]] = ("server", "status", "tools", "ms", "source", "error")
+
+    name: str
+    status: str
+    """The contract's set: connected, connecting, disconnected, failed, pending-approval, disabled."""
+    state: str
+    """``status``, or the finer ``reconnecting`` / ``suspended``."""
+    tools: int
+    deferred: bool
+    at_gate: str | None
+    """How the start-up gate served it (``live``, ``deferred``, ``waited``); None if it never started."""
+    error: str | None
+    stderr_tail: tuple[str, ...]
+    source: SourceInfo
+    timings_ms: Mapping[str, float] = field(default_factory=dict)
+    era: str | None = None
+    protocol_version: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "status": self.status,
+            "state": self.state,
+            "tools": self.tools,
+            "deferred": self.deferred,
+            "at_gate": self.at_gate,
+            "error": self.error,
+            "stderr_tail": list(self.stderr_tail),
+            "source": self.source.to_dict(),
+            "timings_ms": dict(self.timings_ms),
+            "era": self.era,
+            "protocol_version": self.protocol_version,
+        }
+
+    def cells(self) -> tuple[Text | str, ...]:
+        total = self.timings_ms.get("total")
+        cached = " (cached at start)" if self.at_gate == "deferred" else ""
+        error = rich_text(self.error or "", multiline=True)
+        if self.stderr_tail:
+            error.append("\n")
+            error.append_text(
+                rich_text("stderr: " + " | ".join(self.stderr_tail[-STDERR_LINES_SHOWN:]), "dim")
+            )
+        return (
+            rich_text(self.name),
+            styled_state(self.state),
+            f"{self.tools}{cached}",
+            f"{total:.0f}" if total is not None else "",
+            rich_text(f"{self.source.provider_name} ({self.source.level})"),
+            error,
+        )
+
+
+@dataclass(frozen=True)
+class ToolRow:
+    """One tool of ``tools``, as an agent sees it."""
+
+    COLUMNS: ClassVar[tuple[str, ...]] = ("name", "server", "description")
+
+    name: str
+    server: str
+    mcp_name: str
+    description: str
+    deferred: bool
+    input_schema: Mapping[str, Any]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "server": self.server,
+            "mcp_name": self.mcp_name,
+            "description": self.description,
+            "deferred": self.deferred,
+            "input_schema": self.input_schema,
+        }
+
+    def cells(self) -> tuple[Text | str, ...]:
+        name = rich_text(self.name)
+        if self.deferred:
+            name.append(" (deferred)", "yellow")
+        lines = (self.description or "").strip().splitlines()
+        return name, rich_text(self.server), rich_text(lines[0] if lines else "")
+
+
+@dataclass(frozen=True)
+class PendingReview:
+    """What a project entry awaiting approval would run, for the user to read first.
+
+    Its config is still the text of the file (nothing was substituted); of its env and
+    headers only the names are kept, never the values.
+    """
+
+    command: str | None = None
+    args: tuple[str, ...] = ()
+    cwd: str | None = None
+    env: tuple[str, ...] = ()
+    url: str | None = None
+    headers: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, entry: DiscoveredEntry) -> PendingReview | None:
+        config = entry.config
+        if entry.state != "pending-approval" or config is None:
+            return None
+        if config.transport == "stdio":
+            return cls(
+                command=config.command, args=tuple(config.args), cwd=config.cwd, env=tuple(sorted(config.env))
+            )
+        return cls(url=config.url, headers=tuple(sorted(config.headers)))
+
+    def to_json(self) -> dict[str, Any]:
+        if self.command is not None:
+            return {"command": self.command, "args": list(self.args), "cwd": self.cwd, "env": list(self.env)}
+        return {"url": self.url, "headers": list(self.headers)}
+
+    def summary(self) -> str:
+        if self.command is not None:
+            parts = [f"runs: {shlex.join([self.command, *self.args])}"]
+            if self.cwd:
+                parts.append(f"in: {self.cwd}")
+            if self.env:
+                parts.append(f"env: {', '.join(self.env)}")
+        else:
+            parts = [f"url: {self.url}"]
+            if self.headers:
+                parts.append(f"headers: {', '.join(self.headers)}")
+        return "  ".join(parts)
+
+
+@dataclass(frozen=True)
+class EntryRow:
+    """One entry of ``config``: where it was found and what discovery decided."""
+
+    COLUMNS: ClassVar[tuple[str, ...]] = ("Name", "State", "Transport", "Level", "Source", "Reason")
+
+    name: str
+    transport: str | None
+    state: str
+    reason: str
+    source: SourceInfo
+    review: PendingReview | None = None
+
+    @classmethod
+    def of(cls, entry: DiscoveredEntry) -> EntryRow:
+        return cls(
+            entry.name, entry.transport, entry.state, entry.reason, entry.source, PendingReview.of(entry)
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "name": self.name,
+            "transport": self.transport,
+            "state": self.state,
+            "reason": self.reason,
+            "source": self.source.to_dict(),
+        }
+        if self.review is not None:
+            data["review"] = self.review.to_json()
+        return data
+
+    def cells(self) -> tuple[Text | str, ...]:
+        return (
+            rich_text(self.name),
+            styled_state(self.state),
+            rich_text(self.transport or "-"),
+            rich_text(self.source.level),
+            rich_text(f"{self.source.provider_name}: {self.source.path}"),
+            rich_text(self.reason, multiline=True),
+        )
+
+    def review_line(self) -> str:
+        """The pending entry and what it runs, on one line (escape sequences written out)."""
+        assert self.review is not None, "only a pending entry has a review"
+        line = f"  {self.name} ({self.source.path})  {self.review.summary()}"
+        # The repository wrote these words: an escape sequence in them must not reach the terminal.
+        return "".join(
+            char if char.isprintable() else char.encode("unicode_escape").decode() for char in line
+        )
+
+
+@dataclass(frozen=True)
+class ErrorRow:
+    """A file or server that failed: ``{"path", "error"}`` (``mcp:<server>`` for a server)."""
+
+    path: str
+    error: str
+
+    @classmethod
+    def of(cls, failure: Failure) -> ErrorRow:
+        return cls(failure.path, failure.message)
+
+    def to_json(self) -> dict[str, str]:
+        return {"path": self.path, "error": self.error}
+
+    def line(self) -> Text:
+        from rich.text import Text
+
+        return Text.assemble(("error", "red"), " ", rich_text(f"{self.path}: {self.error}"))
+
+
+def render_table(title: str | Text, columns: Sequence[str], rows: Sequence[Row]) -> Table:
+    """``rows`` under ``columns``; a ``str`` title is the report's own words (styled as a title)."""
+    from rich.table import Table
+
+    table = Table(title=title)
+    for column in columns:
+        table.add_column(column, overflow="fold")
+    for row in rows:
+        table.add_row(*row.cells())
+    return table
+
+
+def status_table(rows: Sequence[ServerRow]) -> Table:
+    return render_table("MCP servers", ServerRow.COLUMNS, rows)
+
+
+def tools_table(rows: Sequence[ToolRow]) -> Table:
+    return render_table(f"{len(rows)} MCP tools", ToolRow.COLUMNS, rows)
+
+
+def config_table(project: str, rows: Sequence[EntryRow]) -> Table:
+    return render_table(rich_text(f"MCP servers for {project}"), EntryRow.COLUMNS, rows)
+
+
+def console(stderr: bool = False) -> Console:
+    from rich.console import Console
+
+    return Console(stderr=stderr, highlight=False)
+
+
+def print_status(
+    rows: Sequence[ServerRow], errors: Sequence[ErrorRow], *, out: Console | None = None
+) -> None:
+    out = out if out is not None else console()
+    if rows:
+        out.print(status_table(rows))
+    else:
+        out.print("No MCP servers found. `mcpfleet add NAME --command CMD` adds one.")
+    print_errors(errors)
+
+
+def print_tools(rows: Sequence[ToolRow], errors: Sequence[ErrorRow], *, out: Console | None = None) -> None:
+    (out if out is not None else console()).print(tools_table(rows))
+    print_errors(errors)
+
+
+def print_config(project: str, rows: Sequence[EntryRow], out: Console) -> None:
+    """The ``config`` report, then the review of every pending project entry."""
+    if rows:
+        out.print(config_table(project, rows))
+    else:
+        out.print("No MCP servers found. Add one with `mcpfleet add NAME --command CMD`.")
+    pending = [row for row in rows if row.review is not None]
+    if pending:
+        from rich.text import Text
+
+        out.print("Pending project servers: review what they run, then `mcpfleet approve NAME`:")
+        for row in pending:
+            # Text, not markup: these lines are the repository's own words.
+            out.print(Text(row.review_line()), soft_wrap=True)
+
+
+def print_errors(errors: Sequence[ErrorRow], *, err: Console | None = None) -> None:
+    err = err if err is not None else console(stderr=True)
+    for error in errors:
+        err.print(error.line())

@@ -72,8 +72,9 @@ def test_a_manager_and_a_session_get_the_same_settings(tmp_path: Path) -> None:
 
 def test_the_manager_built_is_configured_and_not_started(tmp_path: Path) -> None:
     manager = options_of("--cwd", str(tmp_path), "--trust-project", "--startup-timeout", "0").manager()
-    assert (manager.cwd, manager.trust_project, manager.startup_timeout_ms) == (tmp_path.resolve(), True, 0)
-    assert manager.entry_filter is exa_entry_filter
+    settings = manager.settings
+    assert (manager.cwd, settings.trust_project, settings.startup_timeout_ms) == (tmp_path.resolve(), True, 0)
+    assert settings.entry_filter is exa_entry_filter
     with pytest.raises(RuntimeError, match="not running"):
         manager.task_group  # noqa: B018
 

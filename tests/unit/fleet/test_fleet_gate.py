@@ -44,7 +44,6 @@ def test_discovery_completes_the_report_with_what_cannot_start() -> None:
     active = ServerConfig(name="active", transport="stdio", command="x")
     discovery = DiscoveryResult(
         configs={"active": active},
-        exa_api_keys=["key"],
         entries=[
             DiscoveredEntry("active", "active", "", SOURCE, active),
             DiscoveredEntry("off", "disabled", "disabled in its config", SOURCE, None),
@@ -55,7 +54,7 @@ def test_discovery_completes_the_report_with_what_cannot_start() -> None:
     )
     report = StartupReport()
     report.complete_from(discovery)
-    assert report.exa_api_keys == ["key"]
+    assert report.exa_api_keys == []  # the agent layer fills them: the fleet names no product
     assert report.disabled_servers == ["off"]
     assert [(f.subject, f.kind) for f in report.failures] == [("waiting", "approval"), ("broken", "invalid")]
     assert "mcpfleet approve waiting" in report.errors["waiting"]

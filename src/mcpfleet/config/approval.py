@@ -1,4 +1,4 @@
-"""Approval of project-level servers (B5).
+"""Approval of project-level servers.
 
 A project config is code execution: its servers start only once the user approved them.
 Approvals live outside the repository (``<user state dir>/approvals.json``) and are keyed

@@ -119,6 +119,7 @@ async def test_servers_is_a_read_only_snapshot(tmp_path: Path) -> None:
             SOURCE,
         )
         assert state.timings_ms["total"] > 0 and not state.deferred
+        assert "tools" in state.capabilities  # what /mcp resources and prompts ask before listing
         with pytest.raises(TypeError):
             servers["two"] = state  # type: ignore[index]
         await manager.disconnect_server("one")

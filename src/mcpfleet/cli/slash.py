@@ -225,11 +225,8 @@ class MCPCommandController:
     async def _resources(self, arguments: list[str]) -> str:
         lines = []
         manager = self.session.mcp_manager
-        for name in manager.get_connected_servers():
-            connection = manager.get_connection(name)
-            if connection is None or "resources" not in connection.capabilities:
-                continue
-            for resource in await connection.list_resources():
+        for name in self._connected_offering("resources"):
+            for resource in await manager.list_resources(name):
                 lines.append(
                     safe_text(f"{name}: {resource.get('uri')}  {resource.get('name') or ''}".rstrip())
                 )
@@ -238,17 +235,23 @@ class MCPCommandController:
     async def _prompts(self, arguments: list[str]) -> str:
         lines = []
         manager = self.session.mcp_manager
-        for name in manager.get_connected_servers():
-            connection = manager.get_connection(name)
-            if connection is None or "prompts" not in connection.capabilities:
-                continue
-            for prompt in await connection.list_prompts():
+        for name in self._connected_offering("prompts"):
+            for prompt in await manager.list_prompts(name):
                 parameters = " ".join(
                     f"{a.get('name')}={'*' if a.get('required') else ''}"
                     for a in prompt.get("arguments") or []
                 )
                 lines.append(safe_text(f"/{name}:{prompt.get('name')} {parameters}".rstrip()))
         return "\n".join(lines) or "No prompts on the connected servers."
+
+    def _connected_offering(self, capability: str) -> list[str]:
+        """The connected servers that declared ``capability``, in the order the manager lists them."""
+        servers = self.session.mcp_manager.servers
+        return [
+            name
+            for name in self.session.mcp_manager.get_connected_servers()
+            if name in servers and capability in servers[name].capabilities
+        ]
 
 
 class _UsageError(MCPFleetError):

@@ -69,6 +69,8 @@ class ServerState:
     deferred: bool = False
     """Its tools came from the cache and it is still starting."""
     timings_ms: Mapping[str, float] = field(default_factory=dict)
+    capabilities: frozenset[str] = frozenset()
+    """What the connected server declared it offers (``tools``, ``resources``, ``prompts``…)."""
 
 
 @dataclass(eq=False)
@@ -199,6 +201,7 @@ class ServerSlot:
             source=self.source,
             deferred=self.tools is not None and self.tools.deferred,
             timings_ms=dict(self.timings),
+            capabilities=frozenset(connection.capabilities) if connection is not None else frozenset(),
         )
 
 

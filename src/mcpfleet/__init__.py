@@ -5,7 +5,6 @@ pins the list). Importing it never imports the ``mcp`` SDK: that happens only wh
 is actually contacted.
 """
 
-from mcpfleet.agent.bridge import DeferredMCPTool, MCPTool, ToolResult
 from mcpfleet.agent.loader import discover_and_load_mcp_tools, discover_mcp_servers, load_all_mcp_configs
 from mcpfleet.agent.session import AgentSession, ToolRegistry, create_agent_session, open_agent_session
 from mcpfleet.errors import (
@@ -37,6 +36,7 @@ from mcpfleet.fleet.manager import MCPManager
 from mcpfleet.fleet.server import ServerState
 from mcpfleet.fleet.startup import StartupReport
 from mcpfleet.fleet.supervision import ReconnectPolicy
+from mcpfleet.fleet.tools import DeferredMCPTool, MCPTool, ToolResult
 
 __version__ = "0.1.0"
 

@@ -40,12 +40,12 @@ from urllib.parse import urlsplit
 
 import httpx2
 
-from mcpfleet.agent.bridge import MCPTool
 from mcpfleet.auth.provider import oauth_auth_for
 from mcpfleet.client.connection import ServerConnection
 from mcpfleet.client.opening import connect_to_server
 from mcpfleet.config.model import ServerConfig, SourceInfo
 from mcpfleet.fleet.manager import MCPManager
+from mcpfleet.fleet.tools import MCPTool
 
 SERVER_NAME = "conformance"
 CLIENT_METADATA_URL = "https://conformance-test.local/client-metadata.json"

@@ -23,9 +23,9 @@ import anyio
 import pytest
 
 from mcpfleet import create_agent_session
-from mcpfleet.agent.bridge import mcp_tool_name
 from mcpfleet.client import connect_to_server
 from mcpfleet.config.model import ServerConfig
+from mcpfleet.fleet.tools import mcp_tool_name
 
 pytestmark = pytest.mark.anyio
 

@@ -19,9 +19,9 @@ from mcpfleet import (
     discover_and_load_mcp_tools,
     discover_mcp_servers,
 )
-from mcpfleet.agent.bridge import MCPTool
 from mcpfleet.cli.slash import MCPCommandController
 from mcpfleet.errors import ToolNotFoundError
+from mcpfleet.fleet.tools import MCPTool
 from mcpfleet.paths import user_config_file
 
 pytestmark = pytest.mark.anyio

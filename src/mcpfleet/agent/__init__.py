@@ -1,1 +1,1 @@
-"""The agent side: MCP tools as agent tools (the bridge), the loader, and the session."""
+"""The agent side: the loader and the session that keep an agent's tools in step with the fleet."""

@@ -17,12 +17,12 @@ from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from mcpfleet.agent.bridge import ToolResult, resolve_tool_name
 from mcpfleet.agent.exa import exa_api_keys, exa_entry_filter
 from mcpfleet.agent.loader import load_tools_into, start_and_load
 from mcpfleet.errors import ConfigError, Failure, ToolNotFoundError
 from mcpfleet.fleet.cache import MCPToolCache
 from mcpfleet.fleet.manager import AnyTool, ManagerEvent, MCPLoadResult, MCPManager, UncachedPolicy
+from mcpfleet.fleet.tools import ToolResult, resolve_tool_name
 
 if TYPE_CHECKING:
     from types import TracebackType
@@ -290,7 +290,7 @@ class AgentSession:
 
 
 def _is_mcp_tool(tool: object) -> bool:
-    from mcpfleet.agent.bridge import MCPTool
+    from mcpfleet.fleet.tools import MCPTool
 
     return isinstance(tool, MCPTool)
 

@@ -1,4 +1,4 @@
-"""Plain data about a server's catalog, free of the SDK so the cache and the bridge can
+"""Plain data about a server's catalog, free of the SDK so the cache and the tool objects can
 use it without importing ``mcp`` (which costs ~0.6 s)."""
 
 from __future__ import annotations

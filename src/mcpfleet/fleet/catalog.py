@@ -12,9 +12,9 @@ import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
-from mcpfleet.agent.bridge import DeferredMCPTool, MCPTool, ToolBackend, assign_tool_names
 from mcpfleet.client.definitions import ToolDefinition
 from mcpfleet.config.model import ServerConfig
+from mcpfleet.fleet.tools import DeferredMCPTool, MCPTool, ToolBackend, assign_tool_names
 
 logger = logging.getLogger(__name__)
 

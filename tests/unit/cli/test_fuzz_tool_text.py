@@ -19,12 +19,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from rich.console import Console, RenderableType
 
-from mcpfleet.agent.bridge import assign_tool_names, mcp_tool_name
 from mcpfleet.cli import output
 from mcpfleet.cli.display import json_for_terminal, safe_text
 from mcpfleet.cli.progress import progress_table
 from mcpfleet.cli.render import ErrorRow, ServerRow, ToolRow, status_table, tools_table
 from mcpfleet.config.model import SourceInfo
+from mcpfleet.fleet.tools import assign_tool_names, mcp_tool_name
 
 PROVIDER_SAFE_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 TERMINAL_CONTROL = re.compile(

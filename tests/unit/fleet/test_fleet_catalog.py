@@ -7,10 +7,10 @@ import logging
 
 import pytest
 
-from mcpfleet.agent.bridge import DeferredMCPTool, MCPTool
 from mcpfleet.client.definitions import ToolDefinition
 from mcpfleet.config.model import ServerConfig
 from mcpfleet.fleet.catalog import ToolSlice, build_tools, filter_tools, merge_slices
+from mcpfleet.fleet.tools import DeferredMCPTool, MCPTool
 
 
 def config(include: tuple[str, ...] | None = None, exclude: tuple[str, ...] = ()) -> ServerConfig:

@@ -14,15 +14,15 @@ import anyio
 import mcp_types
 import pytest
 
-from mcpfleet.agent.bridge import (
+from mcpfleet.client.definitions import ToolDefinition
+from mcpfleet.errors import ConnectionClosedError, ConnectTimeoutError, ToolCallError
+from mcpfleet.fleet.tools import (
     DeferredMCPTool,
     MCPTool,
     ToolResult,
     convert_call_result,
     resolve_tool_name,
 )
-from mcpfleet.client.definitions import ToolDefinition
-from mcpfleet.errors import ConnectionClosedError, ConnectTimeoutError, ToolCallError
 
 pytestmark = pytest.mark.anyio
 

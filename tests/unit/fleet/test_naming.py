@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-from mcpfleet.agent.bridge import assign_tool_names, mcp_tool_name
+from mcpfleet.fleet.tools import assign_tool_names, mcp_tool_name
 
 PROVIDER_SAFE_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
@@ -122,7 +122,7 @@ def test_prefix_drop_collision_keeps_the_sorted_first_pair() -> None:
 
 
 def test_collision_warning_names_both_tools(caplog: pytest.LogCaptureFixture) -> None:
-    with caplog.at_level(logging.WARNING, logger="mcpfleet.agent.bridge"):
+    with caplog.at_level(logging.WARNING, logger="mcpfleet.fleet.tools"):
         names = assign_tool_names([("a_b", "c"), ("a.b", "c")])
 
     [record] = caplog.records
@@ -133,7 +133,7 @@ def test_collision_warning_names_both_tools(caplog: pytest.LogCaptureFixture) ->
 
 
 def test_repeated_pairs_are_not_collisions(caplog: pytest.LogCaptureFixture) -> None:
-    with caplog.at_level(logging.WARNING, logger="mcpfleet.agent.bridge"):
+    with caplog.at_level(logging.WARNING, logger="mcpfleet.fleet.tools"):
         names = assign_tool_names([("files", "read"), ("files", "read")])
 
     assert names == {("files", "read"): "mcp_files_read"}

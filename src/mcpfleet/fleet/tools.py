@@ -1,8 +1,9 @@
 """MCP tools as agent tools: naming, lookup, calls and result conversion.
 
-The bridge sits between the manager (which owns the connections) and the session (which
-owns the tool registry). It speaks to the manager only through the small ``ToolBackend``
-protocol and never imports the SDK: call results arrive either as SDK models, which are
+These are the tool objects the manager hands out (``get_tools()``): they sit between the
+manager (which owns the connections) and a session (which owns the tool registry), so they
+live in the fleet, below the agent that uses them. They speak to the manager only through
+the small ``ToolBackend`` protocol and never imports the SDK: call results arrive either as SDK models, which are
 dumped to their JSON shape, or as plain dicts of that same shape.
 """
 

@@ -14,6 +14,12 @@
   spawn in 0.43 s without it, 0.76 s with it). The hook only calls an already-resolved
   ``prctl`` and ``getppid``, which take no Python-level locks (CPython documents
   ``preexec_fn`` as unsafe when other threads hold locks at fork time).
+* Its stdout is a pipe mcpfleet owns (``os.pipe()``): the child gets the write end, the
+  parent keeps only the read end (``stdout_fd``, non-blocking) for ``stdio.py`` to read
+  directly rather than through the event loop's pipe reader, which wakes for every line
+  the server writes. The read end is closed (``close_stdout``) only once no task waits on
+  it, so that its number is never reused under a waiter: by the transport after its
+  reading task has ended, by ``discard`` for a process no transport ever read.
 * The last lines of its stderr are kept in a bounded ring for error messages.
 * It ends in bounded steps (the kill ladder): close stdin, wait, SIGTERM the group, wait,
   SIGKILL the group, then the same for the marked descendants that left it.
@@ -134,6 +140,8 @@ class ServerProcess:
         self.exited = anyio.Event()
         self.signalled = False
         """Whether stopping had to signal the leader (its exit status is then ours, not its own)."""
+        self.stdout_fd: int | None = None
+        """The read end of the server's stdout (non-blocking), from spawn to ``close_stdout``."""
         self._process: anyio.abc.Process | None = None
 
     def describe_command(self) -> str:
@@ -146,8 +154,6 @@ class ServerProcess:
         """Start the process, once: later calls return the same process."""
         if self._process is not None:
             return self._process
-        import subprocess
-
         if not await anyio.Path(self.cwd).is_dir():
             raise ConnectError(
                 f'MCP server "{self.server_name}": working directory {self.cwd} does not exist; '
@@ -156,22 +162,40 @@ class ServerProcess:
             )
         command = [self.command, *self.args]
         env = marked_environment(self.env, self.mark)
-        pipes: dict[str, Any] = {
-            "stdin": subprocess.PIPE,
-            "stdout": subprocess.PIPE,
-            "stderr": subprocess.PIPE,
-        }
         hook = None if host_watchdog().ensure_running() else _parent_death_hook()
         started = time.perf_counter()
+        stdout_fd, child_stdout_fd = os.pipe()
+        try:
+            process = await self._open_process(command, env, child_stdout_fd, hook)
+        except BaseException:
+            os.close(stdout_fd)
+            raise
+        finally:
+            # The child has its own copy; ours would keep the pipe from ever reporting its end.
+            os.close(child_stdout_fd)
+        os.set_blocking(stdout_fd, False)
+        self.stdout_fd = stdout_fd
+        self.spawn_ms = (time.perf_counter() - started) * 1000
+        self._process = process
+        self.pid = process.pid
+        host_watchdog().watch(process.pid, self.mark)
+        return process
+
+    async def _open_process(
+        self, command: list[str], env: dict[str, str], stdout_fd: int, hook: Callable[[], None] | None
+    ) -> anyio.abc.Process:
+        import subprocess
+
+        pipes: dict[str, Any] = {"stdin": subprocess.PIPE, "stdout": stdout_fd, "stderr": subprocess.PIPE}
         try:
             if hook is None:
-                process = await anyio.open_process(
+                return await anyio.open_process(
                     command, cwd=self.cwd, env=env, start_new_session=True, **pipes
                 )
-            else:
-                process = await backend_open_process()(
-                    command, cwd=self.cwd, env=env, start_new_session=True, preexec_fn=hook, **pipes
-                )
+            opened: anyio.abc.Process = await backend_open_process()(
+                command, cwd=self.cwd, env=env, start_new_session=True, preexec_fn=hook, **pipes
+            )
+            return opened
         except FileNotFoundError as error:
             raise CommandNotFoundError(
                 f'MCP server "{self.server_name}": command not found: {self.command} '
@@ -189,11 +213,13 @@ class ServerProcess:
                 f'MCP server "{self.server_name}": cannot run {self.command}: {error.strerror or error}',
                 server=self.server_name,
             ) from error
-        self.spawn_ms = (time.perf_counter() - started) * 1000
-        self._process = process
-        self.pid = process.pid
-        host_watchdog().watch(process.pid, self.mark)
-        return process
+
+    def close_stdout(self) -> None:
+        """Close the read end of stdout (idempotent). Only once no task waits on it: a closed
+        number can be reused at once, and a waiter would then watch someone else's file."""
+        if self.stdout_fd is not None:
+            fd, self.stdout_fd = self.stdout_fd, None
+            os.close(fd)
 
     async def read_stderr(self) -> None:
         """Keep what the server writes on stderr in the ring, until the pipe closes."""
@@ -226,6 +252,8 @@ class ServerProcess:
         """End a process that was spawned but never handed to a session (bounded, shielded)."""
         with anyio.CancelScope(shield=True):
             await self.stop(answered=False)
+        # No transport ever read it, so nothing waits on it.
+        self.close_stdout()
 
     async def stop(self, *, answered: bool) -> None:
         """The kill ladder, bounded: close stdin, wait, SIGTERM the group, wait, SIGKILL it, then

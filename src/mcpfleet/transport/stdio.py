@@ -7,9 +7,17 @@ into an error item. This one:
 
 * runs the server as a ``ServerProcess`` (``process.py``): the caller's whole environment
   (the parent's plus the config's, secrets already resolved), its own process group, a
-  mark its descendants inherit, the host's watchdog, the stderr ring and the kill ladder;
+  mark its descendants inherit, the host's watchdog, a stdout pipe of its own, the stderr
+  ring and the kill ladder;
 * parses each stdout line as JSON-RPC and skips (counts, debug-logs) anything else, in
-  linear time, holding no message over the server's limit (``MessageReader``);
+  linear time, holding no message over the server's limit (``MessageReader``), after
+  folding notification floods on the raw line (``folding.py``). That stdout pipe
+  (``ServerProcess.stdout_fd``) is read directly: while a server floods, the reader
+  pauses ``FLOOD_READ_PAUSE_S`` between reads so that one wake-up takes many lines (the
+  event loop's pipe reader would wake for every line the server writes), and it wakes when
+  a held notification is due even if the server has gone quiet; at the end of stdout what
+  folding still holds is delivered, and the pipe is closed only once the reading task has
+  ended;
 * on exit, stops the process in bounded steps (``ServerProcess.stop``).
 """
 
@@ -17,15 +25,19 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.abc
+import anyio.lowlevel
 
 from mcpfleet.config.model import DEFAULT_MAX_MESSAGE_BYTES
+from mcpfleet.transport.folding import NotificationFolder
 from mcpfleet.transport.process import ServerProcess
 
 if TYPE_CHECKING:
@@ -37,6 +49,12 @@ logger = logging.getLogger(__name__)
 
 STDOUT_DRAIN_S = 0.5
 """After the process exits, how long buffered stdout may still be delivered."""
+STDOUT_READ_BYTES = 256 * 1024
+"""The most one read of stdout takes."""
+FLOOD_READ_PAUSE_S = 0.02
+"""After a read in which notifications were folded, how long the reader lets the pipe fill
+before it reads again: what bounds the wake-ups a flood costs, and what a message that
+arrives meanwhile waits (only from a server that is flooding)."""
 MESSAGE_TOO_LARGE = -32019
 """Error code of the answer mcpfleet gives a request whose real answer was over the limit
 (the last code of JSON-RPC's implementation-defined band; the SDK uses the first ones)."""
@@ -203,25 +221,56 @@ class MessageReader:
     answer to a request, that request gets an error answer instead (code
     ``MESSAGE_TOO_LARGE``, naming the server and the limit), so the one call fails at once
     and the connection stays usable. Nothing here raises for anything the server writes.
+
+    Repeated notifications are folded before they are parsed (``NotificationFolder``); the
+    ones it holds come out of ``release_due`` once their time has come, and ahead of the
+    next message delivered, so the order the server wrote is kept.
     """
 
     def __init__(self, server_name: str, max_message_bytes: int) -> None:
         self.server_name = server_name
         self.max_message_bytes = max_message_bytes
         self.framer = LineFramer(max_message_bytes)
+        self.folder = NotificationFolder(server_name)
         self.non_json_lines = 0
         self.oversized_messages = 0
 
-    def feed(self, chunk: bytes) -> list[SessionMessage]:
-        """The messages that ``chunk`` completes, in order."""
-        messages: list[SessionMessage] = []
+    @property
+    def next_release_at(self) -> float | None:
+        """When ``release_due`` may have a held notification to deliver (monotonic seconds)."""
+        return self.folder.next_release_at
+
+    def feed(self, chunk: bytes, now: float | None = None) -> list[SessionMessage]:
+        """The messages that ``chunk``, arriving at ``now`` (monotonic seconds), completes,
+        after the held notifications due by then, in order."""
+        now = time.monotonic() if now is None else now
+        messages = self.release_due(now)
         for line in self.framer.feed(chunk):
-            message = self._oversized(line) if isinstance(line, OversizedLine) else self._parse(line)
+            if isinstance(line, OversizedLine):
+                message = self._oversized(line)
+            elif self.folder.admit(line, now):
+                message = self._parse(line)
+            else:
+                continue
+            # Only a line that is really delivered releases the held ones: junk between
+            # repeats (blank lines, banners) must not defeat the folding.
             if message is not None:
+                messages += self._parse_all(self.folder.release_all(now))
                 messages.append(message)
         return messages
 
-    def _parse(self, line: bytearray) -> SessionMessage | None:
+    def release_due(self, now: float) -> list[SessionMessage]:
+        """The held notifications whose time has come by ``now``."""
+        return self._parse_all(self.folder.release_due(now))
+
+    def release_all(self, now: float) -> list[SessionMessage]:
+        """Every held notification (the server's stdout has ended)."""
+        return self._parse_all(self.folder.release_all(now))
+
+    def _parse_all(self, lines: list[bytes | bytearray]) -> list[SessionMessage]:
+        return [message for line in lines if (message := self._parse(line)) is not None]
+
+    def _parse(self, line: bytes | bytearray) -> SessionMessage | None:
         from mcp.shared.message import SessionMessage
         from mcp_types import jsonrpc_message_adapter
         from pydantic import ValidationError
@@ -262,7 +311,8 @@ class MessageReader:
 
 class StdioTransport(anyio.AsyncContextManagerMixin):
     """An SDK ``Transport`` (an async context manager yielding the two message streams) over
-    a ``ServerProcess``: spawned on entry unless the caller spawned it earlier, stopped on exit.
+    a ``ServerProcess``: spawned on entry unless the caller spawned it earlier, stopped on
+    exit, its stdout pipe closed once the task reading it has ended.
 
     Enter and exit it in the same task (the connection's owner task does).
     """
@@ -284,37 +334,92 @@ class StdioTransport(anyio.AsyncContextManagerMixin):
         read_writer, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
         write_stream, write_reader = anyio.create_memory_object_stream[SessionMessage](0)
         self._read_writer = read_writer
-        async with anyio.create_task_group() as task_group:
-            task_group.start_soon(self._read_stdout, process, read_writer)
-            task_group.start_soon(self._write_stdin, process, write_reader)
-            task_group.start_soon(self.process.read_stderr)
-            task_group.start_soon(self._watch_exit)
-            try:
-                yield read_stream, write_stream
-            finally:
-                # Shielded so a cancelled owner still reaps the server.
-                with anyio.CancelScope(shield=True):
-                    await self.process.stop(answered=self.answered)
-                    for stream in (read_writer, read_stream, write_stream, write_reader):
-                        await stream.aclose()
-                task_group.cancel_scope.cancel()
+        stdout_fd = self.process.stdout_fd
+        assert stdout_fd is not None
+        try:
+            async with anyio.create_task_group() as task_group:
+                task_group.start_soon(self._read_stdout, stdout_fd, read_writer)
+                task_group.start_soon(self._write_stdin, process, write_reader)
+                task_group.start_soon(self.process.read_stderr)
+                task_group.start_soon(self._watch_exit)
+                try:
+                    yield read_stream, write_stream
+                finally:
+                    # Shielded so a cancelled owner still reaps the server.
+                    with anyio.CancelScope(shield=True):
+                        await self.process.stop(answered=self.answered)
+                        for stream in (read_writer, read_stream, write_stream, write_reader):
+                            await stream.aclose()
+                    task_group.cancel_scope.cancel()
+        finally:
+            # Only now: no task waits on the descriptor any more, so its number cannot be reused under one.
+            self.process.close_stdout()
 
     # -- pumps -----------------------------------------------------------------------------------------
     async def _read_stdout(
-        self, process: anyio.abc.Process, read_writer: MemoryObjectSendStream[SessionMessage | Exception]
+        self, stdout_fd: int, read_writer: MemoryObjectSendStream[SessionMessage | Exception]
     ) -> None:
-        assert process.stdout is not None
         reader = self.reader = MessageReader(self.process.server_name, self.max_message_bytes)
         try:
-            async for chunk in process.stdout:
-                for message in reader.feed(chunk):
-                    self.answered = True
-                    await read_writer.send(message)
-        except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream):
+            while True:
+                try:
+                    chunk = self._read_now(stdout_fd)
+                    if chunk is None:
+                        chunk = await self._wait_and_read(stdout_fd, reader.next_release_at)
+                    else:
+                        # The pipe refills as fast as the server writes: other tasks still run
+                        # between two chunks of a large message.
+                        await anyio.lowlevel.checkpoint()
+                except anyio.EndOfStream:
+                    # The server's last words: what folding still holds is delivered too.
+                    await self._deliver(reader.release_all(anyio.current_time()), read_writer)
+                    return
+                now = anyio.current_time()
+                if chunk is None:
+                    await self._deliver(reader.release_due(now), read_writer)
+                    continue
+                withheld = reader.folder.withheld
+                await self._deliver(reader.feed(chunk, now), read_writer)
+                if reader.folder.withheld != withheld:
+                    # A flood: let the pipe fill, so the next read takes many lines at once.
+                    await anyio.sleep(FLOOD_READ_PAUSE_S)
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
             pass
         finally:
             # End of stdout is the end of the session: the dispatcher sees EOF.
             await read_writer.aclose()
+
+    def _read_now(self, stdout_fd: int) -> bytes | None:
+        """What the server has written so far, ``None`` if nothing; ``EndOfStream`` once every
+        writer of the pipe has closed it."""
+        try:
+            chunk = os.read(stdout_fd, STDOUT_READ_BYTES)
+        except BlockingIOError:
+            return None
+        except OSError as error:
+            logger.debug("%s: reading stdout failed: %r", self.process.server_name, error)
+            raise anyio.EndOfStream from None
+        if not chunk:
+            raise anyio.EndOfStream
+        return chunk
+
+    async def _wait_and_read(self, stdout_fd: int, deadline: float | None) -> bytes | None:
+        """The next chunk of stdout, or ``None`` if ``deadline`` passes first: a held
+        notification is then due, and must not wait for the server to write again."""
+        if deadline is None:
+            await anyio.wait_readable(stdout_fd)
+            return self._read_now(stdout_fd)
+        with anyio.move_on_after(deadline - anyio.current_time()):
+            await anyio.wait_readable(stdout_fd)
+            return self._read_now(stdout_fd)
+        return None
+
+    async def _deliver(
+        self, messages: list[SessionMessage], read_writer: MemoryObjectSendStream[SessionMessage | Exception]
+    ) -> None:
+        for message in messages:
+            self.answered = True
+            await read_writer.send(message)
 
     async def _write_stdin(
         self, process: anyio.abc.Process, write_reader: MemoryObjectReceiveStream[SessionMessage]

@@ -332,16 +332,13 @@ async def test_a_burst_of_list_changed_is_folded_and_its_last_one_arrives_while_
             six.set()
 
     config = fake_server_config("bursty", "--list-changed-burst", "15")
-    connection = await connect_to_server("bursty", config, cwd=tmp_path, on_notification=on_notification)
-    try:
+    async with connect_to_server("bursty", config, cwd=tmp_path, on_notification=on_notification):
         with anyio.fail_after(10):
             await six.wait()
         await anyio.sleep(0.5)  # nothing else is coming
         kinds = ("tools", "resources", "prompts")
         # Each method's first at once, then each one's last: never one folded into another.
         assert received == [f"notifications/{kind}/list_changed" for kind in kinds] * 2
-    finally:
-        await connection.close()
 
 
 async def test_process_exit_closes_the_connection_with_a_reason(tmp_path: Path) -> None:

@@ -3,8 +3,8 @@
 These are the tool objects the manager hands out (``get_tools()``): they sit between the
 manager (which owns the connections) and a session (which owns the tool registry), so they
 live in the fleet, below the agent that uses them. They speak to the manager only through
-the small ``ToolBackend`` protocol and never imports the SDK: call results arrive either as SDK models, which are
-dumped to their JSON shape, or as plain dicts of that same shape.
+the small ``ToolBackend`` protocol and never import the SDK: call results arrive either as
+SDK models, which are dumped to their JSON shape, or as plain dicts of that same shape.
 """
 
 from __future__ import annotations

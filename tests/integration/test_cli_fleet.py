@@ -203,9 +203,22 @@ def test_shell_runs_a_script_from_stdin(tmp_path: Path) -> None:
     assert out.count("mcp_files_add") == 1  # the /tools after /exit did not run
 
 
-def test_demo_runs_the_whole_lifecycle() -> None:
+@pytest.mark.parametrize("checkout", ["here", "deep"])
+def test_demo_runs_the_whole_lifecycle(checkout: str, tmp_path: Path) -> None:
+    python = PYTHON
+    if checkout == "deep":
+        # The same interpreter reached through a long path, as in a CI clone deep in a tree:
+        # the demo's shortened lines must still say why the failing server failed.
+        virtualenv = tmp_path / ("deeply-nested-checkout-" * 4) / ".venv"
+        virtualenv.parent.mkdir(parents=True)
+        virtualenv.symlink_to(sys.prefix, target_is_directory=True)
+        python = str(virtualenv / Path(PYTHON).relative_to(sys.prefix))
     completed = subprocess.run(
-        [*CLI, "demo"], capture_output=True, text=True, timeout=120, env=os.environ.copy()
+        [python, "-m", "mcpfleet.cli.main", "demo"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=os.environ.copy(),
     )
     assert completed.returncode == 0, completed.stdout + completed.stderr
     out = completed.stdout

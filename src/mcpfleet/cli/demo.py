@@ -205,7 +205,9 @@ def _report_start(show: _Narrator, session: AgentSession, started: float, step: 
 
 
 def _shorten(text: str, width: int = 100) -> str:
-    line = " ".join(text.split())
+    # The demo's servers run under this interpreter, whose path (a virtualenv's, deep in a
+    # checkout) would crowd the reason out of the shortened line.
+    line = " ".join(text.replace(sys.executable, "python").split())
     return line if len(line) <= width else line[: width - 1] + "…"
 
 

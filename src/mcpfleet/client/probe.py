@@ -20,13 +20,14 @@ import contextlib
 import math
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.abc
 import mcp_types
 from mcp.shared.message import SessionMessage
+
+from mcpfleet.client._streams import ClosingStream, ReceivingStream
 
 if TYPE_CHECKING:
     import contextvars
@@ -116,7 +117,7 @@ class ProbeBound(anyio.AsyncContextManagerMixin):
                     return  # the reader is gone: the connection is closing
 
 
-class _ProbeWatchingWriteStream:
+class _ProbeWatchingWriteStream(ClosingStream):
     """Tells the ``ProbeBound`` when a ``server/discover`` request leaves."""
 
     def __init__(self, inner: WriteStream[SessionMessage], probe: ProbeBound) -> None:
@@ -132,19 +133,8 @@ class _ProbeWatchingWriteStream:
     async def aclose(self) -> None:
         await self._inner.aclose()
 
-    async def __aenter__(self) -> _ProbeWatchingWriteStream:
-        return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        await self.aclose()
-
-
-class _BufferedReadStream:
+class _BufferedReadStream(ReceivingStream):
     """Reads what the ``ProbeBound`` pump buffered, then (once it retired) the transport itself."""
 
     def __init__(self, buffer_out: Any, transport_stream: ReadStream[SessionMessage | Exception]) -> None:
@@ -171,26 +161,6 @@ class _BufferedReadStream:
     async def aclose(self) -> None:
         self._buffer_out.close()
         await self._transport_stream.aclose()
-
-    def __aiter__(self) -> _BufferedReadStream:
-        return self
-
-    async def __anext__(self) -> SessionMessage | Exception:
-        try:
-            return await self.receive()
-        except anyio.EndOfStream:
-            raise StopAsyncIteration from None
-
-    async def __aenter__(self) -> _BufferedReadStream:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        await self.aclose()
 
 
 __all__ = ["ProbeBound"]

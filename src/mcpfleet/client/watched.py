@@ -16,6 +16,8 @@ import anyio
 import mcp_types
 from mcp.shared.message import SessionMessage
 
+from mcpfleet.client._streams import ReceivingStream
+
 if TYPE_CHECKING:
     from mcpfleet.client._sdk import ReadStream, TransportStreams
 
@@ -48,7 +50,7 @@ class WatchedTransport(anyio.AsyncContextManagerMixin):
             yield self._read_stream, write_stream
 
 
-class EndWatchingReadStream:
+class EndWatchingReadStream(ReceivingStream):
     """A read stream that calls ``on_end`` once the transport delivers its last message."""
 
     def __init__(self, inner: ReadStream[SessionMessage | Exception], on_end: Callable[[], None]) -> None:
@@ -77,25 +79,13 @@ class EndWatchingReadStream:
     async def aclose(self) -> None:
         await self._inner.aclose()
 
-    def __aiter__(self) -> EndWatchingReadStream:
-        return self
-
-    async def __anext__(self) -> SessionMessage | Exception:
-        try:
-            return await self.receive()
-        except anyio.EndOfStream:
-            raise StopAsyncIteration from None
-
-    async def __aenter__(self) -> EndWatchingReadStream:
-        return self
-
     async def __aexit__(
         self,
         exc_type: type[BaseException] | None,
         exc: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
-        await self.aclose()
+        await super().__aexit__(exc_type, exc, traceback)
         self._on_end()
 
 

@@ -4,6 +4,11 @@ fails here first."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
+import pytest
+
 import mcpfleet
 from mcpfleet import errors
 
@@ -72,3 +77,20 @@ def test_the_old_result_name_still_works() -> None:
     from mcpfleet.fleet.manager import MCPLoadResult
 
     assert MCPLoadResult is mcpfleet.StartupReport
+
+
+def test_each_name_is_loaded_on_first_use() -> None:
+    # `import mcpfleet` (and so `mcpfleet --help`) must not pay for the fleet it may not use.
+    probe = (
+        "import sys, mcpfleet; "
+        "before = 'mcpfleet.fleet.manager' in sys.modules; "
+        "mcpfleet.MCPManager; "
+        "print(before, 'mcpfleet.fleet.manager' in sys.modules, 'MCPManager' in dir(mcpfleet))"
+    )
+    shown = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert shown.stdout.split() == ["False", "True", "True"]
+
+
+def test_an_unknown_name_is_an_attribute_error() -> None:
+    with pytest.raises(AttributeError, match="no attribute 'Nope'"):
+        mcpfleet.Nope  # noqa: B018

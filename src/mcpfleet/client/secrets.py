@@ -13,8 +13,7 @@ command.
 
 Nothing here ever puts a resolved value in a message or a log line, and every resolved
 value (and the value of a secret-looking key) is remembered by ``mcpfleet.redaction`` so
-that whatever prints the server's errors or stderr masks it; ``redact`` masks
-secret-looking keys of a mapping for display.
+that whatever prints the server's errors or stderr masks it.
 """
 
 from __future__ import annotations
@@ -40,7 +39,6 @@ COMMAND_TIMEOUT_S = 10.0
 FAILURE_BACKOFF_S = 30.0
 """A failed ``!command`` is not run again for this long (its last good value is served meanwhile)."""
 
-REDACTED = "***"
 _SECRET_KEY = re.compile(
     r"(^authorization$|^proxy-authorization$|^cookie$|token|secret|password|passwd|_key$|^api[-_]?key$|credential)",
     re.IGNORECASE,
@@ -62,11 +60,6 @@ _cache_lock = threading.Lock()
 def is_secret_key(key: str) -> bool:
     """Whether a header or env name is likely to hold a secret."""
     return bool(_SECRET_KEY.search(key))
-
-
-def redact(mapping: Mapping[str, str]) -> dict[str, str]:
-    """A copy fit for logs and errors: values of secret-looking keys become ``***``."""
-    return {key: (REDACTED if is_secret_key(key) else value) for key, value in mapping.items()}
 
 
 def resolve_secret_values(

@@ -5,15 +5,13 @@ past any parser's recursion limit, and approval of exactly what the user reviewe
 from __future__ import annotations
 
 import json
-import os
 import stat
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 from tests.conftest import PYTHON
+from tests.integration.test_cli_config import run
 from tests.servers.fixtures import FAKE_SERVER
 
 DEEP = 100_000
@@ -25,17 +23,6 @@ def project(tmp_path: Path) -> Path:
     root = tmp_path / "project"
     root.mkdir()
     return root.resolve()
-
-
-def run(project: Path, *arguments: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "mcpfleet.cli.main", "--cwd", str(project), *arguments],
-        capture_output=True,
-        text=True,
-        env=dict(os.environ),
-        timeout=120,
-        check=False,
-    )
 
 
 def config_json(project: Path) -> dict[str, Any]:

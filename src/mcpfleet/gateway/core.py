@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import logging
 import weakref
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Self
 
@@ -42,6 +42,8 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 ProgressRelay = Callable[[float, float | None, str | None], Awaitable[None]]
+LogRelay = Callable[[dict[str, Any]], Awaitable[None]]
+"""Receives the params of a backend's ``notifications/message`` (its ``logger`` set to the server)."""
 ListChangedListener = Callable[[ListKind], Awaitable[None]]
 ResourceUpdatedListener = Callable[[str], Awaitable[None]]
 
@@ -68,7 +70,15 @@ class UnknownNameError(MCPFleetError):
         self.name = name
 
 
-UnknownToolError = UnknownNameError
+@dataclass(eq=False)
+class InFlight:
+    """One request the gateway is forwarding to a backend, and the client that made it."""
+
+    server: str
+    client: ClientSession | None
+    on_log: LogRelay | None = None
+    """Where the server's log messages go while the request runs (a 2026-07-28 client, whose
+    logs ride the request that opted in to them)."""
 
 
 @dataclass(eq=False)
@@ -95,6 +105,7 @@ class Gateway(anyio.AsyncContextManagerMixin):
         self._list_changed_listeners: list[ListChangedListener] = []
         self._resource_updated_listeners: list[ResourceUpdatedListener] = []
         self._subscriptions: dict[str, _Subscription] = {}
+        self._in_flight: list[InFlight] = []
         self._subscription_lock = anyio.Lock()
 
     # -- lifetime -----------------------------------------------------------------------------------------
@@ -182,22 +193,47 @@ class Gateway(anyio.AsyncContextManagerMixin):
 
     # -- requests -------------------------------------------------------------------------------------------
 
+    def in_flight(self, server: str) -> list[InFlight]:
+        """The requests being forwarded to ``server`` now, oldest first: who a backend's own
+        request (sampling, elicitation, roots) was caused by."""
+        return [request for request in self._in_flight if request.server == server]
+
+    @contextmanager
+    def _forwarding(
+        self, server: str, client: ClientSession | None, on_log: LogRelay | None
+    ) -> Iterator[None]:
+        request = InFlight(server, client, on_log)
+        self._in_flight.append(request)
+        try:
+            yield
+        finally:
+            self._in_flight.remove(request)
+
     async def call_tool(
-        self, served_name: str, arguments: dict[str, Any], *, on_progress: ProgressRelay | None = None
+        self,
+        served_name: str,
+        arguments: dict[str, Any],
+        *,
+        on_progress: ProgressRelay | None = None,
+        client: ClientSession | None = None,
+        on_log: LogRelay | None = None,
     ) -> Any:
         """Call the tool behind ``served_name``: the backend's result unchanged, or an error result
         (``MCP error: …``) naming the server and the reason when the backend cannot answer.
 
-        Raises ``UnknownNameError`` for a name the gateway does not know (a JSON-RPC error).
+        ``client`` is who asked (see ``in_flight``); ``on_log`` receives the backend's log
+        messages while the call runs. Raises ``UnknownNameError`` for a name the gateway does
+        not know (a JSON-RPC error).
         """
         target = self._catalog.tool_target(served_name)
         if target is None:
             raise UnknownNameError("tool", served_name)
         server, tool = target
-        try:
-            return await self.manager.call_tool(server, tool, arguments, on_progress=on_progress)
-        except MCPFleetError as error:
-            return error_result(str(error))
+        with self._forwarding(server, client, on_log):
+            try:
+                return await self.manager.call_tool(server, tool, arguments, on_progress=on_progress)
+            except MCPFleetError as error:
+                return error_result(str(error))
 
     async def read_resource(self, uri: str) -> dict[str, Any]:
         """``resources/read`` on the backend behind ``uri``; the contents carry served URIs."""
@@ -274,15 +310,29 @@ class Gateway(anyio.AsyncContextManagerMixin):
 
     # -- backend logs ---------------------------------------------------------------------------------------
 
-    async def _on_server_log(self, server: str, params: dict[str, Any]) -> None:
-        """Relay a backend's ``notifications/message`` to every client, with the server as logger."""
+    def _on_server_log(self, server: str, params: dict[str, Any]) -> Awaitable[None] | None:
+        """Relay a backend's ``notifications/message`` to every client, with the server as logger.
+
+        Who receives it is decided now, when the message arrives, and the sending runs after:
+        a log the backend wrote just before answering a call still reaches that call's client,
+        even if the answer overtakes the sending.
+        """
         level = params.get("level")
         if not isinstance(level, str):
-            return
+            return None
         relayed = {**params, "logger": server}
-        for client in self.sessions:
-            if client.wants_log(level):
+        sessions = [client for client in self.sessions if client.wants_log(level)]
+        relays = [request.on_log for request in self.in_flight(server) if request.on_log is not None]
+        if not sessions and not relays:
+            return None
+
+        async def send() -> None:
+            for client in sessions:
                 await client.notify("notifications/message", relayed)
+            for relay in relays:
+                await relay(relayed)
+
+        return send()
 
 
 def error_result(message: str) -> dict[str, Any]:

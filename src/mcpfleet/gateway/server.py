@@ -43,7 +43,7 @@ from mcp.shared.exceptions import MCPError
 from mcpfleet import __version__
 from mcpfleet.errors import MCPFleetError
 from mcpfleet.gateway.catalog import ListKind
-from mcpfleet.gateway.core import SERVER_NAME, Gateway, UnknownNameError
+from mcpfleet.gateway.core import SERVER_NAME, Gateway, LogRelay, UnknownNameError
 from mcpfleet.gateway.sessions import LOG_LEVELS
 from mcpfleet.redaction import redact_text
 
@@ -80,13 +80,19 @@ def build_server(gateway: Gateway) -> Server[Any]:
         return _complete({"tools": list(gateway.catalog.tools)})
 
     async def call_tool(ctx: Context, params: mcp_types.CallToolRequestParams) -> Any:
-        gateway.sessions.session_for(ctx)
+        client = gateway.sessions.session_for(ctx)
 
         async def relay_progress(progress: float, total: float | None, message: str | None) -> None:
             await ctx.session.report_progress(progress, total, message)
 
         with _as_jsonrpc_errors():
-            return await gateway.call_tool(params.name, params.arguments or {}, on_progress=relay_progress)
+            return await gateway.call_tool(
+                params.name,
+                params.arguments or {},
+                on_progress=relay_progress,
+                client=client,
+                on_log=_request_scoped_logs(ctx) if not client.registered else None,
+            )
 
     async def list_resources(ctx: Context, params: mcp_types.PaginatedRequestParams) -> dict[str, Any]:
         gateway.sessions.session_for(ctx)
@@ -181,6 +187,26 @@ def build_server(gateway: Gateway) -> Server[Any]:
     for method, params_type, handler in handlers:
         server.add_request_handler(method, params_type, handler)
     return server
+
+
+def _request_scoped_logs(ctx: Context) -> LogRelay | None:
+    """A 2026-07-28 client gets log messages only on a request that opted in (the
+    ``logLevel`` key of its ``_meta``), at that level or above, on that request's stream."""
+    requested = (ctx.meta or {}).get(mcp_types.LOG_LEVEL_META_KEY)
+    if requested not in LOG_LEVELS:
+        return None
+    least = LOG_LEVELS.index(requested)
+
+    async def relay(params: dict[str, Any]) -> None:
+        level = params.get("level")
+        if level not in LOG_LEVELS or LOG_LEVELS.index(level) < least:
+            return
+        notification = mcp_types.server_notification_adapter.validate_python(
+            {"method": "notifications/message", "params": params}, by_name=False
+        )
+        await ctx.session.send_notification(notification, related_request_id=ctx.request_id)
+
+    return relay
 
 
 def initialization_options(server: Server[Any]) -> InitializationOptions:

@@ -69,8 +69,8 @@ async def test_a_warm_cache_answers_at_once_then_list_changed_brings_the_live_li
     changes = ListChanges()
     async with open_gateway(isolated_home, servers, mode=mode, message_handler=changes) as run:
         client = run.client
-        with anyio.fail_after(5):
-            cached = _listing((await client.list_tools()).tools)
+        # The slow backend cannot start before the gate exists: any answer is one that did not wait.
+        cached = _listing((await client.list_tools()).tools)
         assert cached == first, "the cached list must be the very list the live backend gave"
         assert not gate.exists()
 
@@ -78,17 +78,27 @@ async def test_a_warm_cache_answers_at_once_then_list_changed_brings_the_live_li
             names = {tool.name for tool in (await client.list_tools()).tools}
             return "slow_extra" in names
 
-        if mode == MODERN:
-            async with client.listen(tools_list_changed=True) as subscription:
+        deferred_results: list[mcp_types.CallToolResult] = []
+
+        async def call_the_deferred_tool() -> None:
+            deferred_results.append(await client.call_tool("slow_echo", {"message": "worth the wait"}))
+
+        async with anyio.create_task_group() as calls:
+            calls.start_soon(call_the_deferred_tool)
+            await anyio.sleep(0.5)
+            assert not deferred_results, "a call to a deferred tool waits for its backend"
+            if mode == MODERN:
+                async with client.listen(tools_list_changed=True) as subscription:
+                    gate.touch()
+                    with anyio.fail_after(20):
+                        async for _event in subscription:
+                            if await live_list_has_the_extra_tool():
+                                break
+            else:
                 gate.touch()
-                with anyio.fail_after(20):
-                    async for _event in subscription:
-                        if await live_list_has_the_extra_tool():
-                            break
-        else:
-            gate.touch()
-            await wait_until(lambda: changes.tools >= 1)
-            assert await live_list_has_the_extra_tool()
+                await wait_until(lambda: changes.tools >= 1)
+                assert await live_list_has_the_extra_tool()
+        assert deferred_results[0].structured_content == {"message": "worth the wait"}
         called = await client.call_tool("slow_extra", {"message": "from the live backend"})
         assert called.structured_content == {"message": "from the live backend"}
 
@@ -101,8 +111,7 @@ async def test_a_backend_that_starts_late_joins_with_list_changed(isolated_home:
     }
     changes = ListChanges()
     async with open_gateway(isolated_home, servers, message_handler=changes) as run:
-        with anyio.fail_after(5):
-            names = {tool.name for tool in (await run.client.list_tools()).tools}
+        names = {tool.name for tool in (await run.client.list_tools()).tools}
         assert "late_echo" not in names
         assert "late (starting" in (run.client.instructions or "")
         gate.touch()
@@ -163,6 +172,20 @@ async def test_instructions_name_a_project_server_awaiting_approval(isolated_hom
     ) as run:
         names = {tool.name for tool in (await run.client.list_tools()).tools}
     assert "local_echo" in names
+
+
+async def test_a_secret_from_the_config_never_appears_in_served_text(
+    isolated_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    secret = "tok-9f8e7d6c5b4a"
+    monkeypatch.setenv("GATEWAY_TEST_TOKEN", secret)
+    # The server fails at start, quoting its own (substituted) arguments on stderr.
+    leaky = fake("leaky", "--pid-file", "/nonexistent-folder/${GATEWAY_TEST_TOKEN}/pid")
+    async with open_gateway(isolated_home, {"leaky": leaky}, global_args=("--startup-timeout", "0")) as run:
+        instructions = run.client.instructions or ""
+    assert "leaky: failed" in instructions and "mcpfleet status" in instructions
+    assert "***" in instructions
+    assert secret not in instructions
 
 
 async def test_prefix_none_passes_names_and_uris_through(isolated_home: Path) -> None:

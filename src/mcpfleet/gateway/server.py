@@ -186,6 +186,13 @@ def build_server(gateway: Gateway) -> Server[Any]:
     ]
     for method, params_type, handler in handlers:
         server.add_request_handler(method, params_type, handler)
+
+    async def initialized(ctx: Context, params: mcp_types.NotificationParams) -> None:
+        # Registered from its handshake on, so a client that has asked nothing yet still
+        # hears of every list change.
+        gateway.sessions.session_for(ctx)
+
+    server.add_notification_handler("notifications/initialized", mcp_types.NotificationParams, initialized)
     return server
 
 

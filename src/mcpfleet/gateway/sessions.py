@@ -100,11 +100,17 @@ class ClientSessions:
         return len(self._by_connection)
 
     def session_for(self, ctx: ServerRequestContext[Any, Any]) -> ClientSession:
-        """The client behind one request: registered on its first message (handshake era),
-        or made for this request alone (2026-07-28 era)."""
+        """The client behind one request (or notification): registered on its first message
+        (handshake era), or made for this request alone (2026-07-28 era)."""
         from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
         sdk_session = ctx.session
+        modern = ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
+        connection = None if modern else server_connection_of(sdk_session)
+        if connection is not None:
+            known = self._by_connection.get(connection)
+            if known is not None:
+                return known
         capabilities = sdk_session.client_capabilities
         params = sdk_session.client_params
         declared = (
@@ -113,13 +119,8 @@ class ClientSessions:
             else {}
         )
         client_name = params.client_info.name if params is not None else None
-        if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+        if connection is None:
             return ClientSession("modern", ctx.protocol_version, sdk_session, declared, client_name)
-        connection = server_connection_of(sdk_session)
-        known = self._by_connection.get(connection)
-        if known is not None:
-            known.sdk_session = sdk_session
-            return known
         session = ClientSession("legacy", ctx.protocol_version, sdk_session, declared, client_name)
         self._by_connection[connection] = session
         connection.exit_stack.callback(self._forget, connection)

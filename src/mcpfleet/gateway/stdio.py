@@ -202,15 +202,17 @@ def _decode(
     if not line.strip():
         return None, None
     try:
+        return SessionMessage(mcp_types.jsonrpc_message_adapter.validate_json(line, by_name=False)), None
+    except (ValidationError, ValueError, RecursionError):
+        pass
+    # Only a line that is not a message pays for a second look, to say what is wrong with it.
+    try:
         data = json.loads(line)
     except (ValueError, RecursionError):
         return None, _error_reply(None, mcp_types.PARSE_ERROR, "Parse error: the line is not JSON")
-    try:
-        return SessionMessage(mcp_types.jsonrpc_message_adapter.validate_python(data, by_name=False)), None
-    except ValidationError:
-        return None, _error_reply(
-            _request_id_of(data), mcp_types.INVALID_REQUEST, "Invalid Request: not a JSON-RPC 2.0 message"
-        )
+    return None, _error_reply(
+        _request_id_of(data), mcp_types.INVALID_REQUEST, "Invalid Request: not a JSON-RPC 2.0 message"
+    )
 
 
 def _request_id_of(data: Any) -> int | str | None:

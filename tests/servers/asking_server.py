@@ -1,0 +1,154 @@
+"""A stdio MCP server whose tools ask the client something and answer with what they got.
+
+Built on the SDK's lowlevel ``Server``, so it speaks both protocol eras the way the SDK does:
+on a handshake-era connection each question is a request to the client during the call (an
+error answer is reported in the tool's text); on a 2026-07-28 connection it is an
+``input_required`` round, and the retried call answers with the client's response. With
+``--legacy`` it serves the ``initialize`` handshake only (``server/discover`` is refused), as a
+server that predates 2026-07-28 does.
+
+Tools:
+  sample {prompt}     asks ``sampling/createMessage``; text ``sampled <text> from <model>``
+  elicit {message}    asks ``elicitation/create`` (a form with one string field ``answer``);
+                      text ``elicited <action> <content as JSON>``
+  roots {}            asks ``roots/list``; text ``roots <the root URIs as JSON>``
+  roots_changes {}    text ``roots changed <n> times``: the ``notifications/roots/list_changed``
+                      received so far (each is also logged on stderr as ``roots changed``)
+A refused question (handshake era) answers ``refused <code> <message>``.
+
+Usage: ``python asking_server.py [--name NAME] [--legacy]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+import anyio
+import mcp_types as types
+from mcp.server import Server
+from mcp.server.context import ServerRequestContext
+from mcp.server.runner import serve_loop
+from mcp.server.stdio import stdio_server
+from mcp.shared.exceptions import MCPError
+from mcp.shared.message import ServerMessageMetadata
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic import BaseModel
+
+QUESTION_KEY = "question"
+"""The key of the one input request of a 2026-07-28 round."""
+
+_OBJECT: dict[str, Any] = {"type": "object"}
+TOOLS = [
+    types.Tool(
+        name="sample",
+        description="Ask the client's model",
+        input_schema={**_OBJECT, "properties": {"prompt": {"type": "string"}}, "required": ["prompt"]},
+    ),
+    types.Tool(
+        name="elicit",
+        description="Ask the client's user",
+        input_schema={**_OBJECT, "properties": {"message": {"type": "string"}}, "required": ["message"]},
+    ),
+    types.Tool(name="roots", description="Ask the client for its roots", input_schema=_OBJECT),
+    types.Tool(name="roots_changes", description="How often the roots changed", input_schema=_OBJECT),
+]
+
+
+class RootsChanges:
+    count = 0
+
+
+def question_for(name: str, arguments: dict[str, Any]) -> tuple[types.InputRequest, type[BaseModel]]:
+    if name == "sample":
+        prompt = types.SamplingMessage(
+            role="user", content=types.TextContent(type="text", text=arguments["prompt"])
+        )
+        params = types.CreateMessageRequestParams(messages=[prompt], max_tokens=50)
+        return types.CreateMessageRequest(params=params), types.CreateMessageResult
+    if name == "elicit":
+        schema = {"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"]}
+        form = types.ElicitRequestFormParams(message=arguments["message"], requested_schema=schema)
+        return types.ElicitRequest(params=form), types.ElicitResult
+    return types.ListRootsRequest(), types.ListRootsResult
+
+
+def describe(name: str, answer: dict[str, Any]) -> str:
+    if name == "sample":
+        return f"sampled {answer['content'].get('text')} from {answer.get('model')}"
+    if name == "elicit":
+        return f"elicited {answer['action']} {json.dumps(answer.get('content'), sort_keys=True)}"
+    return f"roots {json.dumps([root['uri'] for root in answer['roots']])}"
+
+
+def text_result(text: str) -> types.CallToolResult:
+    return types.CallToolResult(content=[types.TextContent(type="text", text=text)])
+
+
+async def list_tools(
+    ctx: ServerRequestContext, params: types.PaginatedRequestParams | None
+) -> types.ListToolsResult:
+    return types.ListToolsResult(tools=TOOLS)
+
+
+async def call_tool(
+    ctx: ServerRequestContext, params: types.CallToolRequestParams
+) -> types.CallToolResult | types.InputRequiredResult:
+    name = params.name
+    if name == "roots_changes":
+        return text_result(f"roots changed {RootsChanges.count} times")
+    request, result_type = question_for(name, params.arguments or {})
+    if ctx.session.protocol_version in MODERN_PROTOCOL_VERSIONS:
+        answered = (params.input_responses or {}).get(QUESTION_KEY)
+        if answered is None:
+            return types.InputRequiredResult(input_requests={QUESTION_KEY: request})
+        return text_result(describe(name, answered.model_dump(by_alias=True, mode="json", exclude_none=True)))
+    try:
+        answer = await ctx.session.send_request(
+            request, result_type, metadata=ServerMessageMetadata(related_request_id=ctx.request_id)
+        )
+    except MCPError as error:
+        return text_result(f"refused {error.code} {error.message}")
+    return text_result(describe(name, answer.model_dump(by_alias=True, mode="json", exclude_none=True)))
+
+
+async def roots_changed(ctx: ServerRequestContext, params: types.NotificationParams) -> None:
+    RootsChanges.count += 1
+    print("roots changed", file=sys.stderr, flush=True)
+
+
+def build_server(name: str) -> Server:
+    server = Server(name, on_list_tools=list_tools, on_call_tool=call_tool)
+    server.add_notification_handler(
+        "notifications/roots/list_changed", types.NotificationParams, roots_changed
+    )
+    return server
+
+
+async def serve(options: argparse.Namespace) -> None:
+    server = build_server(options.name)
+    if not options.legacy:
+        async with stdio_server() as (read_stream, write_stream):
+            await server.run(read_stream, write_stream, server.create_initialization_options())
+        return
+    async with stdio_server() as (read_stream, write_stream):
+        await serve_loop(
+            server,
+            read_stream,
+            write_stream,
+            lifespan_state={},
+            init_options=server.create_initialization_options(),
+        )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="MCP test server whose tools ask the client")
+    parser.add_argument("--name", default="asking")
+    parser.add_argument("--legacy", action="store_true")
+    anyio.run(serve, parser.parse_args())
+
+
+if __name__ == "__main__":
+    main()

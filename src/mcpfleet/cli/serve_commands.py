@@ -53,10 +53,14 @@ async def _serve(args: argparse.Namespace) -> None:
     from mcpfleet.fleet.manager import MCPManager
     from mcpfleet.gateway.core import Gateway
     from mcpfleet.gateway.naming import NamingPolicy
+    from mcpfleet.gateway.relay import Relay
     from mcpfleet.gateway.stdio import serve_stdio
 
     options = FleetOptions.from_args(args)
-    manager = MCPManager(options.project_root, **options.session_settings(), on_uncached="late-join")
+    relay = Relay()
+    manager = MCPManager(
+        options.project_root, **options.session_settings(), on_uncached="late-join", server_requests=relay
+    )
     naming = NamingPolicy(prefix=args.prefix, max_name_length=args.max_name_length)
-    async with Gateway(manager, naming=naming) as gateway:
+    async with Gateway(manager, naming=naming, relay=relay) as gateway:
         await serve_stdio(gateway)

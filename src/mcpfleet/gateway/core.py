@@ -27,6 +27,7 @@ import anyio
 from mcpfleet.errors import ConfigError, MCPFleetError
 from mcpfleet.gateway.catalog import ListKind, ServedCatalog, build_catalog, instructions_for
 from mcpfleet.gateway.naming import NamingPolicy
+from mcpfleet.gateway.relay import Relay
 from mcpfleet.gateway.sessions import ClientSessions
 from mcpfleet.redaction import redact_text
 
@@ -61,10 +62,16 @@ class UnknownToolError(MCPFleetError):
 class Gateway(anyio.AsyncContextManagerMixin):
     """``async with Gateway(manager) as gateway``: the fleet, connected and ready to be served."""
 
-    def __init__(self, manager: MCPManager, *, naming: NamingPolicy | None = None) -> None:
+    def __init__(
+        self, manager: MCPManager, *, naming: NamingPolicy | None = None, relay: Relay | None = None
+    ) -> None:
+        """``relay`` must be the manager's ``server_requests`` for backends' questions to reach
+        the clients (see ``gateway.relay``); without one, the manager's own answers them."""
         self.manager = manager
         self.naming = naming or NamingPolicy()
         self.sessions = ClientSessions()
+        self.relay = relay if relay is not None else Relay()
+        self.relay.bind(self)
         self.discovery: DiscoveryResult | None = None
         self.report: StartupReport | None = None
         self._catalog = ServedCatalog.empty()
@@ -159,5 +166,7 @@ class Gateway(anyio.AsyncContextManagerMixin):
 
 
 def error_result(message: str) -> dict[str, Any]:
-    """A ``tools/call`` result that reports a failure the model can read."""
-    return {"content": [{"type": "text", "text": f"MCP error: {redact_text(message)}"}], "isError": True}
+    """A ``tools/call`` result that reports a failure the model can read (``resultType``: a
+    2026-07-28 client's result must carry it; the handshake era's sieve drops it)."""
+    text = f"MCP error: {redact_text(message)}"
+    return {"content": [{"type": "text", "text": text}], "isError": True, "resultType": "complete"}

@@ -31,7 +31,7 @@ from mcp.shared.exceptions import MCPError
 
 from mcpfleet import __version__
 from mcpfleet.gateway.catalog import ListKind
-from mcpfleet.gateway.core import SERVER_NAME, Gateway, UnknownToolError
+from mcpfleet.gateway.core import SERVER_NAME, Gateway, ProgressRelay, UnknownToolError
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -64,13 +64,16 @@ def build_server(gateway: Gateway) -> Server[Any]:
         return {"tools": list(gateway.catalog.tools), "resultType": "complete"}
 
     async def call_tool(ctx: Context, params: mcp_types.CallToolRequestParams) -> Any:
-        gateway.sessions.session_for(ctx)
-
         async def relay_progress(progress: float, total: float | None, message: str | None) -> None:
             await ctx.session.report_progress(progress, total, message)
 
+        async def call_backend(on_progress: ProgressRelay | None) -> Any:
+            return await gateway.call_tool(params.name, params.arguments or {}, on_progress=on_progress)
+
+        target = gateway.catalog.tool_target(params.name)
+        server = target[0] if target is not None else None
         try:
-            return await gateway.call_tool(params.name, params.arguments or {}, on_progress=relay_progress)
+            return await gateway.relay.run(ctx, server, call_backend, progress=relay_progress)
         except UnknownToolError as error:
             raise MCPError(code=mcp_types.INVALID_PARAMS, message=str(error)) from None
 
@@ -90,6 +93,7 @@ def build_server(gateway: Gateway) -> Server[Any]:
     )
     server.add_request_handler("tools/list", mcp_types.PaginatedRequestParams, list_tools)
     server.add_request_handler("tools/call", mcp_types.CallToolRequestParams, call_tool)
+    gateway.relay.install(server)
     return server
 
 

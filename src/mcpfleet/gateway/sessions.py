@@ -15,6 +15,7 @@ do (``capabilities``) and how to reach it (``sdk_session``).
 from __future__ import annotations
 
 import logging
+import time
 import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -44,6 +45,8 @@ class ClientSession:
     capabilities: dict[str, Any] = field(default_factory=dict)
     """What the client declared (``sampling``, ``elicitation``, ``roots``…), as JSON."""
     client_name: str | None = None
+    last_active: float = 0.0
+    """When it last sent a message (monotonic seconds): the relay asks the most recent one."""
 
     @property
     def registered(self) -> bool:
@@ -96,8 +99,11 @@ class ClientSessions:
         known = self._by_connection.get(connection)
         if known is not None:
             known.sdk_session = sdk_session
+            known.last_active = time.monotonic()
             return known
-        session = ClientSession("legacy", ctx.protocol_version, sdk_session, declared, client_name)
+        session = ClientSession(
+            "legacy", ctx.protocol_version, sdk_session, declared, client_name, time.monotonic()
+        )
         self._by_connection[connection] = session
         connection.exit_stack.callback(self._forget, connection)
         logger.info("client %s connected (%s)", session.client_name or "(unnamed)", ctx.protocol_version)

@@ -12,8 +12,10 @@ Tools:
   elicit {message}    asks ``elicitation/create`` (a form with one string field ``answer``);
                       text ``elicited <action> <content as JSON>``
   roots {}            asks ``roots/list``; text ``roots <the root URIs as JSON>``
-  roots_changes {}    text ``roots changed <n> times``: the ``notifications/roots/list_changed``
-                      received so far (each is also logged on stderr as ``roots changed``)
+  roots_changes {}    text ``roots changed <n> times, last <URIs as JSON>``: the
+                      ``notifications/roots/list_changed`` received so far (each is also logged
+                      on stderr as ``roots changed``) and the roots the client gave when asked
+                      again after the latest one (``null`` until it answers)
 A refused question (handshake era) answers ``refused <code> <message>``.
 
 Usage: ``python asking_server.py [--name NAME] [--legacy]``.
@@ -27,10 +29,12 @@ import sys
 from typing import Any
 
 import anyio
+import anyio.abc
 import mcp_types as types
 from mcp.server import Server
 from mcp.server.context import ServerRequestContext
 from mcp.server.runner import serve_loop
+from mcp.server.session import ServerSession
 from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPError
 from mcp.shared.message import ServerMessageMetadata
@@ -59,6 +63,9 @@ TOOLS = [
 
 class RootsChanges:
     count = 0
+    last: list[str] | None = None
+    asks: anyio.abc.TaskGroup | None = None
+    """Where the server asks for roots after a change, outside the notification's handler."""
 
 
 def question_for(name: str, arguments: dict[str, Any]) -> tuple[types.InputRequest, type[BaseModel]]:
@@ -98,7 +105,7 @@ async def call_tool(
 ) -> types.CallToolResult | types.InputRequiredResult:
     name = params.name
     if name == "roots_changes":
-        return text_result(f"roots changed {RootsChanges.count} times")
+        return text_result(f"roots changed {RootsChanges.count} times, last {json.dumps(RootsChanges.last)}")
     request, result_type = question_for(name, params.arguments or {})
     if ctx.session.protocol_version in MODERN_PROTOCOL_VERSIONS:
         answered = (params.input_responses or {}).get(QUESTION_KEY)
@@ -117,6 +124,14 @@ async def call_tool(
 async def roots_changed(ctx: ServerRequestContext, params: types.NotificationParams) -> None:
     RootsChanges.count += 1
     print("roots changed", file=sys.stderr, flush=True)
+    assert RootsChanges.asks is not None
+    RootsChanges.asks.start_soon(ask_roots_again, ctx.session)
+
+
+async def ask_roots_again(session: ServerSession) -> None:
+    """Ask for the roots on the connection itself: no call is in flight."""
+    answer = await session.send_request(types.ListRootsRequest(), types.ListRootsResult)
+    RootsChanges.last = [str(root.uri) for root in answer.roots]
 
 
 def build_server(name: str) -> Server:
@@ -129,18 +144,19 @@ def build_server(name: str) -> Server:
 
 async def serve(options: argparse.Namespace) -> None:
     server = build_server(options.name)
-    if not options.legacy:
-        async with stdio_server() as (read_stream, write_stream):
+    async with anyio.create_task_group() as asks, stdio_server() as (read_stream, write_stream):
+        RootsChanges.asks = asks
+        if options.legacy:
+            await serve_loop(
+                server,
+                read_stream,
+                write_stream,
+                lifespan_state={},
+                init_options=server.create_initialization_options(),
+            )
+        else:
             await server.run(read_stream, write_stream, server.create_initialization_options())
-        return
-    async with stdio_server() as (read_stream, write_stream):
-        await serve_loop(
-            server,
-            read_stream,
-            write_stream,
-            lifespan_state={},
-            init_options=server.create_initialization_options(),
-        )
+        asks.cancel_scope.cancel()
 
 
 def main() -> None:

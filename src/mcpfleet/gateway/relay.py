@@ -110,13 +110,14 @@ class Question:
 class ParkedCall:
     """A 2026-07-28 client's call whose backend keeps running between the client's rounds."""
 
-    def __init__(self, token: str, method: str, target: str | None) -> None:
+    def __init__(self, token: str, method: str, target: str | None, *, answer_timeout_s: float) -> None:
         self.token = token
         self.method = method
         self.target = target
         """The tool or prompt name, or the resource URI: a retry must name the same."""
         self.pending: dict[str, Question] = {}
         self.finished = False
+        self._answer_timeout_s = answer_timeout_s
         self._keys = itertools.count(1)
         self._changed = anyio.Event()
         self._scope = anyio.CancelScope()
@@ -139,7 +140,7 @@ class ParkedCall:
 
     async def wait_collected(self) -> None:
         """Until a round has taken the result (bounded: the client may never come back)."""
-        with anyio.move_on_after(ANSWER_TIMEOUT_S):
+        with anyio.move_on_after(self._answer_timeout_s):
             await self._collected.wait()
 
     async def ask(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
@@ -148,12 +149,12 @@ class ParkedCall:
         self.pending[question.key] = question
         self._signal()
         try:
-            with anyio.fail_after(ANSWER_TIMEOUT_S):
+            with anyio.fail_after(self._answer_timeout_s):
                 await question.answered.wait()
         except TimeoutError:
             _raise(
                 _REQUEST_TIMEOUT,
-                f"the MCP client did not answer within {ANSWER_TIMEOUT_S:.0f} s "
+                f"the MCP client did not answer within {self._answer_timeout_s:g} s "
                 "(a 2026-07-28 client must retry its call with the answers)",
             )
         finally:
@@ -232,7 +233,8 @@ class Relay:
     goes through ``run``.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, answer_timeout_s: float = ANSWER_TIMEOUT_S) -> None:
+        self.answer_timeout_s = answer_timeout_s
         self._gateway: Gateway | None = None
         self._in_flight: dict[str, list[InFlight]] = {}
         self._parked: dict[str, ParkedCall] = {}
@@ -336,8 +338,37 @@ class Relay:
         if isinstance(route, InFlight):
             if route.parked is not None:
                 return await route.parked.ask(method, params)
-            return await _ask_over_connection(route.request_session, route.request_id, method, params)
-        return await _ask_over_connection(route.sdk_session, None, method, params)
+            return await self._ask_over_connection(route.request_session, route.request_id, method, params)
+        return await self._ask_over_connection(route.sdk_session, None, method, params)
+
+    async def _ask_over_connection(
+        self, session: ServerSession, request_id: Any, method: str, params: dict[str, Any]
+    ) -> dict[str, Any]:
+        """Ask a handshake-era client, on the channel of request ``request_id`` when there is one."""
+        import mcp_types
+        from mcp.shared.message import ServerMessageMetadata
+        from pydantic import BaseModel
+
+        request = mcp_types.server_request_adapter.validate_python({"method": method, "params": params})
+        result_type: type[BaseModel]
+        if method == SAMPLING:
+            wants_tools = params.get("tools") is not None or params.get("toolChoice") is not None
+            result_type = (
+                mcp_types.CreateMessageResultWithTools if wants_tools else mcp_types.CreateMessageResult
+            )
+        elif method == ELICITATION:
+            result_type = mcp_types.ElicitResult
+        else:
+            result_type = mcp_types.ListRootsResult
+        metadata = ServerMessageMetadata(related_request_id=request_id) if request_id is not None else None
+        try:
+            answer = await session.send_request(
+                request, result_type, request_read_timeout_seconds=self.answer_timeout_s, metadata=metadata
+            )
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+            _raise(_INTERNAL_ERROR, "the MCP client went away before answering")
+        dumped: dict[str, Any] = answer.model_dump(by_alias=True, mode="json", exclude_none=True)
+        return dumped
 
     # -- client requests that backends may answer with questions ------------------------------------------
 
@@ -373,7 +404,9 @@ class Relay:
         call_backend: BackendCall,
         progress: ProgressRelay | None,
     ) -> Any:
-        parked = ParkedCall(secrets.token_urlsafe(16), ctx.method, _target(ctx.params))
+        parked = ParkedCall(
+            secrets.token_urlsafe(16), ctx.method, _target(ctx.params), answer_timeout_s=self.answer_timeout_s
+        )
         flight = InFlight(server, client, ctx.session, ctx.request_id, parked=parked)
         self._parked[parked.token] = parked
         self.gateway.manager.task_group.start_soon(
@@ -464,34 +497,6 @@ def can_be_asked(capabilities: Mapping[str, Any]) -> bool:
     """Whether a 2026-07-28 client declared anything a backend could ask of it (else its calls
     run straight through: any question would be refused, or answered with the working folder)."""
     return any(isinstance(capabilities.get(name), Mapping) for name in ("sampling", "elicitation", "roots"))
-
-
-async def _ask_over_connection(
-    session: ServerSession, request_id: Any, method: str, params: dict[str, Any]
-) -> dict[str, Any]:
-    """Ask a handshake-era client, on the channel of request ``request_id`` when there is one."""
-    import mcp_types
-    from mcp.shared.message import ServerMessageMetadata
-    from pydantic import BaseModel
-
-    request = mcp_types.server_request_adapter.validate_python({"method": method, "params": params})
-    result_type: type[BaseModel]
-    if method == SAMPLING:
-        wants_tools = params.get("tools") is not None or params.get("toolChoice") is not None
-        result_type = mcp_types.CreateMessageResultWithTools if wants_tools else mcp_types.CreateMessageResult
-    elif method == ELICITATION:
-        result_type = mcp_types.ElicitResult
-    else:
-        result_type = mcp_types.ListRootsResult
-    metadata = ServerMessageMetadata(related_request_id=request_id) if request_id is not None else None
-    try:
-        answer = await session.send_request(
-            request, result_type, request_read_timeout_seconds=ANSWER_TIMEOUT_S, metadata=metadata
-        )
-    except (anyio.BrokenResourceError, anyio.ClosedResourceError):
-        _raise(_INTERNAL_ERROR, "the MCP client went away before answering")
-    dumped: dict[str, Any] = answer.model_dump(by_alias=True, mode="json", exclude_none=True)
-    return dumped
 
 
 def _target(params: Mapping[str, Any] | None) -> str | None:

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from mcp.shared.exceptions import MCPError
 from tests.servers.fixtures import SERVERS_DIR, first_text
@@ -118,16 +119,35 @@ async def test_an_error_the_handler_raises_ends_a_modern_servers_call_with_that_
 async def test_roots_changed_reaches_handshake_era_servers_and_nothing_is_sent_to_modern_ones(
     tmp_path: Path,
 ) -> None:
-    async with MCPManager(tmp_path, cache=None, server_requests=Recorder()) as manager:
+    """The handshake-era server asks again after each change (outside any call) and gets the
+    handler's roots; 2026-07-28 has no such notification."""
+    handler = Recorder(roots=[{"uri": "file:///changed"}])
+    async with MCPManager(tmp_path, cache=None, server_requests=handler) as manager:
         await manager.connect_servers(
             {"old": asking_config("old", "legacy"), "new": asking_config("new", "modern")}, {}
         )
         await manager.notify_roots_changed()
         await manager.notify_roots_changed()
-        old = first_text(await manager.call_tool("old", "roots_changes", {}))
+        old = await wait_for_text(
+            manager, "old", "roots_changes", 'roots changed 2 times, last ["file:///changed"]'
+        )
         new = first_text(await manager.call_tool("new", "roots_changes", {}))
-    assert old == "roots changed 2 times"
-    assert new == "roots changed 0 times"
+    assert old == 'roots changed 2 times, last ["file:///changed"]'
+    assert new == "roots changed 0 times, last null"
+
+
+async def wait_for_text(
+    manager: MCPManager, server: str, tool: str, expected: str, within_s: float = 10
+) -> str:
+    """The tool's text once it is ``expected``, or the last one after ``within_s``."""
+    text = ""
+    with anyio.move_on_after(within_s):
+        while True:
+            text = first_text(await manager.call_tool(server, tool, {}))
+            if text == expected:
+                break
+            await anyio.sleep(0.05)
+    return text
 
 
 async def test_server_requests_and_the_hosts_hooks_together_are_refused(tmp_path: Path) -> None:

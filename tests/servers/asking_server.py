@@ -18,6 +18,9 @@ Tools:
                       again after the latest one (``null`` until it answers)
 A refused question (handshake era) answers ``refused <code> <message>``.
 
+Prompt ``summary {topic}`` asks ``sampling/createMessage`` for "Summarise <topic>" and is one
+assistant message with the text the ``sample`` tool would answer.
+
 Usage: ``python asking_server.py [--name NAME] [--legacy]``.
 """
 
@@ -100,25 +103,51 @@ async def list_tools(
     return types.ListToolsResult(tools=TOOLS)
 
 
-async def call_tool(
-    ctx: ServerRequestContext, params: types.CallToolRequestParams
-) -> types.CallToolResult | types.InputRequiredResult:
-    name = params.name
-    if name == "roots_changes":
-        return text_result(f"roots changed {RootsChanges.count} times, last {json.dumps(RootsChanges.last)}")
-    request, result_type = question_for(name, params.arguments or {})
+async def ask(
+    ctx: ServerRequestContext, params: types.InputResponseRequestParams, name: str, arguments: dict[str, Any]
+) -> str | types.InputRequiredResult:
+    """Ask the question of ``name`` in this connection's era; the text of the answer (or of the
+    refusal), or the round that asks it."""
+    request, result_type = question_for(name, arguments)
     if ctx.session.protocol_version in MODERN_PROTOCOL_VERSIONS:
         answered = (params.input_responses or {}).get(QUESTION_KEY)
         if answered is None:
             return types.InputRequiredResult(input_requests={QUESTION_KEY: request})
-        return text_result(describe(name, answered.model_dump(by_alias=True, mode="json", exclude_none=True)))
+        return describe(name, answered.model_dump(by_alias=True, mode="json", exclude_none=True))
     try:
         answer = await ctx.session.send_request(
             request, result_type, metadata=ServerMessageMetadata(related_request_id=ctx.request_id)
         )
     except MCPError as error:
-        return text_result(f"refused {error.code} {error.message}")
-    return text_result(describe(name, answer.model_dump(by_alias=True, mode="json", exclude_none=True)))
+        return f"refused {error.code} {error.message}"
+    return describe(name, answer.model_dump(by_alias=True, mode="json", exclude_none=True))
+
+
+async def call_tool(
+    ctx: ServerRequestContext, params: types.CallToolRequestParams
+) -> types.CallToolResult | types.InputRequiredResult:
+    if params.name == "roots_changes":
+        return text_result(f"roots changed {RootsChanges.count} times, last {json.dumps(RootsChanges.last)}")
+    answer = await ask(ctx, params, params.name, params.arguments or {})
+    return answer if isinstance(answer, types.InputRequiredResult) else text_result(answer)
+
+
+async def list_prompts(
+    ctx: ServerRequestContext, params: types.PaginatedRequestParams | None
+) -> types.ListPromptsResult:
+    topic = types.PromptArgument(name="topic", required=True)
+    return types.ListPromptsResult(prompts=[types.Prompt(name="summary", arguments=[topic])])
+
+
+async def get_prompt(
+    ctx: ServerRequestContext, params: types.GetPromptRequestParams
+) -> types.GetPromptResult | types.InputRequiredResult:
+    topic = (params.arguments or {}).get("topic", "")
+    answer = await ask(ctx, params, "sample", {"prompt": f"Summarise {topic}"})
+    if isinstance(answer, types.InputRequiredResult):
+        return answer
+    message = types.PromptMessage(role="assistant", content=types.TextContent(type="text", text=answer))
+    return types.GetPromptResult(messages=[message])
 
 
 async def roots_changed(ctx: ServerRequestContext, params: types.NotificationParams) -> None:
@@ -135,7 +164,13 @@ async def ask_roots_again(session: ServerSession) -> None:
 
 
 def build_server(name: str) -> Server:
-    server = Server(name, on_list_tools=list_tools, on_call_tool=call_tool)
+    server = Server(
+        name,
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+        on_list_prompts=list_prompts,
+        on_get_prompt=get_prompt,
+    )
     server.add_notification_handler(
         "notifications/roots/list_changed", types.NotificationParams, roots_changed
     )

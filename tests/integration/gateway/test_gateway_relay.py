@@ -183,6 +183,20 @@ async def test_a_client_without_the_capability_gets_the_backend_an_error_and_the
     assert text_of(roots) == f'roots ["{isolated_home.resolve().as_uri()}"]'  # noqa: ASYNC240 (no I/O)
 
 
+@pytest.mark.parametrize("mode", CLIENT_ERAS)
+async def test_a_prompt_whose_backend_asks_gets_the_clients_answer(isolated_home: Path, mode: str) -> None:
+    """``prompts/get`` is relayed like ``tools/call``: the backend's question reaches its client."""
+    async with (
+        gateway_in_process(isolated_home) as server,
+        Client(server, mode=mode, sampling_callback=sampling_as(f"{mode} client")) as client,
+    ):
+        for backend in ("old", "new"):
+            prompt = await client.get_prompt(f"{backend}_summary", {"topic": "the plan"})
+            message = prompt.messages[0].content
+            assert isinstance(message, mcp_types.TextContent)
+            assert message.text == f"sampled Summarise the plan, says {mode} client from {mode} client"
+
+
 async def test_two_clients_calling_at_once_each_get_their_own_answers(isolated_home: Path) -> None:
     """A handshake-era and a 2026-07-28 client, both calls in flight at once: on the same
     2026-07-28 backend (which asks from inside each call), then one on each backend."""

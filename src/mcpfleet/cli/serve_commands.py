@@ -76,11 +76,15 @@ async def _serve(args: argparse.Namespace) -> None:
     from mcpfleet.fleet.manager import MCPManager
     from mcpfleet.gateway.core import Gateway
     from mcpfleet.gateway.naming import NamingPolicy
+    from mcpfleet.gateway.relay import Relay
     from mcpfleet.gateway.stdio import serve_stdio
 
     options = FleetOptions.from_args(args)
     # No Exa filter here (unlike an agent session): a host has no native Exa to fall back on.
-    manager = MCPManager(options.project_root, **options.session_settings(), on_uncached="late-join")
+    relay = Relay()
+    manager = MCPManager(
+        options.project_root, **options.session_settings(), on_uncached="late-join", server_requests=relay
+    )
     naming = NamingPolicy(prefix=args.prefix, max_name_length=args.max_name_length)
 
     async def stop_on_signal(scope: anyio.CancelScope) -> None:
@@ -94,6 +98,6 @@ async def _serve(args: argparse.Namespace) -> None:
 
     async with anyio.create_task_group() as task_group:
         task_group.start_soon(stop_on_signal, task_group.cancel_scope)
-        async with Gateway(manager, naming=naming) as gateway:
+        async with Gateway(manager, naming=naming, relay=relay) as gateway:
             await serve_stdio(gateway)
         task_group.cancel_scope.cancel()

@@ -54,6 +54,8 @@ from mcpfleet.client.inbound import (
     InboundHandlers,
     NotificationCallback,
     SamplingHandler,
+    ServerRequestHandler,
+    server_request_handler,
 )
 from mcpfleet.client.secrets import resolve_secrets_off_loop
 from mcpfleet.errors import ConnectError, EraMismatchError, ToolCallError
@@ -96,6 +98,7 @@ class ServerConnection:
         resolve_secrets: bool,
         elicitation_handler: ElicitationHandler | None = None,
         sampling_handler: SamplingHandler | None = None,
+        server_requests: ServerRequestHandler | None = None,
         probe_timeout_ms: int = DEFAULT_PROBE_TIMEOUT_MS,
         stdio_transport: StdioTransport | None = None,
     ) -> None:
@@ -130,8 +133,7 @@ class ServerConnection:
             name,
             cwd=cwd,
             on_notification=on_notification,
-            elicitation_handler=elicitation_handler,
-            sampling_handler=sampling_handler,
+            requests=server_request_handler(server_requests, elicitation_handler, sampling_handler),
             session_of=lambda: self._client.session if self._client is not None else None,
         )
         self._client: Client | None = None
@@ -228,6 +230,17 @@ class ServerConnection:
         await self._request(
             "resources/unsubscribe", lambda: _handshake_era_call(client.session.unsubscribe_resource, uri)
         )
+
+    async def notify_roots_changed(self) -> None:
+        """Tell the server its roots changed (``notifications/roots/list_changed``) so it asks
+        for them again. Only the handshake era has this notification: a 2026-07-28 server asks
+        for roots inside each request that needs them, so it always gets the current ones."""
+        client = self._live_client()
+        if self.era != "legacy":
+            return
+        asked = Asked(self.name, "notifications/roots/list_changed")
+        with request_errors(asked, close_reason=self._close_reason):
+            await _handshake_era_call(client.session.send_roots_list_changed)
 
     async def list_prompts(self) -> list[dict[str, Any]]:
         pages = await self._paginate(
@@ -471,7 +484,7 @@ class ServerConnection:
         return "the server ended the session"
 
 
-def _handshake_era_call(method: Callable[[str], Awaitable[_T]], uri: str) -> Awaitable[_T]:
+def _handshake_era_call(method: Callable[..., Awaitable[_T]], *args: str) -> Awaitable[_T]:
     """Call an SDK method marked as removed in the 2026-07-28 protocol without its notice.
 
     It is the right method for the handshake-era servers it is sent to, and the notice
@@ -481,7 +494,7 @@ def _handshake_era_call(method: Callable[[str], Awaitable[_T]], uri: str) -> Awa
     """
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", MCPDeprecationWarning)
-        return method(uri)
+        return method(*args)
 
 
 def _dump(model: Any) -> dict[str, Any]:
@@ -498,4 +511,5 @@ __all__ = [
     "ProgressCallback",
     "SamplingHandler",
     "ServerConnection",
+    "ServerRequestHandler",
 ]

@@ -41,7 +41,12 @@ from mcpfleet.transport.stdio import StdioTransport
 if TYPE_CHECKING:
     from mcpfleet.client.connection import ServerConnection
     from mcpfleet.client.definitions import EraVerdict
-    from mcpfleet.client.inbound import ElicitationHandler, NotificationCallback, SamplingHandler
+    from mcpfleet.client.inbound import (
+        ElicitationHandler,
+        NotificationCallback,
+        SamplingHandler,
+        ServerRequestHandler,
+    )
     from mcpfleet.config.model import ServerConfig
 
 CONNECTION_MODULE = "mcpfleet.client.connection"
@@ -125,6 +130,7 @@ async def open_connection(
     resolve_secrets: bool = True,
     elicitation_handler: ElicitationHandler | None = None,
     sampling_handler: SamplingHandler | None = None,
+    server_requests: ServerRequestHandler | None = None,
     probe_timeout_ms: int | None = None,
 ) -> ServerConnection:
     """Connect ``name`` with its owner task hosted in ``task_group`` (which must outlive the
@@ -140,7 +146,9 @@ async def open_connection(
     ``httpx2.Auth``) is used for HTTP servers. ``resolve_secrets=False`` (unapproved entries)
     skips ``!command`` and environment-name substitution. ``elicitation_handler`` and
     ``sampling_handler`` answer ``elicitation/create`` and ``sampling/createMessage``, whether
-    the server sends them as requests (legacy) or inside an ``input_required`` result.
+    the server sends them as requests (legacy) or inside an ``input_required`` result;
+    ``server_requests`` (a ``ServerRequestHandler``, instead of those two) answers them and
+    ``roots/list``, told which server asks.
     """
     check_transport(name, config)
     stdio: StdioTransport | None = None
@@ -160,6 +168,7 @@ async def open_connection(
             resolve_secrets=resolve_secrets,
             elicitation_handler=elicitation_handler,
             sampling_handler=sampling_handler,
+            server_requests=server_requests,
             probe_timeout_ms=DEFAULT_PROBE_TIMEOUT_MS if probe_timeout_ms is None else probe_timeout_ms,
             stdio_transport=stdio,
         )
@@ -191,6 +200,7 @@ async def connect_to_server(
     resolve_secrets: bool = True,
     elicitation_handler: ElicitationHandler | None = None,
     sampling_handler: SamplingHandler | None = None,
+    server_requests: ServerRequestHandler | None = None,
     probe_timeout_ms: int | None = None,
 ) -> AsyncIterator[ServerConnection]:
     """``open_connection`` for the length of an ``async with`` block, whose task group of its
@@ -215,6 +225,7 @@ async def connect_to_server(
                 resolve_secrets=resolve_secrets,
                 elicitation_handler=elicitation_handler,
                 sampling_handler=sampling_handler,
+                server_requests=server_requests,
                 probe_timeout_ms=probe_timeout_ms,
             )
             try:

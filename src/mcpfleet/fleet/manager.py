@@ -46,6 +46,7 @@ if TYPE_CHECKING:
         ProgressCallback,
         SamplingHandler,
         ServerConnection,
+        ServerRequestHandler,
     )
 
 __all__ = [
@@ -86,12 +87,20 @@ class MCPManager(anyio.AsyncContextManagerMixin):
         list_changed_min_interval_s: float = defaults.LIST_CHANGED_MIN_INTERVAL_S,
         elicitation_handler: ElicitationHandler | None = None,
         sampling_handler: SamplingHandler | None = None,
+        server_requests: ServerRequestHandler | None = None,
         probe_timeout_ms: int | None = None,
     ) -> None:
         """``elicitation_handler`` and ``sampling_handler`` are the host's answers to a server's
         ``elicitation/create`` and ``sampling/createMessage`` (see ``mcpfleet.client.connection``),
-        for every server; without one, the capability is not advertised. ``probe_timeout_ms``
-        bounds the ``server/discover`` probe of a server whose era is not in the cache."""
+        for every server; without one, the capability is not advertised. ``server_requests``
+        (instead of those two) answers them and ``roots/list``, told which server asks (see
+        ``mcpfleet.client.inbound.ServerRequestHandler``; the gateway's relay is one).
+        ``probe_timeout_ms`` bounds the ``server/discover`` probe of a server whose era is not in
+        the cache."""
+        if server_requests is not None and (elicitation_handler is not None or sampling_handler is not None):
+            raise ValueError(
+                "MCPManager: pass either server_requests or elicitation_handler/sampling_handler, not both"
+            )
         self.settings = FleetSettings(
             cwd=Path(cwd).resolve(),
             startup_timeout_ms=startup_timeout_ms,
@@ -108,6 +117,7 @@ class MCPManager(anyio.AsyncContextManagerMixin):
             list_changed_min_interval_s=list_changed_min_interval_s,
             elicitation_handler=elicitation_handler,
             sampling_handler=sampling_handler,
+            server_requests=server_requests,
             probe_timeout_ms=probe_timeout_ms,
         )
         self._cache_setting = cache
@@ -359,6 +369,17 @@ class MCPManager(anyio.AsyncContextManagerMixin):
         function that unsubscribes (see ``fleet.notifications``)."""
         return await self._notifications.subscribe_resource(server, uri, listener)
 
+    async def notify_roots_changed(self) -> None:
+        """Tell every connected server that the roots changed, so each asks for them again
+        (``notifications/roots/list_changed``; a 2026-07-28 server asks within each request
+        anyway). Best effort and bounded: a server that cannot be told is skipped, and one
+        that connects later asks when it starts."""
+        with anyio.move_on_after(defaults.ROOTS_NOTICE_BOUND_S):
+            async with anyio.create_task_group() as notices:
+                for slot in list(self._registry.values()):
+                    if slot.connection is not None and slot.live:
+                        notices.start_soon(_notify_roots_changed, slot.connection)
+
     async def _ready_connection(self, name: str) -> ServerConnection:
         """The server's connection; one that is starting or being brought back is waited for."""
         connection = self.get_connection(name)
@@ -399,3 +420,10 @@ class MCPManager(anyio.AsyncContextManagerMixin):
         await self._registry.close(*retired, within_s=self.settings.shutdown_timeout_s)
         for name in sorted(r.name for r in retired if r.was_running):
             self._registry.emit("disconnected", name)
+
+
+async def _notify_roots_changed(connection: ServerConnection) -> None:
+    try:
+        await connection.notify_roots_changed()
+    except Exception as error:
+        logger.debug("%s: could not tell it the roots changed: %r", connection.name, error)

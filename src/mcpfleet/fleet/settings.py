@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Literal
 from mcpfleet.fleet.supervision import ReconnectPolicy
 
 if TYPE_CHECKING:
-    from mcpfleet.client.connection import ElicitationHandler, SamplingHandler
+    from mcpfleet.client.connection import ElicitationHandler, SamplingHandler, ServerRequestHandler
     from mcpfleet.config import EntryFilter
 
 STARTUP_TIMEOUT_MS = 250
@@ -27,6 +27,10 @@ announces a change: a server that floods ``list_changed`` costs one re-list a se
 
 WATCH_INTERVAL_S = 0.25
 """How often watched config files are checked for a change."""
+
+ROOTS_NOTICE_BOUND_S = 5.0
+"""How long telling every server that the roots changed may take (a server that does not read
+its input must not hold up the one who changed them)."""
 
 UncachedPolicy = Literal["wait", "late-join"]
 """What the start-up gate does with a server still starting that has no cached tools:
@@ -52,4 +56,5 @@ class FleetSettings:
     list_changed_min_interval_s: float = LIST_CHANGED_MIN_INTERVAL_S
     elicitation_handler: ElicitationHandler | None = None
     sampling_handler: SamplingHandler | None = None
+    server_requests: ServerRequestHandler | None = None
     probe_timeout_ms: int | None = None

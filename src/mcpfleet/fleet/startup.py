@@ -288,6 +288,7 @@ class Connector:
             auth=await _auth_for(attempt.name, config),
             elicitation_handler=settings.elicitation_handler,
             sampling_handler=settings.sampling_handler,
+            server_requests=settings.server_requests,
             probe_timeout_ms=settings.probe_timeout_ms,
         )
 

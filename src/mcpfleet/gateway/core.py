@@ -31,6 +31,7 @@ from mcpfleet.errors import ConfigError, MCPFleetError
 from mcpfleet.gateway.catalog import ListKind, ServedCatalog, build_catalog, instructions_for
 from mcpfleet.gateway.listings import RESOURCE_KINDS, ListingKind, Listings
 from mcpfleet.gateway.naming import NamingPolicy
+from mcpfleet.gateway.relay import Relay
 from mcpfleet.gateway.sessions import ClientSession, ClientSessions
 from mcpfleet.redaction import redact_text
 
@@ -55,6 +56,12 @@ _LIST_CHANGED_METHODS: dict[ListKind, str] = {
     "resources": "notifications/resources/list_changed",
     "prompts": "notifications/prompts/list_changed",
 }
+UNKNOWN_NAME_WAIT_S = 10.0
+"""How long a request for a name the gateway does not serve (yet) waits while backends are still
+starting or being listed: a client may ask for a name it knows from an earlier session before
+the backend that owns it has been listed in this one. Past this, or once every backend has
+settled, the name is unknown (a JSON-RPC error)."""
+
 _RELISTED_ON: dict[str, tuple[ListingKind, ...]] = {
     "resources_changed": RESOURCE_KINDS,
     "prompts_changed": ("prompts",),
@@ -92,15 +99,22 @@ class _Subscription:
 class Gateway(anyio.AsyncContextManagerMixin):
     """``async with Gateway(manager) as gateway``: the fleet, connected and ready to be served."""
 
-    def __init__(self, manager: MCPManager, *, naming: NamingPolicy | None = None) -> None:
+    def __init__(
+        self, manager: MCPManager, *, naming: NamingPolicy | None = None, relay: Relay | None = None
+    ) -> None:
+        """``relay`` must be the manager's ``server_requests`` for backends' questions to reach
+        the clients (see ``gateway.relay``); without one, the manager's own answers them."""
         self.manager = manager
         self.naming = naming or NamingPolicy()
         self.sessions = ClientSessions()
+        self.relay = relay if relay is not None else Relay()
+        self.relay.bind(self)
         self.discovery: DiscoveryResult | None = None
         self.report: StartupReport | None = None
         self._listings = Listings(manager, self._mark_dirty)
         self._catalog = ServedCatalog(policy=self.naming)
         self._dirty = anyio.Event()
+        self._rebuilt = anyio.Event()
         self._task_group: anyio.abc.TaskGroup | None = None
         self._list_changed_listeners: list[ListChangedListener] = []
         self._resource_updated_listeners: list[ResourceUpdatedListener] = []
@@ -183,6 +197,8 @@ class Gateway(anyio.AsyncContextManagerMixin):
             self._dirty = anyio.Event()
             previous, current = self._catalog, self._build_catalog()
             self._catalog = current
+            self._rebuilt.set()
+            self._rebuilt = anyio.Event()
             for collision in current.collisions:
                 if collision not in previous.collisions:
                     logger.warning("mcpfleet serve: %s (the first one is served)", collision.message())
@@ -192,6 +208,34 @@ class Gateway(anyio.AsyncContextManagerMixin):
                 await _call_each(self._list_changed_listeners, kind)
 
     # -- requests -------------------------------------------------------------------------------------------
+
+    async def find_target(self, kind: ListKind, name: str) -> tuple[str, str] | None:
+        """``(server, backend name or URI)`` behind a served tool, prompt or resource name,
+        waiting (at most ``UNKNOWN_NAME_WAIT_S``) while the fleet has not settled: a backend
+        still connecting, a listing under way, or a change not yet folded into the catalog."""
+
+        def lookup() -> tuple[str, str] | None:
+            catalog = self._catalog
+            if kind == "tools":
+                return catalog.tool_target(name)
+            if kind == "prompts":
+                return catalog.prompt_target(name)
+            return catalog.resource_target(name)
+
+        with anyio.move_on_after(UNKNOWN_NAME_WAIT_S):
+            while lookup() is None and self._unsettled():
+                await self._rebuilt.wait()
+        return lookup()
+
+    def _unsettled(self) -> bool:
+        return (
+            self._dirty.is_set()
+            or self._listings.refreshing > 0
+            or any(
+                self.manager.get_connection_status(server) == "connecting"
+                for server in self.manager.get_all_server_names()
+            )
+        )
 
     def in_flight(self, server: str) -> list[InFlight]:
         """The requests being forwarded to ``server`` now, oldest first: who a backend's own
@@ -225,7 +269,7 @@ class Gateway(anyio.AsyncContextManagerMixin):
         messages while the call runs. Raises ``UnknownNameError`` for a name the gateway does
         not know (a JSON-RPC error).
         """
-        target = self._catalog.tool_target(served_name)
+        target = await self.find_target("tools", served_name)
         if target is None:
             raise UnknownNameError("tool", served_name)
         server, tool = target
@@ -237,7 +281,7 @@ class Gateway(anyio.AsyncContextManagerMixin):
 
     async def read_resource(self, uri: str) -> dict[str, Any]:
         """``resources/read`` on the backend behind ``uri``; the contents carry served URIs."""
-        server, backend_uri = self._resource_target(uri)
+        server, backend_uri = await self._resource_target(uri)
         result = await self.manager.read_resource(server, backend_uri)
         contents = result.get("contents")
         if isinstance(contents, list):
@@ -250,7 +294,7 @@ class Gateway(anyio.AsyncContextManagerMixin):
         return result
 
     async def get_prompt(self, served_name: str, arguments: dict[str, str] | None) -> dict[str, Any]:
-        target = self._catalog.prompt_target(served_name)
+        target = await self.find_target("prompts", served_name)
         if target is None:
             raise UnknownNameError("prompt", served_name)
         server, prompt = target
@@ -261,19 +305,19 @@ class Gateway(anyio.AsyncContextManagerMixin):
     ) -> dict[str, Any]:
         """``completion/complete`` for a served prompt or resource template, on its backend."""
         if ref.get("type") == "ref/prompt":
-            target = self._catalog.prompt_target(str(ref.get("name")))
+            target = await self.find_target("prompts", str(ref.get("name")))
             if target is None:
                 raise UnknownNameError("prompt", str(ref.get("name")))
             server, name = target
             backend_ref = {**ref, "name": name}
         else:
-            server, uri = self._resource_target(str(ref.get("uri")))
+            server, uri = await self._resource_target(str(ref.get("uri")))
             backend_ref = {**ref, "uri": uri}
         return await self.manager.complete(server, backend_ref, argument, context_arguments)
 
     async def subscribe_resource(self, client: ClientSession, uri: str) -> None:
         """Tell ``client`` (and 2026-07-28 listen streams) when the resource behind ``uri`` changes."""
-        server, backend_uri = self._resource_target(uri)
+        server, backend_uri = await self._resource_target(uri)
         async with self._subscription_lock:
             subscription = self._subscriptions.get(uri)
             if subscription is None:
@@ -302,8 +346,8 @@ class Gateway(anyio.AsyncContextManagerMixin):
                 await client.notify("notifications/resources/updated", {"uri": uri})
         await _call_each(self._resource_updated_listeners, uri)
 
-    def _resource_target(self, uri: str) -> tuple[str, str]:
-        target = self._catalog.resource_target(uri)
+    async def _resource_target(self, uri: str) -> tuple[str, str]:
+        target = await self.find_target("resources", uri)
         if target is None:
             raise UnknownNameError("resource", uri)
         return target
@@ -336,8 +380,10 @@ class Gateway(anyio.AsyncContextManagerMixin):
 
 
 def error_result(message: str) -> dict[str, Any]:
-    """A ``tools/call`` result that reports a failure the model can read."""
-    return {"content": [{"type": "text", "text": f"MCP error: {redact_text(message)}"}], "isError": True}
+    """A ``tools/call`` result that reports a failure the model can read (``resultType``: a
+    2026-07-28 client's result must carry it; the handshake era's sieve drops it)."""
+    text = f"MCP error: {redact_text(message)}"
+    return {"content": [{"type": "text", "text": text}], "isError": True, "resultType": "complete"}
 
 
 def _add_listener(listeners: list[Any], listener: Any) -> Callable[[], None]:

@@ -55,6 +55,8 @@ class Listings:
         self._on_change = on_change
         self._by_server: dict[str, dict[ListingKind, list[dict[str, Any]]]] = {}
         self._locks: dict[str, anyio.Lock] = {}
+        self.refreshing = 0
+        """How many refreshes are under way (the gateway waits for them before calling a name unknown)."""
 
     def snapshot(self) -> dict[str, ServerListings]:
         """Every known backend's lists (copies of the mappings; the items are shared, never mutated)."""
@@ -77,6 +79,16 @@ class Listings:
 
     async def refresh(self, server: str, kinds: tuple[ListingKind, ...] = LISTING_KINDS) -> None:
         """List ``kinds`` on ``server`` now (one refresh per server at a time) and remember them."""
+        self.refreshing += 1
+        try:
+            await self._refresh(server, kinds)
+        finally:
+            self.refreshing -= 1
+            # Marks the gateway dirty even when nothing changed: the catalog is rebuilt, which
+            # wakes requests waiting for this listing to tell a known name from an unknown one.
+            self._on_change()
+
+    async def _refresh(self, server: str, kinds: tuple[ListingKind, ...]) -> None:
         lock = self._locks.setdefault(server, anyio.Lock())
         async with lock:
             connection = self._manager.get_connection(server)
@@ -105,7 +117,6 @@ class Listings:
                 return  # removed meanwhile
             if listed != current:
                 self._by_server[server] = listed
-                self._on_change()
             self._remember(server, listed)
 
     async def _list(self, server: str, kind: ListingKind) -> list[dict[str, Any]]:

@@ -43,7 +43,7 @@ from mcp.shared.exceptions import MCPError
 from mcpfleet import __version__
 from mcpfleet.errors import MCPFleetError
 from mcpfleet.gateway.catalog import ListKind
-from mcpfleet.gateway.core import SERVER_NAME, Gateway, LogRelay, UnknownNameError
+from mcpfleet.gateway.core import SERVER_NAME, Gateway, LogRelay, ProgressRelay, UnknownNameError
 from mcpfleet.gateway.sessions import LOG_LEVELS
 from mcpfleet.redaction import redact_text
 
@@ -81,17 +81,20 @@ def build_server(gateway: Gateway) -> Server[Any]:
 
     async def call_tool(ctx: Context, params: mcp_types.CallToolRequestParams) -> Any:
         client = gateway.sessions.session_for(ctx)
+        on_log = _request_scoped_logs(ctx) if not client.registered else None
 
         async def relay_progress(progress: float, total: float | None, message: str | None) -> None:
             await ctx.session.report_progress(progress, total, message)
 
-        with _as_jsonrpc_errors():
+        async def call_backend(on_progress: ProgressRelay | None) -> Any:
             return await gateway.call_tool(
-                params.name,
-                params.arguments or {},
-                on_progress=relay_progress,
-                client=client,
-                on_log=_request_scoped_logs(ctx) if not client.registered else None,
+                params.name, params.arguments or {}, on_progress=on_progress, client=client, on_log=on_log
+            )
+
+        target = await gateway.find_target("tools", params.name)
+        with _as_jsonrpc_errors():
+            return await gateway.relay.run(
+                ctx, target[0] if target else None, call_backend, progress=relay_progress
             )
 
     async def list_resources(ctx: Context, params: mcp_types.PaginatedRequestParams) -> dict[str, Any]:
@@ -104,10 +107,13 @@ def build_server(gateway: Gateway) -> Server[Any]:
         gateway.sessions.session_for(ctx)
         return _complete({"resourceTemplates": list(gateway.catalog.resource_templates)})
 
-    async def read_resource(ctx: Context, params: mcp_types.ReadResourceRequestParams) -> dict[str, Any]:
-        gateway.sessions.session_for(ctx)
-        with _as_jsonrpc_errors():
+    async def read_resource(ctx: Context, params: mcp_types.ReadResourceRequestParams) -> Any:
+        async def read_backend(on_progress: ProgressRelay | None) -> dict[str, Any]:
             return _complete(await gateway.read_resource(params.uri))
+
+        target = await gateway.find_target("resources", params.uri)
+        with _as_jsonrpc_errors():
+            return await gateway.relay.run(ctx, target[0] if target else None, read_backend, progress=None)
 
     async def subscribe(ctx: Context, params: mcp_types.SubscribeRequestParams) -> dict[str, Any]:
         with _as_jsonrpc_errors():
@@ -138,10 +144,15 @@ def build_server(gateway: Gateway) -> Server[Any]:
         gateway.sessions.session_for(ctx)
         return _complete({"prompts": list(gateway.catalog.prompts)})
 
-    async def get_prompt(ctx: Context, params: mcp_types.GetPromptRequestParams) -> dict[str, Any]:
-        gateway.sessions.session_for(ctx)
-        with _as_jsonrpc_errors():
+    async def get_prompt(ctx: Context, params: mcp_types.GetPromptRequestParams) -> Any:
+        async def get_from_backend(on_progress: ProgressRelay | None) -> dict[str, Any]:
             return _complete(await gateway.get_prompt(params.name, params.arguments))
+
+        target = await gateway.find_target("prompts", params.name)
+        with _as_jsonrpc_errors():
+            return await gateway.relay.run(
+                ctx, target[0] if target else None, get_from_backend, progress=None
+            )
 
     async def complete(ctx: Context, params: mcp_types.CompleteRequestParams) -> dict[str, Any]:
         gateway.sessions.session_for(ctx)
@@ -186,13 +197,7 @@ def build_server(gateway: Gateway) -> Server[Any]:
     ]
     for method, params_type, handler in handlers:
         server.add_request_handler(method, params_type, handler)
-
-    async def initialized(ctx: Context, params: mcp_types.NotificationParams) -> None:
-        # Registered from its handshake on, so a client that has asked nothing yet still
-        # hears of every list change.
-        gateway.sessions.session_for(ctx)
-
-    server.add_notification_handler("notifications/initialized", mcp_types.NotificationParams, initialized)
+    gateway.relay.install(server)
     return server
 
 

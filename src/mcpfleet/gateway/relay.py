@@ -1,0 +1,518 @@
+"""Backend → client requests: a backend's ``sampling/createMessage``, ``elicitation/create`` and
+``roots/list`` go to the client whose request caused them.
+
+The fleet hands every such request to one ``ServerRequestHandler`` with the asking server's
+name (``mcpfleet.client.inbound``); ``Relay`` is the gateway's. It decides who answers:
+
+* the client request in flight on that backend: on a 2026-07-28 backend the SDK asks from
+  inside the call's own task, so the call is known exactly (a context variable set around
+  it); a handshake-era backend asks on its connection, unrelated to any call, so it is the
+  latest call in flight on that backend (two clients calling the same backend at once is the
+  one case the protocol leaves ambiguous);
+* with no call in flight (a backend asking for roots as it starts, or after being told they
+  changed), the most recently active handshake-era client that declared the capability;
+* that client must have declared the capability the request needs (``sampling``, with
+  ``tools`` or ``context`` when the request uses them; ``elicitation`` in the request's mode;
+  ``roots``); if it did not, or nobody can be asked, sampling and elicitation are refused
+  with ``INVALID_REQUEST`` (what the SDK's own client answers when it offers neither) naming
+  the missing capability, and roots fall back to the fleet's working folder.
+
+How a client is asked depends on its era. A handshake-era client gets a request on its
+connection (with the id of the call it belongs to, so over HTTP it rides that call's
+stream). A 2026-07-28 client has no channel for server requests: its call is *parked*. The
+backend call runs in a task of its own; when the backend asks, the client's request is
+answered with an ``input_required`` result carrying the question and a ``requestState``
+naming the parked call; the client retries with its answers, which are handed to the waiting
+backend, and the retry waits for the result or the next question. A parked question
+unanswered for ``ANSWER_TIMEOUT_S`` is answered with an error, and a finished call nobody
+collects is dropped after as long.
+
+The client's roots become the backends' roots: a handshake-era client that declares roots
+and connects, or sends ``notifications/roots/list_changed``, makes every backend hear
+``notifications/roots/list_changed`` and ask again.
+
+Imports of the SDK stay inside the functions that serve (the gateway's core imports this
+module).
+"""
+
+from __future__ import annotations
+
+import contextvars
+import itertools
+import logging
+import secrets
+from collections.abc import Awaitable, Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, NoReturn
+
+import anyio
+import anyio.lowlevel
+
+if TYPE_CHECKING:
+    from mcp.server.context import ServerRequestContext
+    from mcp.server.lowlevel import Server
+    from mcp.server.session import ServerSession
+
+    from mcpfleet.gateway.core import Gateway
+    from mcpfleet.gateway.sessions import ClientSession
+
+logger = logging.getLogger(__name__)
+
+ProgressRelay = Callable[[float, float | None, str | None], Awaitable[None]]
+BackendCall = Callable[[ProgressRelay | None], Awaitable[Any]]
+"""Sends one client request on to its backend; takes where the backend's progress goes."""
+
+ANSWER_TIMEOUT_S = 600.0
+"""How long a backend's question waits for the client's answer (a person may be typing it)."""
+
+SAMPLING = "sampling/createMessage"
+ELICITATION = "elicitation/create"
+ROOTS = "roots/list"
+_WHAT = {SAMPLING: "Sampling", ELICITATION: "Elicitation", ROOTS: "Roots"}
+
+_INVALID_PARAMS = -32602
+_INVALID_REQUEST = -32600
+_INTERNAL_ERROR = -32603
+_REQUEST_TIMEOUT = -32001
+
+_current_flight: contextvars.ContextVar[InFlight | None] = contextvars.ContextVar(
+    "mcpfleet_gateway_flight", default=None
+)
+"""The client request whose backend call runs in this task (and the tasks it starts)."""
+
+
+@dataclass(eq=False)
+class InFlight:
+    """One client request being answered by one backend: who asked, and how to reach them."""
+
+    server: str
+    client: ClientSession
+    request_session: ServerSession
+    """The SDK session of this very request: a question sent with ``request_id`` rides its channel."""
+    request_id: Any
+    parked: ParkedCall | None = None
+    """Set for a 2026-07-28 client, which is asked through ``input_required`` rounds."""
+    done: bool = False
+
+
+@dataclass(eq=False)
+class Question:
+    """A backend's request waiting for a 2026-07-28 client's answer."""
+
+    key: str
+    request: dict[str, Any]
+    """``{"method": …, "params": …}``, as it goes into ``inputRequests``."""
+    answered: anyio.Event = field(default_factory=anyio.Event)
+    answer: dict[str, Any] | None = None
+
+
+class ParkedCall:
+    """A 2026-07-28 client's call whose backend keeps running between the client's rounds."""
+
+    def __init__(self, token: str, method: str, target: str | None, *, answer_timeout_s: float) -> None:
+        self.token = token
+        self.method = method
+        self.target = target
+        """The tool or prompt name, or the resource URI: a retry must name the same."""
+        self.pending: dict[str, Question] = {}
+        self.finished = False
+        self._answer_timeout_s = answer_timeout_s
+        self._keys = itertools.count(1)
+        self._changed = anyio.Event()
+        self._scope = anyio.CancelScope()
+        self._result: Any = None
+        self._failure: Exception | None = None
+        self._collected = anyio.Event()
+        self._round_progress: ProgressRelay | None = None
+
+    # -- the backend's side (its own task) ---------------------------------------------------------------
+
+    async def run_backend(self, start: BackendCall) -> None:
+        try:
+            with self._scope:
+                self._result = await start(self._relay_progress)
+        except Exception as error:
+            self._failure = error
+        finally:
+            self.finished = True
+            self._signal()
+
+    async def wait_collected(self) -> None:
+        """Until a round has taken the result (bounded: the client may never come back)."""
+        with anyio.move_on_after(self._answer_timeout_s):
+            await self._collected.wait()
+
+    async def ask(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        """Put a question to the client's next round and wait for its answer."""
+        question = Question(f"q{next(self._keys)}", {"method": method, "params": params})
+        self.pending[question.key] = question
+        self._signal()
+        try:
+            with anyio.fail_after(self._answer_timeout_s):
+                await question.answered.wait()
+        except TimeoutError:
+            _raise(
+                _REQUEST_TIMEOUT,
+                f"the MCP client did not answer within {self._answer_timeout_s:g} s "
+                "(a 2026-07-28 client must retry its call with the answers)",
+            )
+        finally:
+            self.pending.pop(question.key, None)
+        assert question.answer is not None
+        return question.answer
+
+    async def _relay_progress(self, progress: float, total: float | None, message: str | None) -> None:
+        # Between rounds no request of the client is open to carry progress: it is dropped.
+        relay = self._round_progress
+        if relay is None:
+            return
+        try:
+            await relay(progress, total, message)
+        except Exception as error:
+            logger.debug("could not relay progress to the client: %r", error)
+
+    # -- the client's side (one request per round) ----------------------------------------------------------
+
+    def answer(self, responses: Mapping[str, Any]) -> None:
+        for key, response in responses.items():
+            question = self.pending.pop(key, None)
+            if question is not None and isinstance(response, Mapping):
+                question.answer = dict(response)
+                question.answered.set()
+
+    async def round(self, progress: ProgressRelay | None) -> Any:
+        """Wait for the call's result, or for the questions to ask the client in this round."""
+        self._round_progress = progress
+        try:
+            while True:
+                if self.finished:
+                    return self._collect()
+                if self.pending:
+                    # Questions a backend asks together arrive from sibling tasks started at
+                    # once: one checkpoint lets them all into this round.
+                    await anyio.lowlevel.checkpoint()
+                    return self._input_required()
+                await self._changed.wait()
+        except anyio.get_cancelled_exc_class():
+            # The client gave up its call (or the gateway is closing): the backend call goes too.
+            self._scope.cancel()
+            raise
+        finally:
+            self._round_progress = None
+
+    def _collect(self) -> Any:
+        self._collected.set()
+        if self._failure is not None:
+            raise self._failure
+        if self._scope.cancelled_caught:
+            _raise(_INTERNAL_ERROR, "the call was cancelled before its backend answered")
+        return self._result
+
+    def _input_required(self) -> Any:
+        import mcp_types
+
+        return mcp_types.InputRequiredResult.model_validate(
+            {
+                "inputRequests": {key: question.request for key, question in self.pending.items()},
+                "requestState": self.token,
+            }
+        )
+
+    def _signal(self) -> None:
+        self._changed.set()
+        self._changed = anyio.Event()
+
+
+class Relay:
+    """The gateway's ``ServerRequestHandler`` and the bookkeeping of calls in flight.
+
+    Give it to the manager (``MCPManager(…, server_requests=relay)``) and to the gateway
+    (``Gateway(manager, relay=relay)``), which binds it; ``install`` adds its notification
+    handlers to the SDK ``Server``, and every request that a backend may answer with questions
+    goes through ``run``.
+    """
+
+    def __init__(self, *, answer_timeout_s: float = ANSWER_TIMEOUT_S) -> None:
+        self.answer_timeout_s = answer_timeout_s
+        self._gateway: Gateway | None = None
+        self._in_flight: dict[str, list[InFlight]] = {}
+        self._parked: dict[str, ParkedCall] = {}
+
+    def bind(self, gateway: Gateway) -> None:
+        self._gateway = gateway
+
+    @property
+    def gateway(self) -> Gateway:
+        if self._gateway is None:
+            raise RuntimeError("the relay serves no gateway: pass it as Gateway(manager, relay=relay)")
+        return self._gateway
+
+    def install(self, server: Server[Any]) -> None:
+        """Follow the clients' roots: a new client that declares them, and their changes."""
+        import mcp_types
+
+        server.add_notification_handler(
+            "notifications/initialized", mcp_types.NotificationParams, self._on_initialized
+        )
+        server.add_notification_handler(
+            "notifications/roots/list_changed", mcp_types.NotificationParams, self._on_roots_changed
+        )
+
+    # -- what backends ask (ServerRequestHandler) ---------------------------------------------------------
+
+    @property
+    def sampling_capability(self) -> dict[str, Any] | None:
+        # Everything a client may offer is declared to the backends; each request is then
+        # checked against what the client it goes to declared.
+        return {"tools": {}, "context": {}}
+
+    @property
+    def offers_elicitation(self) -> bool:
+        return True
+
+    async def create_message(self, server: str, params: dict[str, Any]) -> dict[str, Any]:
+        return await self._relay(server, SAMPLING, params)
+
+    async def elicit(self, server: str, params: dict[str, Any]) -> dict[str, Any]:
+        return await self._relay(server, ELICITATION, params)
+
+    async def list_roots(self, server: str) -> list[dict[str, Any]] | None:
+        route = self._route(server, ROOTS, {})
+        if isinstance(route, str):
+            logger.debug("%s asked for roots; %s: it gets the working folder", server, route)
+            return None
+        roots = (await self._ask(route, ROOTS, {})).get("roots")
+        return roots if isinstance(roots, list) else None
+
+    async def _relay(self, server: str, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        route = self._route(server, method, params)
+        if isinstance(route, str):
+            logger.info("%s: %s refused: %s", server, method, route)
+            _raise(
+                _INVALID_REQUEST,
+                f'{_WHAT[method]} not supported: {route} (asked by MCP server "{server}" through '
+                "mcpfleet; use an MCP client that offers it)",
+            )
+        return await self._ask(route, method, params)
+
+    # -- who answers ----------------------------------------------------------------------------------------
+
+    def _route(self, server: str, method: str, params: dict[str, Any]) -> InFlight | ClientSession | str:
+        """The call in flight that caused the request, else the client to ask outside any call;
+        a string says why nobody can be asked."""
+        flight = self._flight_on(server)
+        if flight is not None:
+            missing = missing_capability(flight.client.capabilities, method, params)
+            if missing is not None:
+                return f'the MCP client of this call did not declare the "{missing}" capability'
+            return flight
+        capable = [
+            client
+            for client in self.gateway.sessions
+            if missing_capability(client.capabilities, method, params) is None
+        ]
+        if not capable:
+            return "no call is in flight on this server and no connected MCP client declared the capability"
+        return max(capable, key=lambda client: client.last_active)
+
+    def _flight_on(self, server: str) -> InFlight | None:
+        current = _current_flight.get()
+        connection = self.gateway.manager.get_connection(server)
+        # Only a 2026-07-28 backend asks from inside the call's task: a handshake-era backend's
+        # requests come from its connection's task, whose context says nothing about the call.
+        if (
+            current is not None
+            and not current.done
+            and current.server == server
+            and connection is not None
+            and connection.era == "modern"
+        ):
+            return current
+        flights = [flight for flight in self._in_flight.get(server, ()) if not flight.done]
+        return flights[-1] if flights else None
+
+    async def _ask(
+        self, route: InFlight | ClientSession, method: str, params: dict[str, Any]
+    ) -> dict[str, Any]:
+        if isinstance(route, InFlight):
+            if route.parked is not None:
+                return await route.parked.ask(method, params)
+            return await self._ask_over_connection(route.request_session, route.request_id, method, params)
+        return await self._ask_over_connection(route.sdk_session, None, method, params)
+
+    async def _ask_over_connection(
+        self, session: ServerSession, request_id: Any, method: str, params: dict[str, Any]
+    ) -> dict[str, Any]:
+        """Ask a handshake-era client, on the channel of request ``request_id`` when there is one."""
+        import mcp_types
+        from mcp.shared.message import ServerMessageMetadata
+        from pydantic import BaseModel
+
+        request = mcp_types.server_request_adapter.validate_python({"method": method, "params": params})
+        result_type: type[BaseModel]
+        if method == SAMPLING:
+            wants_tools = params.get("tools") is not None or params.get("toolChoice") is not None
+            result_type = (
+                mcp_types.CreateMessageResultWithTools if wants_tools else mcp_types.CreateMessageResult
+            )
+        elif method == ELICITATION:
+            result_type = mcp_types.ElicitResult
+        else:
+            result_type = mcp_types.ListRootsResult
+        metadata = ServerMessageMetadata(related_request_id=request_id) if request_id is not None else None
+        try:
+            answer = await session.send_request(
+                request, result_type, request_read_timeout_seconds=self.answer_timeout_s, metadata=metadata
+            )
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+            _raise(_INTERNAL_ERROR, "the MCP client went away before answering")
+        dumped: dict[str, Any] = answer.model_dump(by_alias=True, mode="json", exclude_none=True)
+        return dumped
+
+    # -- client requests that backends may answer with questions ------------------------------------------
+
+    async def run(
+        self,
+        ctx: ServerRequestContext[Any, Any],
+        server: str | None,
+        call_backend: BackendCall,
+        *,
+        progress: ProgressRelay | None,
+    ) -> Any:
+        """Serve one ``tools/call`` (or ``prompts/get``, ``resources/read``) that ``server``
+        answers: ``call_backend`` sends it on, and any question the backend asks meanwhile goes
+        to this request's client."""
+        client = self.gateway.sessions.session_for(ctx)
+        params: Mapping[str, Any] = ctx.params or {}
+        if client.era == "modern":
+            state = params.get("requestState")
+            if state is not None:
+                return await self._resume(ctx, state, progress)
+            if server is not None and can_be_asked(client.capabilities):
+                return await self._park(ctx, client, server, call_backend, progress)
+        if server is None:
+            return await call_backend(progress)
+        with self._flying(InFlight(server, client, ctx.session, ctx.request_id)):
+            return await call_backend(progress)
+
+    async def _park(
+        self,
+        ctx: ServerRequestContext[Any, Any],
+        client: ClientSession,
+        server: str,
+        call_backend: BackendCall,
+        progress: ProgressRelay | None,
+    ) -> Any:
+        parked = ParkedCall(
+            secrets.token_urlsafe(16), ctx.method, _target(ctx.params), answer_timeout_s=self.answer_timeout_s
+        )
+        flight = InFlight(server, client, ctx.session, ctx.request_id, parked=parked)
+        self._parked[parked.token] = parked
+        self.gateway.manager.task_group.start_soon(
+            self._run_parked, parked, flight, call_backend, name=f"mcpfleet gateway call to {server}"
+        )
+        return await parked.round(progress)
+
+    async def _run_parked(self, parked: ParkedCall, flight: InFlight, call_backend: BackendCall) -> None:
+        try:
+            with self._flying(flight):
+                await parked.run_backend(call_backend)
+            await parked.wait_collected()
+        finally:
+            self._parked.pop(parked.token, None)
+
+    async def _resume(
+        self, ctx: ServerRequestContext[Any, Any], state: Any, progress: ProgressRelay | None
+    ) -> Any:
+        params: Mapping[str, Any] = ctx.params or {}
+        parked = self._parked.get(state) if isinstance(state, str) else None
+        if parked is None or parked.method != ctx.method or parked.target != _target(params):
+            _raise(
+                _INVALID_PARAMS,
+                "Invalid or expired requestState: the gateway holds no such call (it ended, timed "
+                "out or the gateway restarted); send the request again without requestState",
+            )
+        responses = params.get("inputResponses")
+        parked.answer(responses if isinstance(responses, Mapping) else {})
+        return await parked.round(progress)
+
+    @contextmanager
+    def _flying(self, flight: InFlight) -> Iterator[None]:
+        flights = self._in_flight.setdefault(flight.server, [])
+        flights.append(flight)
+        token = _current_flight.set(flight)
+        try:
+            yield
+        finally:
+            _current_flight.reset(token)
+            flight.done = True
+            flights.remove(flight)
+            if not flights:
+                self._in_flight.pop(flight.server, None)
+
+    # -- the clients' roots ---------------------------------------------------------------------------------
+
+    async def _on_initialized(self, ctx: ServerRequestContext[Any, Any], params: Any) -> None:
+        # Registering the client from its handshake on means one that has asked nothing yet
+        # still hears of every list change.
+        client = self.gateway.sessions.session_for(ctx)
+        if "roots" in client.capabilities:
+            self._tell_backends_roots_changed()
+
+    async def _on_roots_changed(self, ctx: ServerRequestContext[Any, Any], params: Any) -> None:
+        self.gateway.sessions.session_for(ctx)
+        self._tell_backends_roots_changed()
+
+    def _tell_backends_roots_changed(self) -> None:
+        # In the background: a backend that asks at once is answered by this same client,
+        # whose messages must not wait behind this notification's handler.
+        manager = self.gateway.manager
+        manager.task_group.start_soon(manager.notify_roots_changed, name="mcpfleet roots changed")
+
+
+def missing_capability(capabilities: Mapping[str, Any], method: str, params: Mapping[str, Any]) -> str | None:
+    """The capability a client must have declared to be sent this request, if it did not."""
+    if method == SAMPLING:
+        sampling = capabilities.get("sampling")
+        if not isinstance(sampling, Mapping):
+            return "sampling"
+        if (
+            params.get("tools") is not None or params.get("toolChoice") is not None
+        ) and "tools" not in sampling:
+            return "sampling.tools"
+        if params.get("includeContext") in ("thisServer", "allServers") and "context" not in sampling:
+            return "sampling.context"
+        return None
+    if method == ELICITATION:
+        elicitation = capabilities.get("elicitation")
+        if not isinstance(elicitation, Mapping):
+            return "elicitation"
+        if params.get("mode") == "url":
+            return None if "url" in elicitation else "elicitation.url"
+        # A bare declaration predates the modes and means form.
+        return None if "form" in elicitation or "url" not in elicitation else "elicitation.form"
+    return None if isinstance(capabilities.get("roots"), Mapping) else "roots"
+
+
+def can_be_asked(capabilities: Mapping[str, Any]) -> bool:
+    """Whether a 2026-07-28 client declared anything a backend could ask of it (else its calls
+    run straight through: any question would be refused, or answered with the working folder)."""
+    return any(isinstance(capabilities.get(name), Mapping) for name in ("sampling", "elicitation", "roots"))
+
+
+def _target(params: Mapping[str, Any] | None) -> str | None:
+    if params is None:
+        return None
+    target = params.get("name", params.get("uri"))
+    return target if isinstance(target, str) else None
+
+
+def _raise(code: int, message: str) -> NoReturn:
+    """Answer with this JSON-RPC error (to the backend that asked, or the client that called)."""
+    from mcp.shared.exceptions import MCPError
+
+    raise MCPError(code=code, message=message)
+
+
+__all__ = ["ANSWER_TIMEOUT_S", "ParkedCall", "Relay", "can_be_asked", "missing_capability"]

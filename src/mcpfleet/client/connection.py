@@ -193,6 +193,7 @@ class ServerConnection:
                         output_schema=dict(tool.output_schema) if tool.output_schema is not None else None,
                         title=tool.title,
                         annotations=annotations,
+                        raw=tool.model_dump(by_alias=True, mode="json", exclude_unset=True),
                     )
                 )
         return tools

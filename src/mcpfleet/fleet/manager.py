@@ -41,7 +41,12 @@ from mcpfleet.fleet.startup import Connector, StartupReport
 from mcpfleet.fleet.supervision import ReconnectPolicy, Supervisor
 
 if TYPE_CHECKING:
-    from mcpfleet.client.connection import ElicitationHandler, SamplingHandler, ServerConnection
+    from mcpfleet.client.connection import (
+        ElicitationHandler,
+        ProgressCallback,
+        SamplingHandler,
+        ServerConnection,
+    )
 
 __all__ = [
     "AnyTool",
@@ -282,7 +287,13 @@ class MCPManager(anyio.AsyncContextManagerMixin):
         await self._recovery.wait_for_connection(name)
 
     async def call_tool(
-        self, server_name: str, tool_name: str, arguments: dict[str, Any], *, timeout_ms: int | None = None
+        self,
+        server_name: str,
+        tool_name: str,
+        arguments: dict[str, Any],
+        *,
+        timeout_ms: int | None = None,
+        on_progress: ProgressCallback | None = None,
     ) -> Any:
         """Call one tool on one server through its connection.
 
@@ -292,12 +303,13 @@ class MCPManager(anyio.AsyncContextManagerMixin):
         so it waits (bounded) for the new connection and is sent there, once. When the
         connection drops after the request was handed to it, the server may have received and
         run it: the outcome is unknown, the call is *not* replayed, and the error says so.
+        ``on_progress(progress, total, message)`` receives the server's progress for this call.
         """
         connection = await self._ready_connection(server_name)
         config = self.get_server_config(server_name)
         bound = timeout_ms if timeout_ms is not None else config.tool_timeout_ms if config else None
         try:
-            return await connection.call_tool(tool_name, arguments, timeout_ms=bound)
+            return await connection.call_tool(tool_name, arguments, timeout_ms=bound, on_progress=on_progress)
         except ConnectionClosedError as error:
             reason = connection.close_reason or "connection lost"
             raise ToolCallError(

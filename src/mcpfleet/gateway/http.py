@@ -6,9 +6,9 @@ The SDK does the protocol: ``Server.streamable_http_app`` routes ``/mcp`` to its
 ``TransportSecuritySettings`` given here, and caps request bodies (413). This module adds
 what a gateway needs around it:
 
-- the listening socket, bound here rather than by uvicorn, so that a port in use is one
-  error line (uvicorn would ``sys.exit``) and ``Host``/``Origin`` are checked against the
-  address actually bound (port 0 included);
+- the listening socket (``HttpListener``), bound here rather than by uvicorn and before any
+  backend starts, so that a port in use is one error line (uvicorn would ``sys.exit``) and
+  ``Host``/``Origin`` are checked against the address actually bound (port 0 included);
 - a bearer token, compared in constant time, required on any bind that is not loopback: a
   gateway reachable from the network hands out every backend's tools, so nobody on that
   network may call them unless they hold the token;
@@ -16,7 +16,9 @@ what a gateway needs around it:
   ends the open sessions, and lets uvicorn finish within a bound. Signals are the caller's:
   uvicorn's own handlers are kept out, so SIGINT/SIGTERM reach the code that owns the fleet.
 
-Imported only by ``mcpfleet serve --http`` (it imports the SDK, uvicorn and starlette).
+In order: ``HttpListener.open(parse_bind(text))``, ``resolve_auth_token(…)``, then
+``serve_http(server, listener, auth_token=…)``. Imported only by ``mcpfleet serve --http``
+(it imports uvicorn, and the SDK when serving).
 """
 
 from __future__ import annotations
@@ -100,36 +102,75 @@ def parse_bind(text: str) -> HttpBind:
     return HttpBind(host, port)
 
 
-def bind_listening_socket(bind: HttpBind) -> socket.socket:
-    """A TCP socket listening on ``bind``; a port in use or a host that is not here is one clear error."""
-    try:
-        addresses = socket.getaddrinfo(bind.host, bind.port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
-    except socket.gaierror as error:
-        raise ServeAddressError(
-            f"--http {_display(bind)}: cannot resolve {bind.host!r} ({error.strerror}); "
-            "give an address of this machine, such as 127.0.0.1 or 0.0.0.0"
-        ) from error
-    # IPv4 first: "localhost" often resolves to ::1 first, and clients mostly try 127.0.0.1.
-    family, kind, protocol, _, address = sorted(addresses, key=lambda entry: entry[0] != socket.AF_INET)[0]
-    listening = socket.socket(family, kind, protocol)
-    try:
-        # A restarted gateway may take its port back while old connections sit in TIME_WAIT;
-        # on Linux this never lets two servers listen on one port.
-        listening.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        listening.bind(address)
-        listening.listen(LISTEN_BACKLOG)
-    except OSError as error:
-        listening.close()
-        if error.errno in (errno.EADDRINUSE, errno.EACCES):
-            reason = "is already in use" if error.errno == errno.EADDRINUSE else "needs privileges"
+@dataclass
+class HttpListener:
+    """A TCP socket listening where ``--http`` asked, opened before anything else starts.
+
+    Opening it first makes a port in use one error line before any backend is spawned, and
+    tells what was actually bound (the port behind port 0, the address behind a name), which
+    the token rule and the Host/Origin checks are about.
+    """
+
+    bind: HttpBind
+    socket: socket.socket
+
+    @classmethod
+    def open(cls, bind: HttpBind) -> HttpListener:
+        """Listen on ``bind``; a port in use or a host that is not here is one clear error."""
+        try:
+            addresses = socket.getaddrinfo(
+                bind.host, bind.port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+            )
+        except socket.gaierror as error:
             raise ServeAddressError(
-                f"--http {_display(bind)}: port {bind.port} {reason}; pick another one (or 0 for a free port)"
+                f"--http {_display(bind)}: cannot resolve {bind.host!r} ({error.strerror}); "
+                "give an address of this machine, such as 127.0.0.1 or 0.0.0.0"
             ) from error
-        raise ServeAddressError(
-            f"--http {_display(bind)}: cannot listen there ({error.strerror or error}); "
-            "give an address of this machine, such as 127.0.0.1 or 0.0.0.0"
-        ) from error
-    return listening
+        # IPv4 first: "localhost" often resolves to ::1 first, and clients mostly try 127.0.0.1.
+        family, kind, protocol, _, address = sorted(addresses, key=lambda entry: entry[0] != socket.AF_INET)[
+            0
+        ]
+        listening = socket.socket(family, kind, protocol)
+        try:
+            # A restarted gateway may take its port back while old connections sit in
+            # TIME_WAIT; on Linux this never lets two servers listen on one port.
+            listening.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            listening.bind(address)
+            listening.listen(LISTEN_BACKLOG)
+        except OSError as error:
+            listening.close()
+            if error.errno in (errno.EADDRINUSE, errno.EACCES):
+                reason = "is already in use" if error.errno == errno.EADDRINUSE else "needs privileges"
+                raise ServeAddressError(
+                    f"--http {_display(bind)}: port {bind.port} {reason}; "
+                    "pick another one (or 0 for a free port)"
+                ) from error
+            raise ServeAddressError(
+                f"--http {_display(bind)}: cannot listen there ({error.strerror or error}); "
+                "give an address of this machine, such as 127.0.0.1 or 0.0.0.0"
+            ) from error
+        return cls(bind, listening)
+
+    @property
+    def address(self) -> str:
+        """The IP address bound (``0.0.0.0`` or ``::`` for every interface)."""
+        return str(self.socket.getsockname()[0])
+
+    @property
+    def port(self) -> int:
+        return int(self.socket.getsockname()[1])
+
+    @property
+    def loopback(self) -> bool:
+        """Whether only this machine can reach it (then a bearer token is optional)."""
+        return is_loopback_address(self.address)
+
+    @property
+    def url(self) -> str:
+        return f"http://{_host_for_url(self.address)}:{self.port}{MCP_PATH}"
+
+    def close(self) -> None:
+        self.socket.close()
 
 
 def is_loopback_address(address: str) -> bool:
@@ -313,32 +354,27 @@ def stderr_notice(text: str) -> None:
 
 async def serve_http(
     server: Server[Any],
-    bind: HttpBind,
+    listener: HttpListener,
     *,
-    auth_token: str | None = None,
+    auth_token: str | None,
     max_request_body_bytes: int = MAX_REQUEST_BODY_BYTES,
     notice: Callable[[str], None] = stderr_notice,
     task_status: TaskStatus[str] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
-    """Serve ``server`` over streamable HTTP at ``bind`` until cancelled.
+    """Serve ``server`` over streamable HTTP on ``listener`` until cancelled, then close it.
 
-    ``auth_token`` is the token clients must send; without one, a loopback bind serves
-    anyone on this machine and any other bind uses the stored (or a newly generated) token.
-    Once listening, ``notice`` gets ``serving on http://HOST:PORT/mcp`` and ``task_status``
-    the URL. Raises ``ServeAddressError`` before serving when the address cannot be used.
+    ``auth_token`` is what every request must carry (``None``: nothing; see
+    ``resolve_auth_token`` for the rule). Once listening, ``notice`` gets ``serving on
+    http://HOST:PORT/mcp`` and ``task_status`` the URL.
     """
-    listening = bind_listening_socket(bind)
-    with contextlib.ExitStack() as closing:
-        closing.callback(listening.close)
-        bound_address, port = listening.getsockname()[:2]
-        token = resolve_auth_token(auth_token, loopback=is_loopback_address(bound_address), notice=notice)
+    with contextlib.closing(listener):
         app = server.streamable_http_app(
             streamable_http_path=MCP_PATH,
-            transport_security=transport_security_for(bind, bound_address, port),
+            transport_security=transport_security_for(listener.bind, listener.address, listener.port),
             max_request_body_size=max_request_body_bytes,
-            host=bind.host,
+            host=listener.bind.host,
         )
-        gate = BearerGate(app, token)
+        gate = BearerGate(app, auth_token)
         http_server = _GatewayUvicorn(
             uvicorn.Config(
                 gate,
@@ -351,20 +387,19 @@ async def serve_http(
                 timeout_graceful_shutdown=SHUTDOWN_GRACE_S,
             )
         )
-        url = f"http://{_host_for_url(bound_address)}:{port}{MCP_PATH}"
 
         def stop_serving() -> None:
             gate.stopping = True
             http_server.should_exit = True
 
         async with anyio.create_task_group() as task_group:
-            task_group.start_soon(_serve_until_told, http_server, listening)
+            task_group.start_soon(_serve_until_told, http_server, listener.socket)
             try:
                 async with server.session_manager.run():
                     try:
                         await http_server.listening.wait()
-                        notice(f"serving on {url}")
-                        task_status.started(url)
+                        notice(f"serving on {listener.url}")
+                        task_status.started(listener.url)
                         await anyio.sleep_forever()
                     finally:
                         # New requests get 503 from here on; leaving the block ends every

@@ -1,242 +1,293 @@
-"""The gateway over streamable HTTP, with real HTTP on this machine and the SDK's own client.
+"""``mcpfleet serve --http`` end to end: the command run as a subprocess in front of a real
+stdio backend (``fake_server.py``), reached by the SDK's ``Client`` over streamable HTTP in
+both protocol eras, and by raw HTTP where a status code is the point.
 
-``serve_http`` is exercised around a small SDK lowlevel ``Server`` of this file's own (one
-``echo`` tool that names the session it ran in), served in the test's task group; the
-security checks are read from the HTTP status codes the SDK client received.
+One gateway (loopback, ``--auth-token``) serves the tests that only talk to it; the tests
+about starting and stopping run their own.
 """
 
 from __future__ import annotations
 
-import socket
+import json
+import os
+import signal
 import stat
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
-from functools import partial
-from typing import Any
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
 
 import anyio
 import httpx2
-import mcp_types
 import pytest
-from mcp.client import Client
-from mcp.client.streamable_http import streamable_http_client
-from mcp.server.lowlevel.server import Server
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
-
-from mcpfleet.errors import ServeAddressError
-from mcpfleet.gateway.http import SHUTDOWN_GRACE_S, gateway_token_file, parse_bind, serve_http
+from tests.integration.gateway.test_http_serving import ERAS, MODERN, sdk_client, text_of
+from tests.servers.fixtures import FAKE_SERVER
 
 pytestmark = pytest.mark.anyio
 
-MODERN = "2026-07-28"
-ERAS = ["legacy", MODERN]
+MCPFLEET = Path(sys.executable).parent / "mcpfleet"
+TOKEN = "test-token-0123456789"
+AUTHORIZED = {"Authorization": f"Bearer {TOKEN}"}
+START_TIMEOUT_S = 60.0
+EXIT_TIMEOUT_S = 30.0
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "t", "version": "1"},
+    },
+}
+MCP_HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
 
 
-def echo_server() -> Server[Any]:
-    """An SDK lowlevel server with one tool, ``echo``, that answers ``<message> from <session>``."""
+@dataclass
+class RunningGateway:
+    process: subprocess.Popen[str]
+    backend_pid_file: Path
+    stderr_lines: list[str] = field(default_factory=list)
+    url: str = ""
 
-    async def list_tools(ctx: Any, params: Any) -> mcp_types.ListToolsResult:
-        schema = {"type": "object", "properties": {"message": {"type": "string"}}, "required": ["message"]}
-        return mcp_types.ListToolsResult(
-            tools=[mcp_types.Tool(name="echo", description="Echo a message.", input_schema=schema)]
-        )
+    @property
+    def port(self) -> int:
+        return int(self.url.rsplit(":", 1)[1].split("/")[0])
 
-    async def call_tool(ctx: Any, params: mcp_types.CallToolRequestParams) -> mcp_types.CallToolResult:
-        arguments = params.arguments or {}
-        await anyio.sleep(float(arguments.get("delay_s", 0)))
-        text = f"{arguments['message']} from {id(ctx.session)}"
-        return mcp_types.CallToolResult(content=[mcp_types.TextContent(type="text", text=text)])
+    def local_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/mcp"
 
-    return Server("echo-gateway", on_list_tools=list_tools, on_call_tool=call_tool)
+    def backend_pid(self) -> int:
+        return int(self.backend_pid_file.read_text().split()[0])
 
-
-@asynccontextmanager
-async def serving(
-    bind: str = "127.0.0.1:0", *, notices: list[str] | None = None, **options: Any
-) -> AsyncIterator[str]:
-    """``serve_http`` of a fresh ``echo_server()`` in this task group; yields its URL."""
-    told = notices if notices is not None else []
-    async with anyio.create_task_group() as task_group:
-        url = await task_group.start(
-            partial(serve_http, echo_server(), parse_bind(bind), notice=told.append, **options)
-        )
-        yield url
-        task_group.cancel_scope.cancel()
+    def stop(self, signal_number: int = signal.SIGTERM) -> int:
+        if self.process.poll() is None:
+            self.process.send_signal(signal_number)
+        return self.process.wait(timeout=EXIT_TIMEOUT_S)
 
 
-def http_client(statuses: list[int], headers: dict[str, str] | None = None) -> httpx2.AsyncClient:
-    """An HTTP client for the SDK's transport that records every response status."""
+def backend_config(folder: Path) -> tuple[Path, Path]:
+    """An mcpServers file with one stdio backend, ``fake``, that writes its pid to a file."""
+    pid_file = folder / "backend.pid"
+    config = folder / "fleet.json"
+    server = {
+        "command": sys.executable,
+        "args": [str(FAKE_SERVER), "--name", "fake", "--pid-file", str(pid_file)],
+    }
+    config.write_text(json.dumps({"mcpServers": {"fake": server}}))
+    return config, pid_file
 
-    async def record(response: httpx2.Response) -> None:
-        statuses.append(response.status_code)
 
-    return httpx2.AsyncClient(
-        headers=headers or {}, timeout=httpx2.Timeout(20.0), event_hooks={"response": [record]}
+def start_gateway(folder: Path, home: Path, *serve_args: str, wait: bool = True) -> RunningGateway:
+    """``mcpfleet --config <fleet.json> serve <serve_args>``; with ``wait``, until it says where it serves."""
+    config, pid_file = backend_config(folder)
+    environment = {**os.environ, "HOME": str(home), "XDG_STATE_HOME": str(home / ".local" / "state")}
+    environment.pop("MCPFLEET_HOME", None)
+    process = subprocess.Popen(
+        [str(MCPFLEET), "--config", str(config), "serve", *serve_args],
+        cwd=folder,
+        env=environment,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    gateway = RunningGateway(process, pid_file)
+    serving = threading.Event()
+
+    def read_stderr() -> None:
+        assert process.stderr is not None
+        for line in process.stderr:
+            gateway.stderr_lines.append(line.rstrip("\n"))
+            if line.startswith("mcpfleet: serving on "):
+                gateway.url = line.split()[-1]
+                serving.set()
+
+    threading.Thread(target=read_stderr, daemon=True).start()
+    if wait and not serving.wait(START_TIMEOUT_S):
+        process.kill()
+        raise AssertionError(f"the gateway never said where it serves: {gateway.stderr_lines}")
+    return gateway
+
+
+def wait_until_gone(pid: int) -> bool:
+    deadline = time.monotonic() + EXIT_TIMEOUT_S
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+@pytest.fixture(scope="module")
+def shared_gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningGateway]:
+    """One gateway on 127.0.0.1 with ``--auth-token``, for the tests that only talk to it."""
+    folder = tmp_path_factory.mktemp("gateway")
+    gateway = start_gateway(folder, folder / "home", "--http", "127.0.0.1:0", "--auth-token", TOKEN)
+    yield gateway
+    gateway.stop()
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_a_client_of_either_era_lists_and_calls_a_backends_tool(
+    shared_gateway: RunningGateway, era: str
+) -> None:
+    async with sdk_client(shared_gateway.url, era, headers=AUTHORIZED) as client:
+        names = [tool.name for tool in (await client.list_tools()).tools]
+        assert "fake_echo" in names and "fake_add" in names
+        result = await client.call_tool("fake_echo", {"message": "through the gateway"})
+        assert not result.is_error and "through the gateway" in text_of(result)
+        if era == MODERN:
+            assert client.session.protocol_version == MODERN
+        else:
+            assert client.session.protocol_version in HANDSHAKE_PROTOCOL_VERSIONS
+            # Over HTTP too, the handshake says every list may change (as over stdio).
+            capabilities = client.server_capabilities
+            assert capabilities.tools is not None and capabilities.tools.list_changed
+
+
+async def test_two_clients_are_served_concurrently_by_one_backend(shared_gateway: RunningGateway) -> None:
+    answers: dict[str, str] = {}
+
+    async def one_client(name: str, era: str) -> None:
+        async with sdk_client(shared_gateway.url, era, headers=AUTHORIZED) as client:
+            # Both calls are in flight at once: the backend sleeps before answering.
+            slept = await client.call_tool("fake_sleep", {"seconds": 0.5})
+            assert not slept.is_error
+            answers[name] = text_of(await client.call_tool("fake_echo", {"message": name}))
+
+    with anyio.fail_after(30):
+        async with anyio.create_task_group() as clients:
+            clients.start_soon(one_client, "first", "legacy")
+            clients.start_soon(one_client, "second", "legacy")
+            clients.start_soon(one_client, "third", MODERN)
+    assert {name: name in text for name, text in answers.items()} == {
+        "first": True,
+        "second": True,
+        "third": True,
+    }
+    assert len(shared_gateway.backend_pid_file.read_text().split()) == 1, (
+        "one backend process for every client"
     )
 
 
-def sdk_client(
-    url: str, era: str, *, headers: dict[str, str] | None = None, statuses: list[int] | None = None
-) -> Client:
-    client = http_client(statuses if statuses is not None else [], headers)
-    return Client(streamable_http_client(url, http_client=client), mode=era)
-
-
-def text_of(result: mcp_types.CallToolResult) -> str:
-    block = result.content[0]
-    assert isinstance(block, mcp_types.TextContent)
-    return block.text
-
-
-@pytest.mark.parametrize("era", ERAS)
-async def test_a_client_of_either_era_lists_and_calls_over_http(era: str) -> None:
-    notices: list[str] = []
-    async with serving(notices=notices) as url, sdk_client(url, era) as client:
-        tools = await client.list_tools()
-        assert [tool.name for tool in tools.tools] == ["echo"]
-        result = await client.call_tool("echo", {"message": "hello"})
-        assert text_of(result).startswith("hello from ")
-        negotiated = client.session.protocol_version
-        assert negotiated == MODERN if era == MODERN else negotiated in HANDSHAKE_PROTOCOL_VERSIONS
-    assert notices == [f"serving on {url}"]
-    assert url.startswith("http://127.0.0.1:") and url.endswith("/mcp")
-
-
-async def test_two_concurrent_sessions_are_served_side_by_side() -> None:
-    answers: dict[str, str] = {}
-    async with serving() as url:
-
-        async def one_session(name: str) -> None:
-            async with sdk_client(url, "legacy") as client:
-                # Both calls are in flight together: each waits before answering.
-                result = await client.call_tool("echo", {"message": name, "delay_s": 0.3})
-                answers[name] = text_of(result)
-
-        with anyio.fail_after(20):
-            async with anyio.create_task_group() as sessions:
-                sessions.start_soon(one_session, "first")
-                sessions.start_soon(one_session, "second")
-    assert answers["first"].startswith("first from ") and answers["second"].startswith("second from ")
-    assert answers["first"].split()[-1] != answers["second"].split()[-1], "both calls ran in one session"
-
-
-@pytest.mark.parametrize("era", ERAS)
-async def test_a_request_without_the_right_bearer_token_gets_401(era: str) -> None:
-    async with serving(auth_token="s3cret-token") as url:
-        for headers in ({}, {"Authorization": "Bearer wrong-token"}, {"Authorization": "Basic s3cret-token"}):
-            statuses: list[int] = []
-            with pytest.raises(Exception):  # noqa: B017  (the SDK's error type is not the point: the status is)
-                async with sdk_client(url, era, headers=headers, statuses=statuses) as client:
-                    await client.list_tools()
-            assert statuses and set(statuses) == {401}, (headers, statuses)
-        async with sdk_client(url, era, headers={"Authorization": "Bearer s3cret-token"}) as client:
-            assert [tool.name for tool in (await client.list_tools()).tools] == ["echo"]
-
-
-async def test_a_loopback_bind_needs_no_token_unless_one_is_given() -> None:
-    notices: list[str] = []
-    async with serving(notices=notices) as url, sdk_client(url, "legacy") as client:
-        await client.list_tools()
-    assert not gateway_token_file().exists()
-    assert notices == [f"serving on {url}"]
-
-
-async def test_a_non_loopback_bind_generates_a_private_token_once_and_reuses_it() -> None:
-    first: list[str] = []
-    async with serving("0.0.0.0:0", notices=first) as url:
-        port = url.rsplit(":", 1)[1].split("/")[0]
-        local_url = f"http://127.0.0.1:{port}/mcp"
-        token_file = gateway_token_file()
-        assert stat.S_IMODE(token_file.stat().st_mode) == 0o600
-        assert stat.S_IMODE(token_file.parent.stat().st_mode) == 0o700
-        token = token_file.read_text()
-        generated = [line for line in first if "generated a bearer token" in line]
-        assert len(generated) == 1 and str(token_file) in generated[0]
-        stored = generated[0].rsplit(": ", 1)[1]
-        assert f'"{stored}"' in token
-        statuses: list[int] = []
-        with pytest.raises(Exception):  # noqa: B017
-            async with sdk_client(local_url, "legacy", statuses=statuses) as client:
-                await client.list_tools()
-        assert set(statuses) == {401}
-        async with sdk_client(local_url, "legacy", headers={"Authorization": f"Bearer {stored}"}) as client:
-            assert [tool.name for tool in (await client.list_tools()).tools] == ["echo"]
-
-    second: list[str] = []
-    async with serving("0.0.0.0:0", notices=second):
-        pass
-    assert gateway_token_file().read_text() == token
-    assert not any(stored in line for line in second), "a stored token is printed once, when generated"
-    assert any(str(token_file) in line for line in second)
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {},
+        {"Authorization": "Bearer wrong-token"},
+        {"Authorization": f"Basic {TOKEN}"},
+        {"Authorization": TOKEN},
+    ],
+    ids=["missing", "wrong", "other-scheme", "no-scheme"],
+)
+def test_a_request_without_the_right_bearer_token_gets_401(
+    shared_gateway: RunningGateway, headers: dict[str, str]
+) -> None:
+    refused = httpx2.post(shared_gateway.url, json=INITIALIZE, headers={**MCP_HEADERS, **headers}, timeout=20)
+    assert refused.status_code == 401
+    assert refused.headers["www-authenticate"].startswith("Bearer")
+    accepted = httpx2.post(
+        shared_gateway.url, json=INITIALIZE, headers={**MCP_HEADERS, **AUTHORIZED}, timeout=20
+    )
+    assert accepted.status_code == 200
 
 
 @pytest.mark.parametrize("era", ERAS)
 @pytest.mark.parametrize(
     ("header", "value", "status"),
-    [("Host", "evil.example:{port}", 421), ("Origin", "http://evil.example:{port}", 403)],
+    [("Host", "rebound.example:{port}", 421), ("Origin", "http://rebound.example:{port}", 403)],
+    ids=["host", "origin"],
 )
-async def test_a_foreign_host_or_origin_is_refused(era: str, header: str, value: str, status: int) -> None:
-    async with serving() as url:
-        port = url.rsplit(":", 1)[1].split("/")[0]
-        statuses: list[int] = []
-        with pytest.raises(Exception):  # noqa: B017
-            async with sdk_client(
-                url, era, headers={header: value.format(port=port)}, statuses=statuses
-            ) as client:
-                await client.list_tools()
-        assert status in statuses, statuses
-        # The names that lead here are accepted, in either header.
-        own = {"Host": f"localhost:{port}", "Origin": f"http://localhost:{port}"}
-        async with sdk_client(url, era, headers={header: own[header]}) as client:
+async def test_a_foreign_host_or_origin_is_refused(
+    shared_gateway: RunningGateway, era: str, header: str, value: str, status: int
+) -> None:
+    statuses: list[int] = []
+    headers = {**AUTHORIZED, header: value.format(port=shared_gateway.port)}
+    with pytest.raises(Exception):  # noqa: B017  (the SDK's error type is not the point: the status is)
+        async with sdk_client(shared_gateway.url, era, headers=headers, statuses=statuses) as client:
             await client.list_tools()
+    assert status in statuses, statuses
 
 
 @pytest.mark.parametrize("era", ERAS)
-async def test_an_oversized_body_gets_413_and_the_gateway_serves_on(era: str) -> None:
-    async with serving(max_request_body_bytes=64 * 1024) as url, sdk_client(url, era) as client:
-        statuses: list[int] = []
-        async with sdk_client(url, era, statuses=statuses) as big:
-            with pytest.raises(Exception):  # noqa: B017
-                await big.call_tool("echo", {"message": "x" * 200_000})
+async def test_an_oversized_body_gets_413_and_the_gateway_serves_on(
+    shared_gateway: RunningGateway, era: str
+) -> None:
+    statuses: list[int] = []
+    async with sdk_client(shared_gateway.url, era, headers=AUTHORIZED, statuses=statuses) as client:
+        with pytest.raises(Exception):  # noqa: B017
+            await client.call_tool("fake_echo", {"message": "x" * (5 * 1024 * 1024)})
         assert 413 in statuses, statuses
-        assert text_of(await client.call_tool("echo", {"message": "still here"})).startswith("still here")
+        after = await client.call_tool("fake_echo", {"message": "still serving"})
+        assert "still serving" in text_of(after)
+    assert shared_gateway.process.poll() is None
 
 
-async def test_a_port_in_use_is_one_clear_error() -> None:
-    taken = socket.socket()
-    taken.bind(("127.0.0.1", 0))
-    taken.listen(1)
-    port = taken.getsockname()[1]
+async def test_a_non_loopback_bind_without_a_token_generates_one_stored_privately(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    gateway = start_gateway(tmp_path, home, "--http", "0.0.0.0:0")
     try:
-        with pytest.raises(ServeAddressError, match=f"port {port} is already in use; pick another one"):
-            await serve_http(echo_server(), parse_bind(f"127.0.0.1:{port}"))
+        generated = [line for line in gateway.stderr_lines if "generated a bearer token" in line]
+        assert len(generated) == 1, gateway.stderr_lines
+        token = generated[0].rsplit(": ", 1)[1]
+        token_file = home / ".local" / "state" / "mcpfleet" / "gateway-token.json"
+        assert str(token_file) in generated[0]
+        assert stat.S_IMODE(token_file.stat().st_mode) == 0o600
+        assert json.loads(token_file.read_text())["bearer_token"] == token
+        # Bound on every interface; reached here through loopback, which still needs the token.
+        assert gateway.url.startswith("http://0.0.0.0:")
+        refused = httpx2.post(gateway.local_url(), json=INITIALIZE, headers=MCP_HEADERS, timeout=20)
+        assert refused.status_code == 401
+        async with sdk_client(
+            gateway.local_url(), "legacy", headers={"Authorization": f"Bearer {token}"}
+        ) as client:
+            assert "fake_echo" in [tool.name for tool in (await client.list_tools()).tools]
     finally:
-        taken.close()
+        gateway.stop()
 
 
-async def test_cancelling_ends_open_sessions_promptly_and_closes_the_port() -> None:
-    """A client that keeps its session (and its event stream) open does not hold the gateway up."""
-    opened = anyio.Event()
+@pytest.mark.parametrize(("stop_signal", "exit_code"), [(signal.SIGTERM, 0), (signal.SIGINT, 130)])
+async def test_a_stop_signal_closes_every_backend_before_the_gateway_exits(
+    tmp_path: Path, stop_signal: signal.Signals, exit_code: int
+) -> None:
+    gateway = start_gateway(tmp_path, tmp_path / "home", "--http", "127.0.0.1:0")
+    async with sdk_client(gateway.url, "legacy") as client:
+        assert "through" in text_of(await client.call_tool("fake_echo", {"message": "through"}))
+        backend = gateway.backend_pid()
+        # The session (and its event stream) is still open when the signal comes.
+        assert gateway.stop(stop_signal) == exit_code, gateway.stderr_lines
+    assert wait_until_gone(backend), "the backend outlived the gateway"
+    assert not any("Traceback" in line for line in gateway.stderr_lines), gateway.stderr_lines
 
-    async def hold_a_session(url: str) -> None:
-        async with sdk_client(url, "legacy") as client:
-            await client.list_tools()
-            opened.set()
-            await anyio.sleep_forever()
 
-    async with anyio.create_task_group() as clients:
-        with anyio.fail_after(20):
-            async with anyio.create_task_group() as gateway:
-                url = await gateway.start(
-                    partial(serve_http, echo_server(), parse_bind("127.0.0.1:0"), notice=[].append)
-                )
-                clients.start_soon(hold_a_session, url)
-                await opened.wait()
-                started = anyio.current_time()
-                gateway.cancel_scope.cancel()
-        stopped_after_s = anyio.current_time() - started
-        clients.cancel_scope.cancel()
-    assert stopped_after_s < SHUTDOWN_GRACE_S, stopped_after_s
-    port = int(url.rsplit(":", 1)[1].split("/")[0])
-    with pytest.raises(ConnectionRefusedError):
-        socket.create_connection(("127.0.0.1", port), timeout=5).close()
+def test_a_port_in_use_is_one_line_exit_2_and_starts_no_backend(tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        gateway = start_gateway(tmp_path, tmp_path / "home", "--http", f"127.0.0.1:{port}", wait=False)
+        assert gateway.process.wait(timeout=EXIT_TIMEOUT_S) == 2
+    time.sleep(0.1)  # the stderr reader thread drains the pipe
+    assert gateway.stderr_lines == [
+        f"mcpfleet: --http 127.0.0.1:{port}: port {port} is already in use; "
+        "pick another one (or 0 for a free port)"
+    ]
+    assert not gateway.backend_pid_file.exists()
+
+
+def test_an_auth_token_without_http_is_a_usage_error(tmp_path: Path) -> None:
+    gateway = start_gateway(tmp_path, tmp_path / "home", "--auth-token", TOKEN, wait=False)
+    assert gateway.process.wait(timeout=EXIT_TIMEOUT_S) == 2
+    time.sleep(0.1)
+    assert gateway.stderr_lines == [
+        "mcpfleet: --auth-token applies to --http only: add --http [HOST:]PORT, or drop it"
+    ]

@@ -1,11 +1,14 @@
-"""What ``--http [HOST:]PORT`` and ``--auth-token`` accept, and which Host/Origin values a bind allows."""
+"""What ``--http [HOST:]PORT`` and ``--auth-token`` accept, which Host/Origin values a bind allows, and
+what the bearer gate lets through (driven as the ASGI app it is, without a socket)."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import pytest
 
 from mcpfleet.errors import ServeAddressError
-from mcpfleet.gateway.http import HttpBind, check_token_shape, parse_bind, transport_security_for
+from mcpfleet.gateway.http import BearerGate, HttpBind, check_token_shape, parse_bind, transport_security_for
 
 
 @pytest.mark.parametrize(
@@ -71,3 +74,49 @@ def test_the_default_port_is_also_allowed_without_it() -> None:
     settings = transport_security_for(HttpBind("127.0.0.1", 80), "127.0.0.1", 80)
     assert {"localhost", "localhost:80"} <= set(settings.allowed_hosts)
     assert "http://localhost" in settings.allowed_origins
+
+
+async def _status_from(gate: BearerGate, headers: list[tuple[bytes, bytes]], scope_type: str = "http") -> int:
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message: Any) -> None:
+        sent.append(message)
+
+    await gate({"type": scope_type, "headers": headers}, receive, send)
+    return int(sent[0]["status"])
+
+
+async def _inner_app(scope: Any, receive: Any, send: Any) -> None:
+    await send({"type": "http.response.start", "status": 200, "headers": []})
+    await send({"type": "http.response.body", "body": b"served"})
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("headers", "status"),
+    [
+        ([(b"authorization", b"Bearer right")], 200),
+        ([(b"authorization", b"bearer  right ")], 200),
+        ([], 401),
+        ([(b"authorization", b"Bearer wrong")], 401),
+        ([(b"authorization", b"Bearer righter")], 401),
+        ([(b"authorization", b"Basic right")], 401),
+        ([(b"authorization", b"Bearer right"), (b"authorization", b"Bearer right")], 401),
+    ],
+    ids=["right", "case-and-spaces", "missing", "wrong", "longer", "other-scheme", "twice"],
+)
+async def test_the_gate_lets_through_exactly_one_right_bearer_token(
+    headers: list[tuple[bytes, bytes]], status: int
+) -> None:
+    assert await _status_from(BearerGate(_inner_app, "right"), headers) == status
+
+
+@pytest.mark.anyio
+async def test_the_gate_answers_503_once_stopping_even_with_the_right_token() -> None:
+    gate = BearerGate(_inner_app, "right")
+    gate.stopping = True
+    assert await _status_from(gate, [(b"authorization", b"Bearer right")]) == 503
+    assert await _status_from(BearerGate(_inner_app, None), []) == 200

@@ -1,12 +1,13 @@
 """``mcpfleet serve``: the whole fleet as one MCP server, on stdio or streamable HTTP.
 
-stdout carries the protocol and nothing else: every log line goes to stderr. Over HTTP
-(``--http``), SIGINT and SIGTERM stop the gateway: every backend is closed before it exits.
+stdout carries the protocol (stdio) and nothing else: every log line goes to stderr.
+SIGINT and SIGTERM stop the gateway; every backend is closed before it exits.
 """
 
 from __future__ import annotations
 
 import argparse
+import logging
 import signal
 from typing import TYPE_CHECKING
 
@@ -17,11 +18,15 @@ from mcpfleet.errors import ConfigError
 if TYPE_CHECKING:
     from mcpfleet.gateway.core import Gateway
 
+logger = logging.getLogger(__name__)
+
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    serve = subparsers.add_parser("serve", help="serve every configured MCP server as one MCP server (stdio)")
+    serve = subparsers.add_parser(
+        "serve", help="serve every configured MCP server as one MCP server (stdio, or HTTP with --http)"
+    )
     serve.add_argument(
         "--prefix",
         choices=("always", "none"),
@@ -66,12 +71,25 @@ def _name_length(text: str) -> int:
 def serve_command(args: argparse.Namespace) -> int:
     import anyio
 
-    if args.http is not None:
-        return anyio.run(_serve_http, args)
-    if args.auth_token is not None:
+    if args.http is None and args.auth_token is not None:
         raise ConfigError("--auth-token applies to --http only: add --http [HOST:]PORT, or drop it")
-    anyio.run(_serve, args)
+    try:
+        if args.http is not None:
+            return anyio.run(_serve_http, args)
+        anyio.run(_serve, args)
+    except BaseExceptionGroup as group:
+        # The fleet's task groups wrap what the gateway raised on its way up: a config error
+        # (two servers offering one name under --prefix none) is still a usage error.
+        config_errors, _ = group.split(ConfigError)
+        if config_errors is not None:
+            raise _first_leaf(config_errors) from None
+        raise
     return EXIT_OK
+
+
+def _first_leaf(group: BaseExceptionGroup[ConfigError]) -> ConfigError:
+    first = group.exceptions[0]
+    return _first_leaf(first) if isinstance(first, BaseExceptionGroup) else first
 
 
 def _gateway(args: argparse.Namespace) -> Gateway:
@@ -80,16 +98,33 @@ def _gateway(args: argparse.Namespace) -> Gateway:
     from mcpfleet.gateway.naming import NamingPolicy
 
     options = FleetOptions.from_args(args)
+    # No Exa filter here (unlike an agent session): a host has no native Exa to fall back on.
     manager = MCPManager(options.project_root, **options.session_settings(), on_uncached="late-join")
     naming = NamingPolicy(prefix=args.prefix, max_name_length=args.max_name_length)
     return Gateway(manager, naming=naming)
 
 
 async def _serve(args: argparse.Namespace) -> None:
+    """Serve until stdin ends or a SIGTERM/SIGINT arrives; either way every backend is closed
+    within the fleet's shutdown deadline before this returns."""
+    import anyio
+
     from mcpfleet.gateway.stdio import serve_stdio
 
-    async with _gateway(args) as gateway:
-        await serve_stdio(gateway)
+    async def stop_on_signal(scope: anyio.CancelScope) -> None:
+        with anyio.open_signal_receiver(*STOP_SIGNALS) as signals:
+            async for received in signals:
+                logger.info(
+                    "mcpfleet serve: %s received; closing every server", signal.Signals(received).name
+                )
+                scope.cancel()
+                return
+
+    async with anyio.create_task_group() as task_group:
+        task_group.start_soon(stop_on_signal, task_group.cancel_scope)
+        async with _gateway(args) as gateway:
+            await serve_stdio(gateway)
+        task_group.cancel_scope.cancel()
 
 
 async def _serve_http(args: argparse.Namespace) -> int:
@@ -119,6 +154,9 @@ async def _serve_http(args: argparse.Namespace) -> int:
         with anyio.CancelScope() as serving:
 
             def stop(signal_number: int) -> None:
+                logger.info(
+                    "mcpfleet serve: %s received; closing every server", signal.Signals(signal_number).name
+                )
                 received.append(signal_number)
                 serving.cancel()
 

@@ -19,12 +19,16 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import anyio
 import httpx2
+import mcp_types
 import pytest
+from mcp.client import Client
+from mcp.client.streamable_http import streamable_http_client
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
-from tests.integration.gateway.test_http_serving import ERAS, MODERN, sdk_client, text_of
+from tests.integration.gateway.test_http_serving import ERAS, MODERN, http_client, sdk_client, text_of
 from tests.servers.fixtures import FAKE_SERVER
 
 pytestmark = pytest.mark.anyio
@@ -70,21 +74,23 @@ class RunningGateway:
         return self.process.wait(timeout=EXIT_TIMEOUT_S)
 
 
-def backend_config(folder: Path) -> tuple[Path, Path]:
+def backend_config(folder: Path, *backend_flags: str) -> tuple[Path, Path]:
     """An mcpServers file with one stdio backend, ``fake``, that writes its pid to a file."""
     pid_file = folder / "backend.pid"
     config = folder / "fleet.json"
     server = {
         "command": sys.executable,
-        "args": [str(FAKE_SERVER), "--name", "fake", "--pid-file", str(pid_file)],
+        "args": [str(FAKE_SERVER), "--name", "fake", "--pid-file", str(pid_file), *backend_flags],
     }
     config.write_text(json.dumps({"mcpServers": {"fake": server}}))
     return config, pid_file
 
 
-def start_gateway(folder: Path, home: Path, *serve_args: str, wait: bool = True) -> RunningGateway:
+def start_gateway(
+    folder: Path, home: Path, *serve_args: str, wait: bool = True, backend_flags: tuple[str, ...] = ()
+) -> RunningGateway:
     """``mcpfleet --config <fleet.json> serve <serve_args>``; with ``wait``, until it says where it serves."""
-    config, pid_file = backend_config(folder)
+    config, pid_file = backend_config(folder, *backend_flags)
     environment = {**os.environ, "HOME": str(home), "XDG_STATE_HOME": str(home / ".local" / "state")}
     environment.pop("MCPFLEET_HOME", None)
     process = subprocess.Popen(
@@ -175,6 +181,46 @@ async def test_two_clients_are_served_concurrently_by_one_backend(shared_gateway
     assert len(shared_gateway.backend_pid_file.read_text().split()) == 1, (
         "one backend process for every client"
     )
+
+
+async def test_clients_of_both_eras_hear_that_the_tool_list_changed(tmp_path: Path) -> None:
+    """A backend that joins after the clients connected: each era is told, in its own way."""
+    joined = tmp_path / "backend-may-start"
+    gateway = start_gateway(
+        tmp_path,
+        tmp_path / "home",
+        "--http",
+        "127.0.0.1:0",
+        backend_flags=("--start-when-exists", str(joined)),
+    )
+    legacy_heard = anyio.Event()
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, mcp_types.ToolListChangedNotification):
+            legacy_heard.set()
+
+    try:
+        statuses: list[int] = []
+        legacy = Client(
+            streamable_http_client(gateway.url, http_client=http_client(statuses)),
+            mode="legacy",
+            message_handler=on_message,
+        )
+        async with legacy, sdk_client(gateway.url, MODERN) as modern:
+            assert "fake_echo" not in [tool.name for tool in (await legacy.list_tools()).tools]
+            async with modern.listen(tools_list_changed=True) as changes:
+                joined.touch()
+                with anyio.fail_after(30):
+                    await legacy_heard.wait()
+                    events = []
+                    async for event in changes:
+                        events.append(event)
+                        break
+                    assert events, "the listen stream ended without an event"
+            assert "fake_echo" in [tool.name for tool in (await legacy.list_tools()).tools]
+            assert "fake_echo" in [tool.name for tool in (await modern.list_tools()).tools]
+    finally:
+        gateway.stop()
 
 
 @pytest.mark.parametrize(

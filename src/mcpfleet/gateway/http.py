@@ -27,7 +27,6 @@ import contextlib
 import errno
 import hmac
 import ipaddress
-import logging
 import os
 import re
 import secrets
@@ -50,7 +49,6 @@ if TYPE_CHECKING:
     from mcp.server.transport_security import TransportSecuritySettings
     from starlette.types import ASGIApp, Receive, Scope, Send
 
-logger = logging.getLogger(__name__)
 
 DEFAULT_HOST = "127.0.0.1"
 MCP_PATH = "/mcp"
@@ -244,10 +242,12 @@ def transport_security_for(bind: HttpBind, bound_address: str, port: int) -> Tra
     wildcard = bound_address in _WILDCARD_HOSTS
     if wildcard or is_loopback_address(bound_address):
         names.extend(_LOOPBACK_NAMES)
-    names.extend([_host_for_url(bind.host), _host_for_url(bound_address)])
+    given = [bind.host, bound_address]
     if wildcard or not is_loopback_address(bound_address):
-        names.extend(_host_for_url(name) for name in _machine_names())
-    names = list(dict.fromkeys(name for name in names if name not in _WILDCARD_HOSTS))
+        given.extend(_machine_names())
+    # "0.0.0.0" and "::" are where to listen, never where a client sends its request.
+    names.extend(_host_for_url(name) for name in given if name not in _WILDCARD_HOSTS)
+    names = list(dict.fromkeys(names))
     hosts = [f"{name}:{port}" for name in names]
     if port == 80:  # a browser leaves the default port out of both headers
         hosts.extend(names)

@@ -70,6 +70,12 @@ def test_a_wildcard_bind_allows_loopback_and_this_machines_names_never_the_wildc
     assert all(":*" not in host for host in settings.allowed_hosts)
 
 
+def test_an_ipv6_wildcard_bind_never_allows_the_wildcard_itself() -> None:
+    settings = transport_security_for(HttpBind("::", 0), "::", 4321)
+    assert "[::1]:4321" in settings.allowed_hosts
+    assert "[::]:4321" not in settings.allowed_hosts
+
+
 def test_the_default_port_is_also_allowed_without_it() -> None:
     settings = transport_security_for(HttpBind("127.0.0.1", 80), "127.0.0.1", 80)
     assert {"localhost", "localhost:80"} <= set(settings.allowed_hosts)

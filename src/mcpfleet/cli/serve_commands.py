@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 
 from mcpfleet.cli.options import FleetOptions
-from mcpfleet.cli.output import EXIT_OK
+from mcpfleet.cli.output import EXIT_OK, EXIT_USAGE, error_line
 from mcpfleet.errors import ConfigError
 
 logger = logging.getLogger(__name__)
@@ -49,6 +50,15 @@ def _name_length(text: str) -> int:
 def serve_command(args: argparse.Namespace) -> int:
     import anyio
 
+    from mcpfleet.config.gateway_entry import mark_gateway_environment, nested_gateway_refusal
+
+    refusal = nested_gateway_refusal()
+    if refusal is not None:
+        error_line(refusal)
+        return EXIT_USAGE
+    # Every backend inherits the mark, so a `mcpfleet serve` that one of them starts, through
+    # any wrapper discovery cannot see through, ends at the check above.
+    mark_gateway_environment(os.environ)
     try:
         anyio.run(_serve, args)
     except BaseExceptionGroup as group:

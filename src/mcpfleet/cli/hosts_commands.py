@@ -102,9 +102,14 @@ def run_install(args: argparse.Namespace) -> int:
     host = _host(args)
     served: frozenset[str] = frozenset()
     if args.replace:
-        # The gateway serves user-level entries whatever the project: read without it.
+        from mcpfleet.config import load_all_mcp_configs
+
+        # Discovery as `serve` runs it (no agent-side filter), without the project: a host's
+        # user file is served in every project, so no one project decides what moves aside.
         options = replace(FleetOptions.from_args(args), enable_project_config=False)
-        served = served_entries(options.discover(), host)
+        served = served_entries(
+            load_all_mcp_configs(options.project_root, **options.discovery_settings()), host
+        )
     return _wire(args, lambda: install_gateway(host, gateway_command(), replace=args.replace, served=served))
 
 

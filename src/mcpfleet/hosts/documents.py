@@ -15,7 +15,7 @@ table to ``[replaced_by_mcpfleet.NAME]`` and back.
 
 from __future__ import annotations
 
-import copy
+import json
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import Any
@@ -51,12 +51,12 @@ class HostDocument(ABC):
         if not text.strip():
             return {}
         try:
-            document = parse_text(text, self.host.format, path=self.path)
+            document = _fast_json(text) if self.host.format == "json" else None
+            if document is None:
+                document = parse_text(text, self.host.format, path=self.path)
         except ConfigError as error:
-            raise ConfigError(
-                f"cannot edit {error}; fix the file (or move it away), then run this again",
-                path=str(self.path),
-            ) from error
+            fix = "" if "; fix" in str(error) else "; fix the file (or move it away), then run this again"
+            raise ConfigError(f"cannot edit {error}{fix}", path=str(self.path)) from error
         if not isinstance(document, dict):
             raise ConfigError(
                 f"cannot edit {self.path}: the top level is not an object; fix the file first",
@@ -109,7 +109,28 @@ class HostDocument(ABC):
         Call it once the gateway's entries are out of the server map."""
 
     def _expected(self) -> dict[str, Any]:
-        return copy.deepcopy(self.data)
+        """A copy of the data to state an edit's intent on: the top level and the two server
+        maps are copied (edits change nothing deeper), the rest is shared, so a file of
+        megabytes costs no deep copy."""
+        expected = dict(self.data)
+        for key in (self.key, REPLACED_KEY):
+            if isinstance(expected.get(key), dict):
+                expected[key] = dict(expected[key])
+        return expected
+
+
+def _fast_json(text: str) -> Any:
+    """``text`` parsed as plain JSON, or None when it is not (comments, trailing commas, an
+    error): then the JSONC reader parses it, with its limits and its error messages.
+
+    Every edit parses the whole file again to check itself, and ``~/.claude.json`` runs to
+    megabytes: the C parser keeps that to a fraction of a second. A key repeated elsewhere in
+    the file needs no check here: the edited maps' keys come from the span parser, and a
+    repeat of a map's own key makes the check fail (the two parsers pick different ones)."""
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        return None
 
 
 def _comparable(data: dict[str, Any], key: str) -> dict[str, Any]:
@@ -127,8 +148,8 @@ class JsonDocument(HostDocument):
 
     def _map(self, root: jsonc.JsonObject, key: str) -> tuple[jsonc.Member, jsonc.JsonObject]:
         member = root.member(key)
-        assert member is not None and member.value is not None  # checked by __init__
-        return member, member.value
+        assert member is not None  # the callers check the data first
+        return member, jsonc.parse_object(self.text, member.value_start)
 
     def add_server(self, name: str, entry: dict[str, Any]) -> None:
         root, layout = self._root()

@@ -21,16 +21,12 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-_TOKEN = re.compile(
-    r"""
-      (?P<space>\s+)
-    | (?P<comment>//[^\n]*|/\*.*?\*/)
-    | (?P<string>"(?:[^"\\\n]|\\.)*")
-    | (?P<punct>[{}\[\],:])
-    | (?P<literal>[^\s{}\[\],:"/]+)
-    """,
-    re.VERBOSE | re.DOTALL,
-)
+_GAP = re.compile(r"(?:\s+|//[^\n]*|/\*.*?\*/)*", re.DOTALL)
+"""Blanks and comments between two tokens."""
+_STRING = re.compile(r'"(?:[^"\\\n]|\\.)*"')
+_LITERAL = re.compile(r'[^\s{}\[\],:"/]+')
+_NESTING = re.compile(r'"(?:[^"\\\n]|\\.)*"|//[^\n]*|/\*.*?\*/|[\[\]{}]', re.DOTALL)
+"""What counts inside a skipped value: strings and comments (to step over) and brackets."""
 _LINE_TAIL = re.compile(r"[ \t]*(?://[^\n\r]*|/\*[^\n]*?\*/)?[ \t]*")
 """What may follow a member on its own line: blanks and one comment that ends on that line."""
 DEFAULT_INDENT = "  "
@@ -51,8 +47,6 @@ class Member:
     value_end: int
     comma: int | None
     """Offset of the comma after the value, when there is one (a separator or a trailing comma)."""
-    value: JsonObject | None
-    """The value's own members, when it is an object."""
 
 
 @dataclass(frozen=True)
@@ -67,99 +61,79 @@ class JsonObject:
         return next((member for member in self.members if member.key == key), None)
 
 
-@dataclass(frozen=True)
-class _Token:
-    kind: str
-    start: int
-    end: int
+def _gap_end(text: str, position: int) -> int:
+    match = _GAP.match(text, position)
+    return match.end() if match else position
 
 
-def _tokens(text: str) -> list[_Token]:
-    found: list[_Token] = []
-    position = 0
-    while position < len(text):
-        match = _TOKEN.match(text, position)
-        if match is None:
-            raise JsoncSyntaxError(f"unexpected character at offset {position}")
-        kind = match.lastgroup or ""
-        if kind not in ("space", "comment"):
-            found.append(_Token(kind, match.start(), match.end()))
-        position = match.end()
-    return found
+def _expect(text: str, position: int, char: str, what: str) -> int:
+    """Offset past ``char`` at ``position`` (blanks and comments skipped first)."""
+    position = _gap_end(text, position)
+    if not text.startswith(char, position):
+        raise JsoncSyntaxError(f"expected {what} at offset {position}")
+    return position + 1
 
 
-class _Parser:
-    def __init__(self, text: str) -> None:
-        self.text = text
-        self.tokens = _tokens(text)
-        self.index = 0
-
-    def _next(self) -> _Token:
-        if self.index >= len(self.tokens):
-            raise JsoncSyntaxError("unexpected end of text")
-        token = self.tokens[self.index]
-        self.index += 1
-        return token
-
-    def _peek(self, char: str) -> bool:
-        return self.index < len(self.tokens) and self._is(self.tokens[self.index], char)
-
-    def _is(self, token: _Token, char: str) -> bool:
-        return token.kind == "punct" and self.text[token.start] == char
-
-    def document(self) -> JsonObject:
-        first = self._next()
-        if not self._is(first, "{"):
-            raise JsoncSyntaxError("the top level is not an object")
-        root = self._object(first)
-        if self.index != len(self.tokens):
-            raise JsoncSyntaxError(
-                f"text after the top-level object at offset {self.tokens[self.index].start}"
-            )
-        return root
-
-    def _value(self) -> tuple[int, int, JsonObject | None]:
-        token = self._next()
-        if self._is(token, "{"):
-            node = self._object(token)
-            return node.start, node.end, node
-        if self._is(token, "["):
-            return token.start, self._array_end(), None
-        if token.kind in ("string", "literal"):
-            return token.start, token.end, None
-        raise JsoncSyntaxError(f"unexpected {self.text[token.start]!r} at offset {token.start}")
-
-    def _array_end(self) -> int:
-        while not self._peek("]"):
-            self._value()
-            if not self._peek(","):
-                break
-            self._next()
-        return self._next().end
-
-    def _object(self, opening: _Token) -> JsonObject:
-        members: list[Member] = []
-        while not self._peek("}"):
-            key = self._next()
-            if key.kind != "string":
-                raise JsoncSyntaxError(f"expected a key at offset {key.start}")
-            if not self._is(self._next(), ":"):
-                raise JsoncSyntaxError(f"expected ':' after the key at offset {key.start}")
-            value_start, value_end, node = self._value()
-            comma = self._next().start if self._peek(",") else None
-            name = json.loads(self.text[key.start : key.end])
-            members.append(Member(name, key.start, key.end, value_start, value_end, comma, node))
-            if comma is None:
-                break
-        closing = self._next()
-        if not self._is(closing, "}"):
-            raise JsoncSyntaxError(f"expected '}}' at offset {closing.start}")
-        return JsonObject(opening.start, closing.end, tuple(members))
+_DECODER = json.JSONDecoder()
 
 
-def parse_object(text: str) -> JsonObject:
-    """The top-level object of ``text`` with every member's offsets."""
-    return _Parser(text).document()
+def _value_end(text: str, position: int) -> int:
+    """Offset just past the value that starts at ``position``: a string, a literal, or an
+    object or array. Plain JSON is measured by the C decoder (``~/.claude.json`` holds
+    megabytes of history beside its servers); a value with comments inside, by counting
+    brackets (its contents are not parsed: the caller's parse of the whole text checks them)."""
+    try:
+        return int(_DECODER.raw_decode(text, position)[1])
+    except ValueError:
+        pass
+    if text.startswith('"', position):
+        string = _STRING.match(text, position)
+        if string is None:
+            raise JsoncSyntaxError(f"unterminated string at offset {position}")
+        return string.end()
+    if position < len(text) and text[position] in "[{":
+        depth = 0
+        for match in _NESTING.finditer(text, position):
+            token = match.group()
+            if token in "[{":
+                depth += 1
+            elif token in "]}":
+                depth -= 1
+                if depth == 0:
+                    return match.end()
+        raise JsoncSyntaxError(f"unclosed bracket at offset {position}")
+    literal = _LITERAL.match(text, position)
+    if literal is None:
+        raise JsoncSyntaxError(f"expected a value at offset {position}")
+    return literal.end()
+
+
+def parse_object(text: str, start: int | None = None) -> JsonObject:
+    """The object at offset ``start`` (by default the top-level one, which must be all the
+    text holds) with its members' offsets; the members' values are not parsed further
+    (``parse_object(text, member.value_start)`` parses one)."""
+    opening = _gap_end(text, 0) if start is None else start
+    if not text.startswith("{", opening):
+        raise JsoncSyntaxError(f"expected an object at offset {opening}")
+    members: list[Member] = []
+    position = _gap_end(text, opening + 1)
+    while not text.startswith("}", position):
+        key = _STRING.match(text, position)
+        if key is None:
+            raise JsoncSyntaxError(f"expected a key at offset {position}")
+        value_start = _gap_end(text, _expect(text, key.end(), ":", "':' after a key"))
+        value_end = _value_end(text, value_start)
+        position = _gap_end(text, value_end)
+        comma = position if text.startswith(",", position) else None
+        name = json.loads(key.group())
+        members.append(Member(name, key.start(), key.end(), value_start, value_end, comma))
+        if comma is None:
+            break
+        position = _gap_end(text, comma + 1)
+    closing = _expect(text, position, "}", "'}'")
+    if start is None and _gap_end(text, closing) != len(text):
+        raise JsoncSyntaxError(f"text after the top-level object at offset {_gap_end(text, closing)}")
+    return JsonObject(opening, closing, tuple(members))
 
 
 # --- layout ---------------------------------------------------------------------------------

@@ -5,6 +5,7 @@ file untouched."""
 
 from __future__ import annotations
 
+import json
 import os
 import tomllib
 from pathlib import Path
@@ -173,8 +174,6 @@ def test_what_the_host_added_after_replace_survives_uninstall(host: Host) -> Non
         with host.path.open("a", encoding="utf-8") as handle:
             handle.write('\n[mcp_servers.added-later]\ncommand = "later"\n')
     else:
-        import json
-
         host.path.write_text(json.dumps(data, indent=2))
     uninstall_gateway(host)
     restored = _data(host)
@@ -260,3 +259,22 @@ def test_a_codex_server_written_inline_is_not_moved_but_refused(isolated_home: P
         install_gateway(codex, COMMAND, replace=True, served=SERVED)
     assert codex.path.read_text() == original
     assert tomllib.loads(original) == {"mcp_servers": {"github": {"command": "npx"}}}
+
+
+def test_a_claude_json_of_megabytes_is_edited_and_restored_exactly(isolated_home: Path) -> None:
+    claude = find_host("claude-code")
+    history = [{"display": "fix the flaky test " * 10, "pastedContents": {}} for _ in range(20)]
+    data = {
+        "numStartups": 900,
+        "projects": {
+            f"/work/project-{index}": {"history": history, "allowedTools": []} for index in range(500)
+        },
+        "mcpServers": {"github": {"type": "stdio", "command": "npx", "args": ["gh"], "env": {}}},
+    }
+    original = json.dumps(data, indent=2) + "\n"
+    assert len(original) > 2_000_000
+    _write(claude, original, mode=0o600)
+    assert install_gateway(claude, COMMAND, replace=True, served=SERVED).moved_aside == ["github"]
+    assert _data(claude)["projects"] == data["projects"]
+    uninstall_gateway(claude)
+    assert claude.path.read_text() == original

@@ -120,12 +120,11 @@ def test_comments_and_layout_around_an_added_member_stay() -> None:
     )
     root = jsonc.parse_object(original)
     servers = root.member("context_servers")
-    assert servers is not None and servers.value is not None
+    assert servers is not None
+    inner = jsonc.parse_object(original, servers.value_start)
     layout = jsonc.Layout.of(original, root)
-    indent = jsonc.member_indent(original, servers.value, layout)
-    added = jsonc.append_member(
-        original, servers.value, "mcpfleet", layout.render({"command": "m"}, indent), layout
-    )
+    indent = jsonc.member_indent(original, inner, layout)
+    added = jsonc.append_member(original, inner, "mcpfleet", layout.render({"command": "m"}, indent), layout)
     assert added == (
         "// Zed settings\n"
         "{\n"
@@ -145,10 +144,11 @@ def test_an_empty_object_gets_its_first_member_on_its_own_line() -> None:
     original = '{\n  "servers": {}\n}\n'
     root = jsonc.parse_object(original)
     servers = root.member("servers")
-    assert servers is not None and servers.value is not None
+    assert servers is not None
+    inner = jsonc.parse_object(original, servers.value_start)
     layout = jsonc.Layout.of(original, root)
-    indent = jsonc.member_indent(original, servers.value, layout)
-    added = jsonc.append_member(original, servers.value, "a", layout.render(1, indent), layout)
+    indent = jsonc.member_indent(original, inner, layout)
+    added = jsonc.append_member(original, inner, "a", layout.render(1, indent), layout)
     assert added == '{\n  "servers": {\n    "a": 1\n  }\n}\n'
 
 

@@ -120,17 +120,21 @@ class HostDocument(ABC):
 
 
 def _fast_json(text: str) -> Any:
-    """``text`` parsed as plain JSON, or None when it is not (comments, trailing commas, an
-    error): then the JSONC reader parses it, with its limits and its error messages.
-
-    Every edit parses the whole file again to check itself, and ``~/.claude.json`` runs to
-    megabytes: the C parser keeps that to a fraction of a second. A key repeated elsewhere in
-    the file needs no check here: the edited maps' keys come from the span parser, and a
-    repeat of a map's own key makes the check fail (the two parsers pick different ones)."""
+    """``text`` parsed as plain JSON, or None when it is not (comments, trailing commas, a
+    repeated key, an error): then the JSONC reader parses it, with its limits and its error
+    messages. Every edit parses the whole file again to check itself, and ``~/.claude.json``
+    runs to megabytes: the C parser keeps that to a fraction of a second."""
     try:
-        return json.loads(text)
+        return json.loads(text, object_pairs_hook=_unique_keys)
     except (ValueError, RecursionError):
         return None
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    found = dict(pairs)
+    if len(found) != len(pairs):
+        raise ValueError("a repeated key")  # left to the JSONC reader, which names it
+    return found
 
 
 def _comparable(data: dict[str, Any], key: str) -> dict[str, Any]:

@@ -232,6 +232,15 @@ def test_an_unparsable_file_is_refused_untouched(isolated_home: Path, host_id: s
     assert host_status(broken).error is not None
 
 
+def test_a_repeated_key_is_refused_as_discovery_refuses_it(isolated_home: Path) -> None:
+    cursor = find_host("cursor")
+    original = '{"mcpServers": {"a": {"command": "x"}, "a": {"command": "y"}}}'
+    _write(cursor, original)
+    with pytest.raises(ConfigError, match="duplicate key 'a'"):
+        install_gateway(cursor, COMMAND)
+    assert cursor.path.read_text() == original
+
+
 def test_a_foreign_server_named_mcpfleet_is_not_overwritten(isolated_home: Path) -> None:
     cursor = find_host("cursor")
     _write(cursor, '{"mcpServers": {"mcpfleet": {"command": "my-own-fleet-tool"}}}')

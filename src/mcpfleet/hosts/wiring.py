@@ -20,7 +20,7 @@ from typing import Any
 
 from mcpfleet import paths
 from mcpfleet.config.gateway_entry import GatewayEndpoint, own_gateway_reason, running_gateway_endpoints
-from mcpfleet.config.model import DiscoveryResult
+from mcpfleet.config.model import DiscoveredEntry, DiscoveryResult
 from mcpfleet.config.normalise import EntryError, SkippedEntry, build_server
 from mcpfleet.config.readers import MAX_USER_CONFIG_BYTES
 from mcpfleet.config.writer import confined_target, exclusive_lock, write_bytes_atomically
@@ -88,21 +88,18 @@ def served_entries(discovery: DiscoveryResult, host: Host) -> frozenset[str]:
     """Names in ``host``'s server map that the gateway serves, per ``discovery``: active
     entries, and entries shadowed only as an alias of an active one (the same connection)."""
     prefix = f"/{_escape_pointer(host.servers_key)}/"
-    active = {
-        entry.config.connection_identity()
-        for entry in discovery.entries
-        if entry.state == "active" and entry.config
-    }
+    active = {_identity(entry) for entry in discovery.entries if entry.state == "active"}
     served: set[str] = set()
     for entry in discovery.entries:
         if entry.source.path != str(host.path) or not entry.source.location.startswith(prefix):
             continue
-        alias = entry.state == "shadowed" and entry.config is not None
-        if entry.state == "active" or (
-            alias and entry.config and entry.config.connection_identity() in active
-        ):
+        if entry.state == "active" or (entry.state == "shadowed" and _identity(entry) in active):
             served.add(entry.name)
     return frozenset(served)
+
+
+def _identity(entry: DiscoveredEntry) -> str | None:
+    return entry.config.connection_identity() if entry.config is not None else None
 
 
 def _escape_pointer(key: str) -> str:
@@ -244,7 +241,8 @@ def _read(path: Path) -> tuple[str, bytes | None, int]:
         status = path.stat()
         if status.st_size > MAX_USER_CONFIG_BYTES:
             raise ConfigError(
-                f"cannot edit {path}: file too large ({status.st_size} bytes, limit {MAX_USER_CONFIG_BYTES})",
+                f"cannot edit {path}: file too large ({status.st_size} bytes, limit "
+                f"{MAX_USER_CONFIG_BYTES}); add the gateway entry by hand",
                 path=str(path),
             )
         data = path.read_bytes()

@@ -46,7 +46,15 @@ def isolated_home(
     monkeypatch.setenv("XDG_STATE_HOME", str(home / ".local" / "state"))
     monkeypatch.setenv("XDG_CACHE_HOME", str(home / ".cache"))
     monkeypatch.setenv("XDG_DATA_HOME", str(home / ".local" / "share"))
-    for variable in ("MCPFLEET_HOME", "MCPFLEET_TRUST_PROJECT", "CODEX_HOME", "CLAUDE_CONFIG_DIR"):
+    # The gateway's mark too: a suite run from a shell that a gateway started must still serve.
+    for variable in (
+        "MCPFLEET_HOME",
+        "MCPFLEET_TRUST_PROJECT",
+        "CODEX_HOME",
+        "CLAUDE_CONFIG_DIR",
+        "MCPFLEET_GATEWAY_PID",
+        "MCPFLEET_GATEWAY_URL",
+    ):
         monkeypatch.delenv(variable, raising=False)
     yield home
 

@@ -24,6 +24,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "mcpfleet.cli.fleet_commands",
     "mcpfleet.cli.auth_commands",
     "mcpfleet.cli.serve_commands",
+    "mcpfleet.cli.hosts_commands",
 )
 
 Handler = Callable[[argparse.Namespace], int]

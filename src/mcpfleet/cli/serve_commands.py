@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import signal
 from typing import TYPE_CHECKING
 
 from mcpfleet.cli.options import FleetOptions
-from mcpfleet.cli.output import EXIT_INTERRUPTED, EXIT_OK
+from mcpfleet.cli.output import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, error_line
 from mcpfleet.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -71,8 +72,18 @@ def _name_length(text: str) -> int:
 def serve_command(args: argparse.Namespace) -> int:
     import anyio
 
+    from mcpfleet.config.gateway_entry import mark_gateway_environment, nested_gateway_refusal
+
     if args.http is None and args.auth_token is not None:
         raise ConfigError("--auth-token applies to --http only: add --http [HOST:]PORT, or drop it")
+
+    refusal = nested_gateway_refusal()
+    if refusal is not None:
+        error_line(refusal)
+        return EXIT_USAGE
+    # Every backend inherits the mark, so a `mcpfleet serve` that one of them starts, through
+    # any wrapper discovery cannot see through, ends at the check above.
+    mark_gateway_environment(os.environ)
     try:
         if args.http is not None:
             return anyio.run(_serve_http, args)
@@ -146,6 +157,7 @@ async def _serve_http(args: argparse.Namespace) -> int:
 
     import anyio
 
+    from mcpfleet.config.gateway_entry import announce_gateway_endpoint, mark_gateway_environment
     from mcpfleet.gateway.http import HttpListener, parse_bind, resolve_auth_token, serve_http, stderr_notice
 
     listener = HttpListener.open(parse_bind(args.http))
@@ -167,8 +179,11 @@ async def _serve_http(args: argparse.Namespace) -> int:
             for signal_number in STOP_SIGNALS:
                 loop.add_signal_handler(signal_number, stop, signal_number)
             try:
-                async with _gateway(args) as gateway:
-                    await serve_http(build_server(gateway), listener, auth_token=token)
+                # Discovery here and on this machine recognises this URL as the gateway's own.
+                mark_gateway_environment(os.environ, url=listener.url)
+                with announce_gateway_endpoint(listener.url):
+                    async with _gateway(args) as gateway:
+                        await serve_http(build_server(gateway), listener, auth_token=token)
             finally:
                 for signal_number in STOP_SIGNALS:
                     loop.remove_signal_handler(signal_number)

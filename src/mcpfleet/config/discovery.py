@@ -4,7 +4,8 @@ Order of decision for each entry, walking them in precedence order (extra ``--co
 files, then level local > project > user, then provider order, then order in the file):
 
 1. project entries are ``filtered`` when project config is disabled; broken entries are
-   ``invalid`` and entries mcpfleet cannot run are ``filtered`` (none of these claim a name);
+   ``invalid``; entries mcpfleet cannot run, and the gateway's own entry (``mcpfleet serve``,
+   see ``gateway_entry.py``), are ``filtered`` (none of these claim a name);
 2. a name already claimed makes the entry ``shadowed``;
 3. ``disabledServers`` or ``enabled: false`` (unless force-enabled) make it ``disabled``;
    it still claims its name, unless it is an unapproved project entry;
@@ -13,7 +14,8 @@ files, then level local > project > user, then provider order, then order in the
    one: the user server stays active until the project one is approved;
 5. the entry's substitutions run and a stdio entry without ``cwd`` gets its working folder
    (the project for a project entry, the user's home for any other); an entry the host's
-   ``entry_filter`` leaves out is ``filtered`` with the host's reason; an entry with the same
+   ``entry_filter`` leaves out, or that its substitutions reveal as the gateway's own, is
+   ``filtered`` with the reason; an entry with the same
    connection as an earlier one is ``shadowed`` as an alias; the rest is ``active``.
 
 Discovery never raises for a discovered file: a broken file or entry becomes an error
@@ -31,6 +33,7 @@ from typing import Any
 
 from mcpfleet import paths
 from mcpfleet.config.approval import ApprovalKey, ApprovalStore, real_path
+from mcpfleet.config.gateway_entry import GatewayEndpoint, own_gateway_reason, running_gateway_endpoints
 from mcpfleet.config.model import (
     DiscoveredEntry,
     DiscoveryResult,
@@ -119,6 +122,7 @@ def load_all_mcp_configs(
         deny=deny,
         force=force,
         context=SubstitutionContext.current(root, locations.home),
+        gateway_endpoints=running_gateway_endpoints(),
     ).resolve(candidates)
     return result
 
@@ -255,6 +259,7 @@ class _Resolver:
         deny: frozenset[str],
         force: frozenset[str],
         context: SubstitutionContext,
+        gateway_endpoints: Sequence[GatewayEndpoint] = (),
     ) -> None:
         self.result = result
         self.enable_project_config = enable_project_config
@@ -264,6 +269,7 @@ class _Resolver:
         self.deny = deny
         self.force = force
         self.context = context
+        self.gateway_endpoints = gateway_endpoints
         self.claimed: dict[str, DiscoveredEntry] = {}
         self.identities: dict[str, DiscoveredEntry] = {}
 
@@ -293,6 +299,9 @@ class _Resolver:
         if candidate.problem is not None or candidate.config is None:
             state, reason = candidate.problem or ("invalid", "entry could not be read")
             return self._entry(candidate, state, reason)
+        own_gateway = own_gateway_reason(candidate.config, self.gateway_endpoints)
+        if own_gateway is not None:
+            return self._entry(candidate, "filtered", own_gateway)
         winner = self.claimed.get(name)
         if winner is not None:
             return self._entry(candidate, "shadowed", f"shadowed by {_describe(winner)}")
@@ -345,7 +354,9 @@ class _Resolver:
         identity = resolved.connection_identity()
         if resolved.cwd is None and resolved.transport == "stdio":
             resolved = replace(resolved, cwd=self._working_dir(candidate))
-        left_out_because = self.entry_filter(resolved) if self.entry_filter is not None else None
+        left_out_because = own_gateway_reason(resolved, self.gateway_endpoints)
+        if left_out_because is None and self.entry_filter is not None:
+            left_out_because = self.entry_filter(resolved)
         if left_out_because is not None:
             return self._entry(candidate, "filtered", left_out_because, resolved)
         twin = self.identities.get(identity)

@@ -8,11 +8,12 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from mcpfleet import paths
+from mcpfleet.config.gateway_entry import REPLACED_KEY
 from mcpfleet.config.model import Level
 from mcpfleet.config.normalise import (
     Adapter,
@@ -80,6 +81,12 @@ class Provider:
     files: Callable[[Locations], list[FileSpec]]
 
 
+def _with_replaced(user_file: FileSpec) -> list[FileSpec]:
+    """A host's user file, then the entries ``mcpfleet hosts install --replace`` moved aside
+    in it: the host no longer reads them, the gateway (reading them here) still serves them."""
+    return [user_file, replace(user_file, servers_at=(REPLACED_KEY,))]
+
+
 def _mcpfleet(at: Locations) -> list[FileSpec]:
     return [
         FileSpec(paths.project_config_file(at.project_root), "project", dialect="posix"),
@@ -93,7 +100,7 @@ def _claude_code(at: Locations) -> list[FileSpec]:
     return [
         FileSpec(user_file, "local", ("projects", PROJECT_KEY, "mcpServers"), dialect="posix"),
         FileSpec(at.project_root / ".mcp.json", "project", dialect="posix"),
-        FileSpec(user_file, "user", dialect="posix"),
+        *_with_replaced(FileSpec(user_file, "user", dialect="posix")),
     ]
 
 
@@ -105,12 +112,15 @@ def _codex(at: Locations) -> list[FileSpec]:
         servers_at=("mcp_servers",),
         adapt=adapt_codex,
         dialect="codex",
+        host=True,
     )
 
 
-def _pair(project: Path, user: Path, **options: Any) -> list[FileSpec]:
-    """A tool with the same file shape at project and user level."""
-    return [FileSpec(project, "project", **options), FileSpec(user, "user", **options)]
+def _pair(project: Path, user: Path, *, host: bool = False, **options: Any) -> list[FileSpec]:
+    """A tool with the same file shape at project and user level; a ``host`` (one that
+    ``mcpfleet hosts install`` writes to) also has its replaced entries read."""
+    user_file = FileSpec(user, "user", **options)
+    return [FileSpec(project, "project", **options), *(_with_replaced(user_file) if host else [user_file])]
 
 
 def _opencode(at: Locations) -> list[FileSpec]:
@@ -125,14 +135,15 @@ def _opencode(at: Locations) -> list[FileSpec]:
 
 
 def _windsurf(at: Locations) -> list[FileSpec]:
-    return [
+    current, *older = (
         FileSpec(at.home / ".codeium" / folder / "mcp_config.json", "user", dialect="editor")
         for folder in ("windsurf", "windsurf-next", "")
-    ]
+    )
+    return [*_with_replaced(current), *older]
 
 
 def _claude_desktop(at: Locations) -> list[FileSpec]:
-    return [FileSpec(at.app_data / "Claude" / "claude_desktop_config.json", "user")]
+    return _with_replaced(FileSpec(at.app_data / "Claude" / "claude_desktop_config.json", "user"))
 
 
 def _continue(at: Locations) -> list[FileSpec]:
@@ -168,6 +179,7 @@ PROVIDERS: tuple[Provider, ...] = (
             at.project_root / ".gemini" / "settings.json",
             at.home / ".gemini" / "settings.json",
             dialect="gemini",
+            host=True,
         ),
     ),
     Provider("opencode", "OpenCode", _opencode),
@@ -175,7 +187,10 @@ PROVIDERS: tuple[Provider, ...] = (
         "cursor",
         "Cursor",
         lambda at: _pair(
-            at.project_root / ".cursor" / "mcp.json", at.home / ".cursor" / "mcp.json", dialect="editor"
+            at.project_root / ".cursor" / "mcp.json",
+            at.home / ".cursor" / "mcp.json",
+            dialect="editor",
+            host=True,
         ),
     ),
     Provider("windsurf", "Windsurf", _windsurf),
@@ -188,6 +203,7 @@ PROVIDERS: tuple[Provider, ...] = (
             servers_at=("servers",),
             adapt=adapt_vscode,
             dialect="editor",
+            host=True,
         ),
     ),
     Provider(
@@ -198,6 +214,7 @@ PROVIDERS: tuple[Provider, ...] = (
             at.xdg_config / "zed" / "settings.json",
             servers_at=("context_servers",),
             adapt=adapt_zed,
+            host=True,
         ),
     ),
     Provider(

@@ -4,7 +4,9 @@ Every edit takes an exclusive ``flock`` on a lock file next to the target, re-re
 file, applies the change, writes a temporary file in the same folder and renames it over
 the target: a reader never sees half a file and two concurrent editors never lose each
 other's change. Owner-only permissions are kept (group/other bits are dropped). Other
-tools' files are never written: decisions about their servers go to mcpfleet's user file.
+tools' files are never written here: decisions about their servers go to mcpfleet's user
+file. (``mcpfleet hosts`` edits a host's user file on request, with this module's
+confinement, lock and atomic write; see ``mcpfleet.hosts``.)
 
 Links are never followed: a cloned repository could ship ``.mcpfleet/mcp.json`` as a link
 to another tool's config (or link the ``.mcpfleet`` folder itself), and an edit would then
@@ -44,7 +46,7 @@ def own_config_root(scope: Scope, project_root: Path) -> Path:
     return project_root if scope == "project" else paths.user_config_dir()
 
 
-def _safe_target(path: Path, root: Path) -> Path:
+def confined_target(path: Path, root: Path) -> Path:
     """Where an edit of ``path`` is written: ``path`` in its real folder.
 
     Raises ``UnsafeConfigPathError`` when ``path`` is a symbolic link or its folder
@@ -69,8 +71,11 @@ def _safe_target(path: Path, root: Path) -> Path:
 
 
 @contextlib.contextmanager
-def _exclusive_lock(target: Path) -> Iterator[None]:
-    lock_path = target.with_name(f".{target.name}.lock")
+def exclusive_lock(target: Path, *, lock_path: Path | None = None) -> Iterator[None]:
+    """Hold an exclusive ``flock`` for editing ``target``: on ``lock_path``, by default a
+    ``.<name>.lock`` file beside it (mcpfleet's own files). The lock is never the target
+    itself, which the atomic rename replaces while the lock is held."""
+    lock_path = lock_path if lock_path is not None else target.with_name(f".{target.name}.lock")
     # O_NOFOLLOW: a planted lock-file link must not make us create or open a file elsewhere.
     descriptor = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, NEW_FILE_MODE)
     try:
@@ -87,10 +92,10 @@ def update_json_file(path: Path, mutate: Callable[[dict[str, Any]], T], *, root:
     ``path`` must be a regular file (or missing) whose folder lies in ``root`` (default:
     its own folder); otherwise ``UnsafeConfigPathError`` is raised and nothing is touched.
     """
-    target = _safe_target(path, root if root is not None else path.parent)
+    target = confined_target(path, root if root is not None else path.parent)
     try:
         paths.make_private_folder(target.parent)
-        with _exclusive_lock(target):
+        with exclusive_lock(target):
             document, mode = _load_for_edit(target)
             before = copy.deepcopy(document)
             result = mutate(document)
@@ -126,12 +131,18 @@ def _load_for_edit(path: Path) -> tuple[dict[str, Any], int | None]:
 
 
 def _write_atomically(path: Path, document: dict[str, Any], mode: int) -> None:
+    text = json.dumps(document, indent=2, ensure_ascii=False) + "\n"
+    write_bytes_atomically(path, text.encode("utf-8"), mode)
+
+
+def write_bytes_atomically(path: Path, data: bytes, mode: int) -> None:
+    """Replace ``path`` with ``data`` (mode ``mode``): a temporary file in the same folder,
+    synced, then renamed over it, so a reader sees the old file or the new one, never half."""
     descriptor, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         os.fchmod(descriptor, mode)
-        with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
-            json.dump(document, handle, indent=2, ensure_ascii=False)
-            handle.write("\n")
+        with os.fdopen(descriptor, "wb") as handle:
+            handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(temporary, path)
@@ -186,7 +197,7 @@ def remove_server(path: Path, name: str, *, root: Path | None = None) -> None:
 def _declares(path: Path, name: str, *, root: Path) -> bool:
     # A planted link is reported here rather than skipped: whether the name is declared
     # cannot be told without following it.
-    target = _safe_target(path, root)
+    target = confined_target(path, root)
     try:
         document, _ = _load_for_edit(target)
     except ConfigWriteError:

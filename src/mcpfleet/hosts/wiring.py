@@ -1,0 +1,259 @@
+"""Reading and wiring a host: does it use the gateway, and writing or removing its entry.
+
+A write touches two files and no other: the host's user config file, replaced atomically
+(temporary file in the same folder, then rename, the file's mode kept), and its backup
+beside it (``<file>.mcpfleet-backup``, the file as it was before this change). The file is
+confined as mcpfleet's own files are (``config/writer.py``): a symbolic link, or a folder
+that resolves outside the home (or ``CODEX_HOME``…), is refused. Concurrent mcpfleet runs are
+serialised by the writer's lock, held on a lock file in mcpfleet's state dir, not beside the
+host's file. The host itself does not take that lock: a host rewriting its file at the same
+instant can still win the race, as with any editor.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from mcpfleet import paths
+from mcpfleet.config.gateway_entry import GatewayEndpoint, own_gateway_reason, running_gateway_endpoints
+from mcpfleet.config.model import DiscoveredEntry, DiscoveryResult
+from mcpfleet.config.normalise import EntryError, SkippedEntry, build_server
+from mcpfleet.config.readers import MAX_USER_CONFIG_BYTES
+from mcpfleet.config.writer import confined_target, exclusive_lock, write_bytes_atomically
+from mcpfleet.errors import ConfigError, ConfigWriteError
+from mcpfleet.hosts.catalog import GATEWAY_ENTRY_NAME, Host
+from mcpfleet.hosts.documents import HostDocument, open_document
+
+_BOM = b"\xef\xbb\xbf"
+NEW_FILE_MODE = 0o600
+
+
+def is_gateway_entry(host: Host, raw: Any, endpoints: Sequence[GatewayEndpoint] = ()) -> bool:
+    """Whether ``raw``, an entry of ``host``'s server map, is the gateway's own."""
+    if not isinstance(raw, dict):
+        return False
+    try:
+        # The name plays no part in recognising the entry; a fixed one keeps any name readable.
+        config = build_server("entry", host.adapt(raw), base_dir=host.path.parent)
+    except (EntryError, SkippedEntry):
+        return False
+    return own_gateway_reason(config, endpoints) is not None
+
+
+@dataclass(frozen=True)
+class HostStatus:
+    """What ``mcpfleet hosts`` reports for one host."""
+
+    host: Host
+    found: bool
+    gateway_entries: tuple[str, ...] = ()
+    replaced: tuple[str, ...] = ()
+    """Entries ``hosts install --replace`` moved aside."""
+    error: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.host.id,
+            "name": self.host.name,
+            "found": self.found,
+            "path": str(self.host.path),
+            "gateway": bool(self.gateway_entries),
+            "gateway_entries": list(self.gateway_entries),
+            "replaced": list(self.replaced),
+            "error": self.error,
+        }
+
+
+def host_status(host: Host, endpoints: Sequence[GatewayEndpoint] | None = None) -> HostStatus:
+    """Whether ``host`` is installed here and whether its user config has the gateway entry."""
+    found = host.found
+    try:
+        text = _read(host.path)[0]
+        document = open_document(host, text)
+    except ConfigError as error:
+        return HostStatus(host, found, error=str(error))
+    endpoints = running_gateway_endpoints() if endpoints is None else endpoints
+    servers = document.servers
+    gateway = tuple(name for name, raw in servers.items() if is_gateway_entry(host, raw, endpoints))
+    # Copies of what was not moved aside sit in both maps; the host only misses the others.
+    replaced = tuple(name for name in document.replaced or () if name not in servers)
+    return HostStatus(host, found, gateway, replaced)
+
+
+def served_entries(discovery: DiscoveryResult, host: Host) -> frozenset[str]:
+    """Names in ``host``'s server map that the gateway serves, per ``discovery``: active
+    entries, and entries shadowed only as an alias of an active one (the same connection)."""
+    prefix = f"/{_escape_pointer(host.servers_key)}/"
+    active = {_identity(entry) for entry in discovery.entries if entry.state == "active"}
+    served: set[str] = set()
+    for entry in discovery.entries:
+        if entry.source.path != str(host.path) or not entry.source.location.startswith(prefix):
+            continue
+        if entry.state == "active" or (entry.state == "shadowed" and _identity(entry) in active):
+            served.add(entry.name)
+    return frozenset(served)
+
+
+def _identity(entry: DiscoveredEntry) -> str | None:
+    return entry.config.connection_identity() if entry.config is not None else None
+
+
+def _escape_pointer(key: str) -> str:
+    return key.replace("~", "~0").replace("/", "~1")
+
+
+@dataclass
+class WiringReport:
+    """What ``install_gateway`` or ``uninstall_gateway`` did to one host's file."""
+
+    host: Host
+    gateway_entries: list[str] = field(default_factory=list)
+    """The gateway's entries in the server map before the change."""
+    added: list[str] = field(default_factory=list)
+    moved_aside: list[str] = field(default_factory=list)
+    restored: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+    backup: Path | None = None
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.added or self.moved_aside or self.restored or self.removed)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "host": self.host.id,
+            "path": str(self.host.path),
+            "changed": self.changed,
+            "gateway_entries": self.gateway_entries,
+            "added": self.added,
+            "moved_aside": self.moved_aside,
+            "restored": self.restored,
+            "removed": self.removed,
+            "backup": str(self.backup) if self.backup is not None else None,
+        }
+
+
+def install_gateway(
+    host: Host, command: Sequence[str], *, replace: bool = False, served: Collection[str] = ()
+) -> WiringReport:
+    """Write the gateway's entry into ``host``'s user config, unless it has one already.
+
+    With ``replace``, the entries of ``served`` (see ``served_entries``) are moved aside too.
+    Raises ``ConfigError`` for a file that cannot be edited (with the fix in the message),
+    ``UnsafeConfigPathError`` for a link, ``ConfigWriteError`` when writing fails.
+    """
+    report = WiringReport(host)
+    endpoints = running_gateway_endpoints()
+
+    def edit(document: HostDocument) -> None:
+        servers = document.servers
+        report.gateway_entries = [
+            name for name, raw in servers.items() if is_gateway_entry(host, raw, endpoints)
+        ]
+        if not report.gateway_entries:
+            if GATEWAY_ENTRY_NAME in servers:
+                raise ConfigError(
+                    f'{host.path} already has a server named "{GATEWAY_ENTRY_NAME}" that is not the gateway; '
+                    "rename it in that file, then run this again",
+                    path=str(host.path),
+                )
+            document.add_server(GATEWAY_ENTRY_NAME, host.gateway_entry(command))
+            report.added.append(GATEWAY_ENTRY_NAME)
+        if replace:
+            keep = set(report.gateway_entries) | set(report.added)
+            report.moved_aside = [name for name in document.servers if name in served and name not in keep]
+            if report.moved_aside:
+                document.move_aside(report.moved_aside)
+
+    report.backup = _edit(host, edit)
+    return report
+
+
+def uninstall_gateway(host: Host) -> WiringReport:
+    """Remove the gateway's entries from ``host``'s user config and put back what
+    ``install_gateway(replace=True)`` moved aside."""
+    report = WiringReport(host)
+    endpoints = running_gateway_endpoints()
+
+    def remove_gateway_entries(document: HostDocument) -> list[str]:
+        removed = [name for name, raw in document.servers.items() if is_gateway_entry(host, raw, endpoints)]
+        for name in removed:
+            document.remove_server(name)
+        return removed
+
+    def edit(document: HostDocument) -> None:
+        report.removed = report.gateway_entries = remove_gateway_entries(document)
+        if document.replaced is not None:
+            restored = document.restore()
+            # The gateway's entry written before --replace was moved aside with the rest of
+            # the map, so it came back with them: it goes now.
+            again = remove_gateway_entries(document)
+            report.restored = [name for name in restored if name not in again]
+            report.removed = list(dict.fromkeys([*report.removed, *again]))
+
+    report.backup = _edit(host, edit)
+    return report
+
+
+def _lock_path(target: Path) -> Path:
+    """Where edits of ``target`` are serialised: mcpfleet's state dir, never the host's folder."""
+    folder = paths.make_private_folder(paths.user_state_dir() / "locks")
+    return folder / f"{hashlib.sha256(str(target).encode()).hexdigest()[:32]}.lock"
+
+
+def _edit(host: Host, edit: Callable[[HostDocument], None]) -> Path | None:
+    """Run ``edit`` on ``host``'s document under the lock; write the result if it changed.
+    Returns the backup written, if any."""
+    target = confined_target(host.path, host.root)
+    if not target.parent.is_dir():
+        raise ConfigError(
+            f"{host.name} does not seem to be set up here: {target.parent} does not exist; "
+            f"run {host.name} once (or create that folder), then run this again",
+            path=str(host.path),
+        )
+    try:
+        with exclusive_lock(target, lock_path=_lock_path(target)):
+            text, original, mode = _read(target)
+            document = open_document(host, text)
+            edit(document)
+            if document.text == text:
+                return None
+            bom = _BOM if original is not None and original.startswith(_BOM) else b""
+            backup = None
+            if original is not None:
+                backup = target.with_name(host.backup_path.name)
+                write_bytes_atomically(backup, original, mode)
+            write_bytes_atomically(target, bom + document.text.encode("utf-8"), mode)
+            return backup
+    except OSError as error:
+        raise ConfigWriteError(
+            f"cannot write {host.path}: {error.strerror or error}", path=str(host.path)
+        ) from error
+
+
+def _read(path: Path) -> tuple[str, bytes | None, int]:
+    """(text, raw bytes or None when missing, mode) of ``path``; refuses what is too big or not text."""
+    try:
+        status = path.stat()
+        if status.st_size > MAX_USER_CONFIG_BYTES:
+            raise ConfigError(
+                f"cannot edit {path}: file too large ({status.st_size} bytes, limit "
+                f"{MAX_USER_CONFIG_BYTES}); add the gateway entry by hand",
+                path=str(path),
+            )
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return "", None, NEW_FILE_MODE
+    except OSError as error:
+        raise ConfigError(f"cannot read {path}: {error.strerror or error}", path=str(path)) from error
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as error:
+        raise ConfigError(
+            f"cannot edit {path}: not UTF-8 text ({error.reason}); fix the file first", path=str(path)
+        ) from error
+    return text, data, status.st_mode & 0o7777

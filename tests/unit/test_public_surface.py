@@ -46,6 +46,7 @@ PUBLIC = {
     "AuthRequiredError",
     "LoginError",
     "SecretResolutionError",
+    "ServeAddressError",
     "ConnectionClosedError",
     "ServerReconnectingError",
     "ServerNotConnectedError",

@@ -71,6 +71,7 @@ Flags:
   --extra-tool-if-exists PATH
                             list one more echo-like tool, "extra", when PATH exists at start
   --cancel-log PATH         append "cancelled <id>" to PATH for every notifications/cancelled received
+  --slow-listings S         wait S seconds before answering prompts/list
 
 Every received notifications/cancelled is logged on stderr as ``cancelled request <id>``.
 """
@@ -417,6 +418,7 @@ class FakeServer:
                 text = f"readme of {self.options.name}"
                 self.reply(request_id, {"contents": [{"uri": uri, "mimeType": "text/plain", "text": text}]})
         elif method == "prompts/list":
+            time.sleep(self.options.slow_listings)
             prompt = {"name": "greet", "description": "Greet someone", "arguments": [{"name": "who"}]}
             self.reply(request_id, {"prompts": [prompt]})
         elif method == "prompts/get":
@@ -544,6 +546,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--exit-if-exists")
     parser.add_argument("--extra-tool-if-exists")
     parser.add_argument("--cancel-log")
+    parser.add_argument("--slow-listings", type=float, default=0.0)
     return parser.parse_args(argv)
 
 

@@ -221,3 +221,17 @@ async def test_a_subscribed_resource_update_reaches_the_client_under_its_served_
 
 async def _lists(client: Any, uri: str) -> bool:
     return uri in {resource.uri for resource in (await client.list_resources()).resources}
+
+
+async def test_a_prompt_asked_for_while_its_backend_is_being_listed_waits_for_the_listing(
+    isolated_home: Path,
+) -> None:
+    """A client that knows a prompt's name (from an earlier session) may ask for it right after
+    the handshake, while the gateway is still listing the backend's prompts: the name is not
+    unknown yet, so the request waits for the listing instead of failing."""
+    servers = {"alpha": fake("alpha", "--tool", "echo", "--slow-listings", "2")}
+    async with open_gateway(isolated_home, servers, global_args=WAIT_FOR_ALL) as run:
+        prompt = await run.client.get_prompt("alpha_greet", {"who": "Ada"})
+        assert prompt.messages[0].content.text == "Hello Ada"  # type: ignore[union-attr]
+        with pytest.raises(MCPError, match="alpha_nope"):
+            await run.client.get_prompt("alpha_nope", {})

@@ -40,6 +40,7 @@ class PipeReader:
     """Chunks of what a non-blocking pipe delivers, in order, until its end.
 
     Create it in the task that reads it, and ``close()`` it before the descriptor is closed.
+    Each chunk is at most ``read_bytes``; ``owner`` names the writer (the server) in log lines.
     """
 
     def __init__(self, fd: int, *, read_bytes: int, owner: str) -> None:

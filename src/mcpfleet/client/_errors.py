@@ -83,45 +83,62 @@ def request_errors(
     timeout_ms: int | None = None,
     era_check: EraCheck | None = None,
 ) -> Iterator[None]:
-    """Raise what the request inside raised as one mcpfleet error.
+    """Raise what the request inside raised as one mcpfleet error (``request_failure``)."""
+    try:
+        yield
+    except Exception as error:
+        failure = request_failure(
+            error, asked, close_reason=close_reason, timeout_ms=timeout_ms, era_check=era_check
+        )
+        if failure is None:
+            raise
+        raise failure from error
+
+
+def request_failure(
+    error: Exception,
+    asked: Asked,
+    *,
+    close_reason: Callable[[], str | None],
+    timeout_ms: int | None = None,
+    era_check: EraCheck | None = None,
+) -> MCPFleetError | None:
+    """The mcpfleet error for what a request raised, ``None`` for an error that stays itself.
 
     ``close_reason`` says why the connection is gone when the SDK reports it closed;
     ``timeout_ms`` is the bound of a ``TimeoutError`` raised inside (``None``: not ours to
-    map); ``era_check`` is given while the remembered era is not yet confirmed.
+    map); ``era_check`` is given while the remembered era is not yet confirmed. A hot path
+    calls this from its own ``except`` (nothing to set up when the request succeeds);
+    ``request_errors`` wraps it as a context manager.
     """
     server = asked.server
-    try:
-        yield
-    except TimeoutError as error:
+    if isinstance(error, TimeoutError):
         if timeout_ms is None:
-            raise
-        raise asked.failure(
-            f'MCP server "{server}" did not answer {asked.method} within {timeout_ms}ms'
-        ) from error
-    except MCPError as error:
+            return None
+        return asked.failure(f'MCP server "{server}" did not answer {asked.method} within {timeout_ms}ms')
+    if isinstance(error, MCPError):
         if error.code == mcp_types.CONNECTION_CLOSED:
-            raise closed_error(server, close_reason()) from error
+            return closed_error(server, close_reason())
         if error.code == MESSAGE_TOO_LARGE:
-            raise asked.failure(
-                f"The answer to {asked.subject} was dropped: {error.error.message}"
-            ) from error
+            return asked.failure(f"The answer to {asked.subject} was dropped: {error.error.message}")
         mismatch = era_check(error) if era_check is not None else None
         if mismatch is not None:
-            raise mismatch from error
+            return mismatch
         rejected = f"the call to {asked.tool}" if asked.tool is not None else asked.method
-        raise asked.failure(f'MCP server "{server}" rejected {rejected}: {error.error.message}') from error
-    except InputRequiredRoundsExceededError as error:
+        return asked.failure(f'MCP server "{server}" rejected {rejected}: {error.error.message}')
+    if isinstance(error, InputRequiredRoundsExceededError):
         abandoned = "call" if asked.tool is not None else "request"
-        raise asked.failure(
+        return asked.failure(
             f'MCP server "{server}" still asked for input after {error.max_rounds} rounds of '
             f"answers to {asked.subject}; the {abandoned} was abandoned"
-        ) from error
-    except (RuntimeError, ValidationError) as error:
+        )
+    if isinstance(error, RuntimeError | ValidationError):
         if asked.tool is not None:
             unusable = f"returned an unusable result for {asked.tool}"
         else:
             unusable = f"answered {asked.method} with an unusable result"
-        raise asked.failure(f'MCP server "{server}" {unusable}: {first_line(error)}') from error
+        return asked.failure(f'MCP server "{server}" {unusable}: {first_line(error)}')
+    return None
 
 
 def era_mismatch(
@@ -284,5 +301,6 @@ __all__ = [
     "first_line",
     "raise_connect_error",
     "request_errors",
+    "request_failure",
     "root_cause",
 ]

@@ -40,6 +40,7 @@ from mcpfleet.client._errors import (
     first_line,
     raise_connect_error,
     request_errors,
+    request_failure,
 )
 from mcpfleet.client.definitions import (
     DEFAULT_PROBE_TIMEOUT_MS,
@@ -309,10 +310,20 @@ class ServerConnection:
                     await outcome
 
         wants_progress = bounded or on_progress is not None
-        with request_errors(Asked(self.name, "tools/call", tool), close_reason=self._close_reason), scope:
-            return await client.call_tool(
-                tool, arguments or {}, progress_callback=relay_progress if wants_progress else None
+        try:
+            with scope:
+                return await client.call_tool(
+                    tool, arguments or {}, progress_callback=relay_progress if wants_progress else None
+                )
+        except Exception as error:
+            # Mapped here rather than by ``request_errors``: every call would pay for setting
+            # up a context manager that only a failed one needs.
+            failure = request_failure(
+                error, Asked(self.name, "tools/call", tool), close_reason=self._close_reason
             )
+            if failure is None:
+                raise
+            raise failure from error
         # Only the deadline's cancellation, swallowed by the scope, gets here.
         elapsed_ms = round((anyio.current_time() - started) * 1000)
         raise ToolCallError(

@@ -155,6 +155,11 @@ class NotificationFolder:
         return self.folded + self.dropped_log_messages
 
     @property
+    def holds(self) -> bool:
+        """Whether a notification is held for later (none is, unless the server floods)."""
+        return bool(self._held)
+
+    @property
     def next_release_at(self) -> float | None:
         """When a held line may be due (``None`` when none is held)."""
         if not self._held:
@@ -165,6 +170,8 @@ class NotificationFolder:
         """Whether ``line``, arriving at ``now``, is to be delivered now; when not, it is held
         for its window's end (it replaces an earlier held repeat) or, for a log message over
         the budget, dropped."""
+        if b"notifications/" not in line:
+            return True  # not a notification that folds: a response, a request, anything else
         key = self._key_of(line)
         if key is None:
             return True

@@ -12,12 +12,13 @@ into an error item. This one:
 * parses each stdout line as JSON-RPC and skips (counts, debug-logs) anything else, in
   linear time, holding no message over the server's limit (``MessageReader``), after
   folding notification floods on the raw line (``folding.py``). That stdout pipe
-  (``ServerProcess.stdout_fd``) is read directly: while a server floods, the reader
-  pauses ``FLOOD_READ_PAUSE_S`` between reads so that one wake-up takes many lines (the
-  event loop's pipe reader would wake for every line the server writes), and it wakes when
-  a held notification is due even if the server has gone quiet; at the end of stdout what
-  folding still holds is delivered, and the pipe is closed only once the reading task has
-  ended;
+  (``ServerProcess.stdout_fd``) is read through a ``PipeReader`` (``pipe.py``), which reads
+  a reply to a waiting reader at no cost beyond the ``read``: while a server floods, the
+  reader stops watching the pipe for ``FLOOD_READ_PAUSE_S`` between reads so that one
+  wake-up takes many lines (the event loop's pipe transport would wake for every line the
+  server writes), and it wakes when a held notification is due even if the server has gone
+  quiet; at the end of stdout what folding still holds is delivered, and the pipe is
+  closed only once the reading task has ended;
 * on exit, stops the process in bounded steps (``ServerProcess.stop``).
 """
 
@@ -25,7 +26,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import re
 import time
 from collections.abc import AsyncIterator
@@ -34,10 +34,10 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.abc
-import anyio.lowlevel
 
 from mcpfleet.config.model import DEFAULT_MAX_MESSAGE_BYTES
 from mcpfleet.transport.folding import NotificationFolder
+from mcpfleet.transport.pipe import PipeReader
 from mcpfleet.transport.process import ServerProcess
 
 if TYPE_CHECKING:
@@ -243,12 +243,19 @@ class MessageReader:
     """
 
     def __init__(self, server_name: str, max_message_bytes: int) -> None:
+        # The SDK is imported once the first server is contacted (never by ``import
+        # mcpfleet``), and looked up once per reader rather than once per line.
+        from mcp.shared.message import SessionMessage
+        from mcp_types import jsonrpc_message_adapter
+
         self.server_name = server_name
         self.max_message_bytes = max_message_bytes
         self.framer = LineFramer(max_message_bytes)
         self.folder = NotificationFolder(server_name)
         self.non_json_lines = 0
         self.oversized_messages = 0
+        self._session_message = SessionMessage
+        self._validate_json = jsonrpc_message_adapter.validate_json
 
     @property
     def next_release_at(self) -> float | None:
@@ -259,18 +266,20 @@ class MessageReader:
         """The messages that ``chunk``, arriving at ``now`` (monotonic seconds), completes,
         after the held notifications due by then, in order."""
         now = time.monotonic() if now is None else now
+        folder = self.folder
         messages = self.release_due(now)
         for line in self.framer.feed(chunk):
             if isinstance(line, OversizedLine):
                 message = self._oversized(line)
-            elif self.folder.admit(line, now):
+            elif folder.admit(line, now):
                 message = self._parse(line)
             else:
                 continue
             # Only a line that is really delivered releases the held ones: junk between
             # repeats (blank lines, banners) must not defeat the folding.
             if message is not None:
-                messages += self._parse_all(self.folder.release_all(now))
+                if folder.holds:
+                    messages += self._parse_all(folder.release_all(now))
                 messages.append(message)
         return messages
 
@@ -286,15 +295,11 @@ class MessageReader:
         return [message for line in lines if (message := self._parse(line)) is not None]
 
     def _parse(self, line: bytes | bytearray) -> SessionMessage | None:
-        from mcp.shared.message import SessionMessage
-        from mcp_types import jsonrpc_message_adapter
-        from pydantic import ValidationError
-
         if not line or line.isspace():
             return None
         try:
-            return SessionMessage(jsonrpc_message_adapter.validate_json(line, by_name=False))
-        except (ValidationError, ValueError, RecursionError):
+            return self._session_message(self._validate_json(line, by_name=False))
+        except (ValueError, RecursionError):  # pydantic's ValidationError is a ValueError
             self.non_json_lines += 1
             logger.debug(
                 "%s: skipped a non-JSON-RPC stdout line: %.200r", self.server_name, bytes(line[:200])
@@ -375,21 +380,16 @@ class StdioTransport(anyio.AsyncContextManagerMixin):
         self, stdout_fd: int, read_writer: MemoryObjectSendStream[SessionMessage | Exception]
     ) -> None:
         reader = self.reader = MessageReader(self.process.server_name, self.max_message_bytes)
+        pipe = PipeReader(stdout_fd, read_bytes=STDOUT_READ_BYTES, owner=self.process.server_name)
         try:
             while True:
                 try:
-                    chunk = self._read_now(stdout_fd)
-                    if chunk is None:
-                        chunk = await self._wait_and_read(stdout_fd, reader.next_release_at)
-                    else:
-                        # The pipe refills as fast as the server writes: other tasks still run
-                        # between two chunks of a large message.
-                        await anyio.lowlevel.checkpoint()
+                    chunk = await self._next_chunk(pipe, reader.next_release_at)
                 except anyio.EndOfStream:
                     # The server's last words: what folding still holds is delivered too.
-                    await self._deliver(reader.release_all(anyio.current_time()), read_writer)
+                    await self._deliver(reader.release_all(time.monotonic()), read_writer)
                     return
-                now = anyio.current_time()
+                now = time.monotonic()
                 if chunk is None:
                     await self._deliver(reader.release_due(now), read_writer)
                     continue
@@ -397,36 +397,23 @@ class StdioTransport(anyio.AsyncContextManagerMixin):
                 await self._deliver(reader.feed(chunk, now), read_writer)
                 if reader.folder.withheld != withheld:
                     # A flood: let the pipe fill, so the next read takes many lines at once.
+                    pipe.pause()
                     await anyio.sleep(FLOOD_READ_PAUSE_S)
         except (anyio.ClosedResourceError, anyio.BrokenResourceError):
             pass
         finally:
+            pipe.close()
             # End of stdout is the end of the session: the dispatcher sees EOF.
             await read_writer.aclose()
 
-    def _read_now(self, stdout_fd: int) -> bytes | None:
-        """What the server has written so far, ``None`` if nothing; ``EndOfStream`` once every
-        writer of the pipe has closed it."""
-        try:
-            chunk = os.read(stdout_fd, STDOUT_READ_BYTES)
-        except BlockingIOError:
-            return None
-        except OSError as error:
-            logger.debug("%s: reading stdout failed: %r", self.process.server_name, error)
-            raise anyio.EndOfStream from None
-        if not chunk:
-            raise anyio.EndOfStream
-        return chunk
-
-    async def _wait_and_read(self, stdout_fd: int, deadline: float | None) -> bytes | None:
-        """The next chunk of stdout, or ``None`` if ``deadline`` passes first: a held
-        notification is then due, and must not wait for the server to write again."""
-        if deadline is None:
-            await anyio.wait_readable(stdout_fd)
-            return self._read_now(stdout_fd)
-        with anyio.move_on_after(deadline - anyio.current_time()):
-            await anyio.wait_readable(stdout_fd)
-            return self._read_now(stdout_fd)
+    @staticmethod
+    async def _next_chunk(pipe: PipeReader, release_at: float | None) -> bytes | None:
+        """The next chunk of stdout, or ``None`` if ``release_at`` (monotonic seconds) passes
+        first: a held notification is then due, and must not wait for the server to write again."""
+        if release_at is None:
+            return await pipe.read()
+        with anyio.move_on_after(release_at - time.monotonic()):
+            return await pipe.read()
         return None
 
     async def _deliver(

@@ -23,6 +23,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "mcpfleet.cli.config_commands",
     "mcpfleet.cli.fleet_commands",
     "mcpfleet.cli.auth_commands",
+    "mcpfleet.cli.serve_commands",
 )
 
 Handler = Callable[[argparse.Namespace], int]

@@ -27,6 +27,8 @@ if TYPE_CHECKING:
     from mcp.client._transport import WriteStream as WriteStream
     from mcp.client.auth import OAuthClientProvider
     from mcp.client.session import ClientSession
+    from mcp.server.connection import Connection
+    from mcp.server.session import ServerSession
 
 OAUTH_PROVIDER_OVERRIDES = (
     "_initialize",
@@ -61,6 +63,23 @@ def pending_request_ids(session: ClientSession) -> Container[object]:
             f"the mcp SDK's {type(dispatcher).__name__}._pending is a {type(pending).__name__}, not a dict"
         )
     return pending.keys()
+
+
+def server_connection_of(session: ServerSession) -> Connection:
+    """The connection a server-side request arrived on (``ServerSession._connection``).
+
+    The gateway keeps one record per client and must know which client each request comes
+    from; the SDK builds a new ``ServerSession`` per request and hands handlers no public
+    path to the ``Connection`` they share (nor a session id on stdio).
+    """
+    from mcp.server.connection import Connection
+
+    connection = _attribute(session, "_connection", "ServerSession")
+    if not isinstance(connection, Connection):
+        raise PrivateApiMovedError(
+            f"the mcp SDK's ServerSession._connection is a {type(connection).__name__}, not a Connection"
+        )
+    return connection
 
 
 def oauth_is_initialized(provider: OAuthClientProvider) -> bool:
@@ -103,4 +122,5 @@ __all__ = [
     "oauth_is_initialized",
     "oauth_refresh_request",
     "pending_request_ids",
+    "server_connection_of",
 ]

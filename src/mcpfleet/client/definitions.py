@@ -34,6 +34,10 @@ class ToolDefinition:
     output_schema: dict[str, Any] | None = None
     title: str | None = None
     annotations: dict[str, Any] | None = None
+    raw: dict[str, Any] | None = None
+    """The tool exactly as the server's ``tools/list`` gave it (its JSON, icons, ``_meta`` and
+    ``execution`` included), so the gateway serves it unchanged; ``None`` in cache rows written
+    before it was kept."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -43,6 +47,7 @@ class ToolDefinition:
             "output_schema": self.output_schema,
             "title": self.title,
             "annotations": self.annotations,
+            "raw": self.raw,
         }
 
     @classmethod
@@ -58,6 +63,7 @@ class ToolDefinition:
             output_schema=data.get("output_schema"),
             title=data.get("title"),
             annotations=data.get("annotations"),
+            raw=raw if isinstance(raw := data.get("raw"), dict) and raw.get("name") == name else None,
         )
 
 

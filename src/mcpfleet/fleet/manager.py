@@ -32,7 +32,7 @@ from mcpfleet.fleet import settings as defaults
 from mcpfleet.fleet.cache import MCPToolCache
 from mcpfleet.fleet.catalog import AnyTool, build_tools
 from mcpfleet.fleet.events import DEFAULT_STREAM_BUFFER, EventHub, EventListener, EventStream, ManagerEvent
-from mcpfleet.fleet.notifications import Notifications, ResourceListener
+from mcpfleet.fleet.notifications import LogListener, Notifications, ResourceListener
 from mcpfleet.fleet.recovery import Recovery
 from mcpfleet.fleet.reload import ConfigWatcher, apply_reload
 from mcpfleet.fleet.server import Attempt, ConnectionStatus, Phase, ServerRegistry, ServerState
@@ -41,7 +41,12 @@ from mcpfleet.fleet.startup import Connector, StartupReport
 from mcpfleet.fleet.supervision import ReconnectPolicy, Supervisor
 
 if TYPE_CHECKING:
-    from mcpfleet.client.connection import ElicitationHandler, SamplingHandler, ServerConnection
+    from mcpfleet.client.connection import (
+        ElicitationHandler,
+        ProgressCallback,
+        SamplingHandler,
+        ServerConnection,
+    )
 
 __all__ = [
     "AnyTool",
@@ -174,6 +179,11 @@ class MCPManager(anyio.AsyncContextManagerMixin):
         """Call ``listener`` on every state change, in place; returns the function that unsubscribes."""
         return self._events.subscribe(listener)
 
+    def subscribe_logs(self, listener: LogListener) -> Callable[[], None]:
+        """Call ``listener(server, params)`` on each ``notifications/message`` of any server;
+        returns the function that unsubscribes."""
+        return self._notifications.subscribe_logs(listener)
+
     def events(self, buffer: int = DEFAULT_STREAM_BUFFER) -> AbstractAsyncContextManager[EventStream]:
         """``async with manager.events() as stream: async for event in stream`` (see ``fleet.events``)."""
         return self._events.stream(buffer)
@@ -282,7 +292,13 @@ class MCPManager(anyio.AsyncContextManagerMixin):
         await self._recovery.wait_for_connection(name)
 
     async def call_tool(
-        self, server_name: str, tool_name: str, arguments: dict[str, Any], *, timeout_ms: int | None = None
+        self,
+        server_name: str,
+        tool_name: str,
+        arguments: dict[str, Any],
+        *,
+        timeout_ms: int | None = None,
+        on_progress: ProgressCallback | None = None,
     ) -> Any:
         """Call one tool on one server through its connection.
 
@@ -292,12 +308,13 @@ class MCPManager(anyio.AsyncContextManagerMixin):
         so it waits (bounded) for the new connection and is sent there, once. When the
         connection drops after the request was handed to it, the server may have received and
         run it: the outcome is unknown, the call is *not* replayed, and the error says so.
+        ``on_progress(progress, total, message)`` receives the server's progress for this call.
         """
         connection = await self._ready_connection(server_name)
         config = self.get_server_config(server_name)
         bound = timeout_ms if timeout_ms is not None else config.tool_timeout_ms if config else None
         try:
-            return await connection.call_tool(tool_name, arguments, timeout_ms=bound)
+            return await connection.call_tool(tool_name, arguments, timeout_ms=bound, on_progress=on_progress)
         except ConnectionClosedError as error:
             reason = connection.close_reason or "connection lost"
             raise ToolCallError(
@@ -311,6 +328,9 @@ class MCPManager(anyio.AsyncContextManagerMixin):
         """Every resource ``server`` lists (all pages), once it is connected (as ``call_tool``)."""
         return await (await self._ready_connection(server)).list_resources()
 
+    async def list_resource_templates(self, server: str) -> list[dict[str, Any]]:
+        return await (await self._ready_connection(server)).list_resource_templates()
+
     async def read_resource(self, server: str, uri: str) -> dict[str, Any]:
         return await (await self._ready_connection(server)).read_resource(uri)
 
@@ -321,6 +341,16 @@ class MCPManager(anyio.AsyncContextManagerMixin):
         self, server: str, name: str, arguments: dict[str, str] | None = None
     ) -> dict[str, Any]:
         return await (await self._ready_connection(server)).get_prompt(name, arguments)
+
+    async def complete(
+        self,
+        server: str,
+        ref: dict[str, Any],
+        argument: dict[str, str],
+        context_arguments: dict[str, str] | None = None,
+    ) -> dict[str, Any]:
+        """``completion/complete`` on ``server`` (see ``ServerConnection.complete``)."""
+        return await (await self._ready_connection(server)).complete(ref, argument, context_arguments)
 
     async def subscribe_resource(
         self, server: str, uri: str, listener: ResourceListener

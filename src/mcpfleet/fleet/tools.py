@@ -36,7 +36,8 @@ MCP_TOOL_PREFIX = "mcp_"
 # Strict LLM providers validate tool names against ^[a-zA-Z0-9_-]{1,64}$.
 MAX_TOOL_NAME_LENGTH = 64
 _HASH_SUFFIX_LENGTH = 8
-_KEPT_PREFIX_LENGTH = MAX_TOOL_NAME_LENGTH - _HASH_SUFFIX_LENGTH - 1
+MIN_TOOL_NAME_LENGTH = _HASH_SUFFIX_LENGTH + 2
+"""The shortest length limit a name can be shortened to: one kept character, ``_`` and the hash."""
 _CLAUDE_PREFIX = "mcp__"
 _CLAUDE_SEPARATOR = "__"
 
@@ -95,32 +96,51 @@ def _short_hash(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8", errors="surrogatepass")).hexdigest()[:_HASH_SUFFIX_LENGTH]
 
 
-def _with_hash_suffix(name: str, hashed: str) -> str:
-    return f"{name[:_KEPT_PREFIX_LENGTH].rstrip('_')}_{_short_hash(hashed)}"
+def _with_hash_suffix(name: str, hashed: str, max_length: int) -> str:
+    kept = max_length - _HASH_SUFFIX_LENGTH - 1
+    return f"{name[:kept].rstrip('_')}_{_short_hash(hashed)}"
 
 
-def mcp_tool_name(server_name: str, tool_name: str) -> str:
-    """The agent-facing name ``mcp_<server>_<tool>`` of one server's tool.
+def _check_max_length(max_length: int) -> None:
+    if max_length < MIN_TOOL_NAME_LENGTH:
+        raise ValueError(f"a tool name limit must be at least {MIN_TOOL_NAME_LENGTH}, not {max_length}")
+
+
+def mcp_tool_name(
+    server_name: str,
+    tool_name: str,
+    *,
+    prefix: str = MCP_TOOL_PREFIX,
+    max_length: int = MAX_TOOL_NAME_LENGTH,
+) -> str:
+    """The agent-facing name ``<prefix><server>_<tool>`` of one server's tool (``mcp_`` by
+    default; the gateway serves ``<server>_<tool>``).
 
     Both parts are reduced to ``[A-Za-z0-9_-]`` (anything else becomes ``_``, runs of
     ``_`` collapse, edges are trimmed); a tool name that repeats the server name as its
     prefix loses it (``github`` + ``github_create_issue`` → ``mcp_github_create_issue``);
-    a name longer than 64 characters keeps (at most) its first 55 and gains a hash of the
-    whole, so it stays stable and distinct.
+    a name longer than ``max_length`` (64) keeps its start and gains a hash of the whole, so
+    it stays stable and distinct.
     """
+    _check_max_length(max_length)
     server = _sanitize(server_name, "server")
     tool = _sanitize(tool_name, "tool")
     redundant_prefix = _prefix_key(server) + "_"
     if _prefix_key(tool).startswith(redundant_prefix) and len(tool) > len(redundant_prefix):
         tool = tool[len(redundant_prefix) :]
-    name = f"{MCP_TOOL_PREFIX}{server}_{tool}"
-    if len(name) > MAX_TOOL_NAME_LENGTH:
-        name = _with_hash_suffix(name, name)
+    name = f"{prefix}{server}_{tool}"
+    if len(name) > max_length:
+        name = _with_hash_suffix(name, name, max_length)
     return name
 
 
-def assign_tool_names(pairs: Iterable[tuple[str, str]]) -> dict[tuple[str, str], str]:
-    """A unique agent-facing name for every ``(server, tool)`` pair.
+def assign_tool_names(
+    pairs: Iterable[tuple[str, str]],
+    *,
+    prefix: str = MCP_TOOL_PREFIX,
+    max_length: int = MAX_TOOL_NAME_LENGTH,
+) -> dict[tuple[str, str], str]:
+    """A unique agent-facing name for every ``(server, tool)`` pair (see ``mcp_tool_name``).
 
     Pairs are named in sorted order, so the same set of pairs always gets the same names
     whatever order the servers connected in: the first pair keeps a contested name and
@@ -129,13 +149,13 @@ def assign_tool_names(pairs: Iterable[tuple[str, str]]) -> dict[tuple[str, str],
     assigned: dict[tuple[str, str], str] = {}
     owner_of_name: dict[str, tuple[str, str]] = {}
     for server, tool in sorted(set(pairs)):
-        base_name = mcp_tool_name(server, tool)
+        base_name = mcp_tool_name(server, tool, prefix=prefix, max_length=max_length)
         name = base_name
         attempt = 0
         while name in owner_of_name:
             # The attempt counter only matters if a suffixed name is itself taken, which needs
             # a server to advertise a tool spelled exactly like another tool's suffixed name.
-            name = _with_hash_suffix(base_name, f"{server}\0{tool}\0{attempt}")
+            name = _with_hash_suffix(base_name, f"{server}\0{tool}\0{attempt}", max_length)
             attempt += 1
         if name != base_name:
             winner_server, winner_tool = owner_of_name[base_name]

@@ -1,0 +1,138 @@
+"""The gateway's clients: one ``ClientSession`` per connected client, in one registry.
+
+A handshake-era client (``initialize``) has one SDK ``Connection`` for its whole life, over
+stdio or one streamable-HTTP session: the registry keeps a ``ClientSession`` for it from its
+first message until that connection closes, and ``notify_all`` sends it the gateway's
+``list_changed`` notifications on its standalone channel. A 2026-07-28 client has no
+session: every request carries its own envelope, so each request gets a transient
+``ClientSession`` (never registered), and change notifications reach such clients only on
+the ``subscriptions/listen`` streams they open (see ``gateway.server``).
+
+The relay reads ``session_for(ctx)`` to know who asked, what that client declared it can
+do (``capabilities``) and how to reach it (``sdk_session``).
+"""
+
+from __future__ import annotations
+
+import logging
+import weakref
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+from mcpfleet.client._sdk import server_connection_of
+
+if TYPE_CHECKING:
+    from mcp.server.connection import Connection
+    from mcp.server.context import ServerRequestContext
+    from mcp.server.session import ServerSession
+
+logger = logging.getLogger(__name__)
+
+ClientEra = Literal["legacy", "modern"]
+
+LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
+"""MCP's log levels (RFC 5424), least severe first."""
+
+
+def _severity(level: str) -> int:
+    return LOG_LEVELS.index(level) if level in LOG_LEVELS else len(LOG_LEVELS)
+
+
+@dataclass(eq=False)
+class ClientSession:
+    """One client of the gateway, as the SDK lets the gateway see and reach it."""
+
+    era: ClientEra
+    protocol_version: str
+    sdk_session: ServerSession
+    """The SDK's handle: ``send_notification`` without ``related_request_id`` goes out on the
+    client's standalone channel, ``send_request`` (handshake era only) asks the client."""
+    capabilities: dict[str, Any] = field(default_factory=dict)
+    """What the client declared (``sampling``, ``elicitation``, ``roots``…), as JSON."""
+    client_name: str | None = None
+    log_level: str | None = None
+    """The least severe backend log level the client asked for (``logging/setLevel``); ``None``
+    until it asks, and then every level is relayed."""
+
+    @property
+    def registered(self) -> bool:
+        """Whether it lives in the registry (handshake era) rather than for one request."""
+        return self.era == "legacy"
+
+    def wants_log(self, level: str) -> bool:
+        """Whether a backend log message at ``level`` goes to this client."""
+        if self.log_level is None:
+            return True
+        return _severity(level) >= _severity(self.log_level)
+
+    async def notify(self, method: str, params: dict[str, Any] | None = None) -> None:
+        """Send a notification on the client's standalone channel; never raises: a client that
+        went away misses it, as the protocol allows."""
+        import mcp_types
+
+        message: dict[str, Any] = {"method": method}
+        if params is not None:
+            message["params"] = params
+        try:
+            notification = mcp_types.server_notification_adapter.validate_python(message, by_name=False)
+        except ValueError as error:
+            logger.warning("not relaying a malformed %s: %s", method, error)
+            return
+        try:
+            await self.sdk_session.send_notification(notification)
+        except Exception as error:
+            logger.debug("could not send %s to a client: %r", method, error)
+
+
+class ClientSessions:
+    """Every handshake-era client connected now, keyed by its SDK connection."""
+
+    def __init__(self) -> None:
+        self._by_connection: weakref.WeakKeyDictionary[Connection, ClientSession] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    def __iter__(self) -> Iterator[ClientSession]:
+        return iter(list(self._by_connection.values()))
+
+    def __len__(self) -> int:
+        return len(self._by_connection)
+
+    def session_for(self, ctx: ServerRequestContext[Any, Any]) -> ClientSession:
+        """The client behind one request (or notification): registered on its first message
+        (handshake era), or made for this request alone (2026-07-28 era)."""
+        from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+        sdk_session = ctx.session
+        modern = ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
+        connection = None if modern else server_connection_of(sdk_session)
+        if connection is not None:
+            known = self._by_connection.get(connection)
+            if known is not None:
+                return known
+        capabilities = sdk_session.client_capabilities
+        params = sdk_session.client_params
+        declared = (
+            capabilities.model_dump(by_alias=True, mode="json", exclude_none=True)
+            if capabilities is not None
+            else {}
+        )
+        client_name = params.client_info.name if params is not None else None
+        if connection is None:
+            return ClientSession("modern", ctx.protocol_version, sdk_session, declared, client_name)
+        session = ClientSession("legacy", ctx.protocol_version, sdk_session, declared, client_name)
+        self._by_connection[connection] = session
+        connection.exit_stack.callback(self._forget, connection)
+        logger.info("client %s connected (%s)", session.client_name or "(unnamed)", ctx.protocol_version)
+        return session
+
+    def _forget(self, connection: Connection) -> None:
+        session = self._by_connection.pop(connection, None)
+        if session is not None:
+            logger.info("client %s disconnected", session.client_name or "(unnamed)")
+
+    async def notify_all(self, method: str) -> None:
+        """Send the parameterless notification ``method`` to every registered client."""
+        for session in self:
+            await session.notify(method)

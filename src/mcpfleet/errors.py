@@ -81,6 +81,11 @@ class ApprovalRequiredError(ConfigError):
     """A project-level server has not been approved yet, so it is never started."""
 
 
+class ServeAddressError(ConfigError):
+    """``mcpfleet serve --http`` cannot listen where it was asked (malformed, in use, not here),
+    or its ``--auth-token`` cannot travel in a header."""
+
+
 class ConnectError(MCPFleetError):
     """A connection to one MCP server could not be established."""
 

@@ -1,22 +1,32 @@
-"""``mcpfleet serve``: the whole fleet as one MCP server, on stdio.
+"""``mcpfleet serve``: the whole fleet as one MCP server, on stdio or streamable HTTP.
 
-stdout carries the protocol and nothing else: every log line goes to stderr.
+stdout carries the protocol (stdio) and nothing else: every log line goes to stderr.
+SIGINT and SIGTERM stop the gateway; every backend is closed before it exits.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import signal
+from typing import TYPE_CHECKING
 
 from mcpfleet.cli.options import FleetOptions
-from mcpfleet.cli.output import EXIT_OK
+from mcpfleet.cli.output import EXIT_INTERRUPTED, EXIT_OK
 from mcpfleet.errors import ConfigError
+
+if TYPE_CHECKING:
+    from mcpfleet.gateway.core import Gateway
 
 logger = logging.getLogger(__name__)
 
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    serve = subparsers.add_parser("serve", help="serve every configured MCP server as one MCP server (stdio)")
+    serve = subparsers.add_parser(
+        "serve", help="serve every configured MCP server as one MCP server (stdio, or HTTP with --http)"
+    )
     serve.add_argument(
         "--prefix",
         choices=("always", "none"),
@@ -30,6 +40,18 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         default=64,
         metavar="N",
         help="longest served tool name (default 64); lower it to leave room for a host's own prefix",
+    )
+    serve.add_argument(
+        "--http",
+        metavar="[HOST:]PORT",
+        help="serve streamable HTTP at http://HOST:PORT/mcp instead of stdio "
+        "(host 127.0.0.1 unless given; port 0 picks a free one)",
+    )
+    serve.add_argument(
+        "--auth-token",
+        metavar="T",
+        help="with --http: the bearer token every request must carry; off loopback one is "
+        "required, so without this one is generated, stored and printed once",
     )
     serve.set_defaults(handler=serve_command)
 
@@ -49,7 +71,11 @@ def _name_length(text: str) -> int:
 def serve_command(args: argparse.Namespace) -> int:
     import anyio
 
+    if args.http is None and args.auth_token is not None:
+        raise ConfigError("--auth-token applies to --http only: add --http [HOST:]PORT, or drop it")
     try:
+        if args.http is not None:
+            return anyio.run(_serve_http, args)
         anyio.run(_serve, args)
     except BaseExceptionGroup as group:
         # The fleet's task groups wrap what the gateway raised on its way up: a config error
@@ -66,25 +92,27 @@ def _first_leaf(group: BaseExceptionGroup[ConfigError]) -> ConfigError:
     return _first_leaf(first) if isinstance(first, BaseExceptionGroup) else first
 
 
-async def _serve(args: argparse.Namespace) -> None:
-    """Serve until stdin ends or a SIGTERM/SIGINT arrives; either way every backend is closed
-    within the fleet's shutdown deadline before this returns."""
-    import signal
-
-    import anyio
-
+def _gateway(args: argparse.Namespace) -> Gateway:
     from mcpfleet.fleet.manager import MCPManager
     from mcpfleet.gateway.core import Gateway
     from mcpfleet.gateway.naming import NamingPolicy
-    from mcpfleet.gateway.stdio import serve_stdio
 
     options = FleetOptions.from_args(args)
     # No Exa filter here (unlike an agent session): a host has no native Exa to fall back on.
     manager = MCPManager(options.project_root, **options.session_settings(), on_uncached="late-join")
     naming = NamingPolicy(prefix=args.prefix, max_name_length=args.max_name_length)
+    return Gateway(manager, naming=naming)
+
+
+async def _serve(args: argparse.Namespace) -> None:
+    """Serve until stdin ends or a SIGTERM/SIGINT arrives; either way every backend is closed
+    within the fleet's shutdown deadline before this returns."""
+    import anyio
+
+    from mcpfleet.gateway.stdio import serve_stdio
 
     async def stop_on_signal(scope: anyio.CancelScope) -> None:
-        with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        with anyio.open_signal_receiver(*STOP_SIGNALS) as signals:
             async for received in signals:
                 logger.info(
                     "mcpfleet serve: %s received; closing every server", signal.Signals(received).name
@@ -94,6 +122,50 @@ async def _serve(args: argparse.Namespace) -> None:
 
     async with anyio.create_task_group() as task_group:
         task_group.start_soon(stop_on_signal, task_group.cancel_scope)
-        async with Gateway(manager, naming=naming) as gateway:
+        async with _gateway(args) as gateway:
             await serve_stdio(gateway)
         task_group.cancel_scope.cancel()
+
+
+async def _serve_http(args: argparse.Namespace) -> int:
+    """Serve until SIGINT (exit 130, as Ctrl-C does elsewhere) or SIGTERM (exit 0: asked to stop,
+    stopped cleanly), every backend closed either way.
+
+    The port is taken and the token settled before any backend starts, so a port in use or an
+    unwritable token file costs no process. A signal cancels the serving scope from the event
+    loop's own handler (mcpfleet runs on asyncio): no watcher task, so an error of the gateway
+    comes out as itself, not wrapped in a task group's exception group. A second signal during
+    the shutdown changes nothing: the backends still get their deadline.
+    """
+    import asyncio
+    import contextlib
+
+    import anyio
+
+    from mcpfleet.gateway.http import HttpListener, parse_bind, resolve_auth_token, serve_http, stderr_notice
+
+    listener = HttpListener.open(parse_bind(args.http))
+    with contextlib.closing(listener):
+        token = resolve_auth_token(args.auth_token, loopback=listener.loopback, notice=stderr_notice)
+        from mcpfleet.gateway.server import build_server  # the SDK: once there is somewhere to serve
+
+        received: list[int] = []
+        loop = asyncio.get_running_loop()
+        with anyio.CancelScope() as serving:
+
+            def stop(signal_number: int) -> None:
+                logger.info(
+                    "mcpfleet serve: %s received; closing every server", signal.Signals(signal_number).name
+                )
+                received.append(signal_number)
+                serving.cancel()
+
+            for signal_number in STOP_SIGNALS:
+                loop.add_signal_handler(signal_number, stop, signal_number)
+            try:
+                async with _gateway(args) as gateway:
+                    await serve_http(build_server(gateway), listener, auth_token=token)
+            finally:
+                for signal_number in STOP_SIGNALS:
+                    loop.remove_signal_handler(signal_number)
+    return EXIT_INTERRUPTED if received[:1] == [signal.SIGINT] else EXIT_OK

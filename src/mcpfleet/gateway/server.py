@@ -61,6 +61,28 @@ _LISTEN_EVENTS: dict[ListKind, Callable[[], ServerEvent]] = {
 }
 
 
+EVERY_LIST_CHANGES = NotificationOptions(prompts_changed=True, resources_changed=True, tools_changed=True)
+
+
+class _GatewayServer(Server[Any]):
+    """A ``Server`` that declares, by default, that every list may change.
+
+    The streamable-HTTP session manager runs each session with the server's default
+    initialization options (it takes none of its own): without this, HTTP clients of the
+    handshake era would read ``listChanged: false`` and could ignore the gateway's notices.
+    """
+
+    def create_initialization_options(
+        self,
+        notification_options: NotificationOptions | None = None,
+        experimental_capabilities: dict[str, dict[str, Any]] | None = None,
+        extensions: dict[str, dict[str, Any]] | None = None,
+    ) -> InitializationOptions:
+        return super().create_initialization_options(
+            notification_options or EVERY_LIST_CHANGES, experimental_capabilities, extensions
+        )
+
+
 def build_server(gateway: Gateway) -> Server[Any]:
     """The lowlevel ``Server`` that serves ``gateway`` (enter the gateway first)."""
     bus = InMemorySubscriptionBus()
@@ -157,7 +179,7 @@ def build_server(gateway: Gateway) -> Server[Any]:
         gateway.sessions.session_for(ctx).log_level = params.level
         return {}
 
-    server: Server[Any] = Server(
+    server: Server[Any] = _GatewayServer(
         SERVER_NAME,
         version=__version__,
         instructions=gateway.instructions,

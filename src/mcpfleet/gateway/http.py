@@ -1,0 +1,416 @@
+"""The gateway over streamable HTTP: one SDK lowlevel ``Server`` served at ``/mcp`` by uvicorn.
+
+The SDK does the protocol: ``Server.streamable_http_app`` routes ``/mcp`` to its
+``StreamableHTTPSessionManager``, which serves both eras (``initialize`` sessions, and
+2026-07-28 requests carrying ``_meta``), checks ``Host`` and ``Origin`` with the
+``TransportSecuritySettings`` given here, and caps request bodies (413). This module adds
+what a gateway needs around it:
+
+- the listening socket (``HttpListener``), bound here rather than by uvicorn and before any
+  backend starts, so that a port in use is one error line (uvicorn would ``sys.exit``) and
+  ``Host``/``Origin`` are checked against the address actually bound (port 0 included);
+- a bearer token, compared in constant time, required on any bind that is not loopback: a
+  gateway reachable from the network hands out every backend's tools, so nobody on that
+  network may call them unless they hold the token;
+- a lifetime inside the caller's task group: cancelling ``serve_http`` stops accepting,
+  ends the open sessions, and lets uvicorn finish within a bound. Signals are the caller's:
+  uvicorn's own handlers are kept out, so SIGINT/SIGTERM reach the code that owns the fleet.
+
+In order: ``HttpListener.open(parse_bind(text))``, ``resolve_auth_token(…)``, then
+``serve_http(server, listener, auth_token=…)``. Imported only by ``mcpfleet serve --http``
+(it imports uvicorn, and the SDK when serving).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import hmac
+import ipaddress
+import os
+import re
+import secrets
+import socket
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import uvicorn
+from anyio.abc import TaskStatus
+
+from mcpfleet import paths
+from mcpfleet.errors import ServeAddressError
+
+if TYPE_CHECKING:
+    from mcp.server.lowlevel.server import Server
+    from mcp.server.transport_security import TransportSecuritySettings
+    from starlette.types import ASGIApp, Receive, Scope, Send
+
+
+DEFAULT_HOST = "127.0.0.1"
+MCP_PATH = "/mcp"
+MAX_REQUEST_BODY_BYTES = 4 * 1024 * 1024
+"""Largest request body accepted (413 above it): far above any tool call, far below memory."""
+SHUTDOWN_GRACE_S = 3
+"""How long open HTTP responses get to finish once the gateway stops, before they are cut."""
+LISTEN_BACKLOG = 128
+TOKEN_FILE_NAME = "gateway-token.json"
+GENERATED_TOKEN_BYTES = 32
+"""256 bits of randomness: a token nobody guesses, printable as 43 URL-safe characters."""
+
+_TOKEN_SHAPE = re.compile(r"[\x21-\x7e]+")
+"""What a bearer token may hold: visible ASCII, so it travels in a header unchanged."""
+_LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
+_WILDCARD_HOSTS = ("0.0.0.0", "::")
+
+
+@dataclass(frozen=True)
+class HttpBind:
+    """Where ``mcpfleet serve --http`` listens: the host as the user wrote it, and a port."""
+
+    host: str
+    port: int
+
+
+def parse_bind(text: str) -> HttpBind:
+    """``[HOST:]PORT`` (``8080``, ``0.0.0.0:8080``, ``[::1]:0``, ``localhost:9000``) as an ``HttpBind``.
+
+    The host defaults to 127.0.0.1: a gateway is reachable from the network only when asked.
+    """
+    host, separator, port_text = text.rpartition(":")
+    if not separator:
+        host, port_text = DEFAULT_HOST, text
+    elif host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    elif ":" in host:
+        raise ServeAddressError(f"--http {text!r}: write an IPv6 address in brackets, as in [::1]:8080")
+    if not host:
+        raise ServeAddressError(f"--http {text!r}: the host before ':' is empty; write HOST:PORT or PORT")
+    try:
+        port = int(port_text)
+    except ValueError:
+        raise ServeAddressError(
+            f"--http {text!r}: the port must be a number from 0 to 65535 (0 picks a free one)"
+        ) from None
+    if not 0 <= port <= 65535:
+        raise ServeAddressError(f"--http {text!r}: the port must be from 0 to 65535 (0 picks a free one)")
+    return HttpBind(host, port)
+
+
+@dataclass
+class HttpListener:
+    """A TCP socket listening where ``--http`` asked, opened before anything else starts.
+
+    Opening it first makes a port in use one error line before any backend is spawned, and
+    tells what was actually bound (the port behind port 0, the address behind a name), which
+    the token rule and the Host/Origin checks are about.
+    """
+
+    bind: HttpBind
+    socket: socket.socket
+
+    @classmethod
+    def open(cls, bind: HttpBind) -> HttpListener:
+        """Listen on ``bind``; a port in use or a host that is not here is one clear error."""
+        try:
+            addresses = socket.getaddrinfo(
+                bind.host, bind.port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+            )
+        except socket.gaierror as error:
+            raise ServeAddressError(
+                f"--http {_display(bind)}: cannot resolve {bind.host!r} ({error.strerror}); "
+                "give an address of this machine, such as 127.0.0.1 or 0.0.0.0"
+            ) from error
+        # IPv4 first: "localhost" often resolves to ::1 first, and clients mostly try 127.0.0.1.
+        family, kind, protocol, _, address = sorted(addresses, key=lambda entry: entry[0] != socket.AF_INET)[
+            0
+        ]
+        listening = socket.socket(family, kind, protocol)
+        try:
+            # A restarted gateway may take its port back while old connections sit in
+            # TIME_WAIT; on Linux this never lets two servers listen on one port.
+            listening.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            listening.bind(address)
+            listening.listen(LISTEN_BACKLOG)
+        except OSError as error:
+            listening.close()
+            if error.errno in (errno.EADDRINUSE, errno.EACCES):
+                reason = "is already in use" if error.errno == errno.EADDRINUSE else "needs privileges"
+                raise ServeAddressError(
+                    f"--http {_display(bind)}: port {bind.port} {reason}; "
+                    "pick another one (or 0 for a free port)"
+                ) from error
+            raise ServeAddressError(
+                f"--http {_display(bind)}: cannot listen there ({error.strerror or error}); "
+                "give an address of this machine, such as 127.0.0.1 or 0.0.0.0"
+            ) from error
+        return cls(bind, listening)
+
+    @property
+    def address(self) -> str:
+        """The IP address bound (``0.0.0.0`` or ``::`` for every interface)."""
+        return str(self.socket.getsockname()[0])
+
+    @property
+    def port(self) -> int:
+        return int(self.socket.getsockname()[1])
+
+    @property
+    def loopback(self) -> bool:
+        """Whether only this machine can reach it (then a bearer token is optional)."""
+        return is_loopback_address(self.address)
+
+    @property
+    def url(self) -> str:
+        return f"http://{_host_for_url(self.address)}:{self.port}{MCP_PATH}"
+
+    def close(self) -> None:
+        self.socket.close()
+
+
+def is_loopback_address(address: str) -> bool:
+    """Whether a bound IP address is reachable from this machine only."""
+    return ipaddress.ip_address(address.split("%", 1)[0]).is_loopback
+
+
+def gateway_token_file() -> Path:
+    """Where a generated bearer token is kept, so the next start (and its clients) reuse it."""
+    return paths.user_state_dir() / TOKEN_FILE_NAME
+
+
+def check_token_shape(token: str) -> str:
+    """``token`` if it can travel in an ``Authorization`` header unchanged; else a usage error."""
+    if not _TOKEN_SHAPE.fullmatch(token):
+        raise ServeAddressError(
+            "--auth-token: use visible ASCII characters only, with no spaces "
+            "(or leave it out: a non-loopback bind then generates one)"
+        )
+    return token
+
+
+def stored_or_generated_token(notice: Callable[[str], None]) -> str:
+    """The gateway's stored bearer token, generated (and shown once) on first need.
+
+    It lives 0600 in mcpfleet's state dir, written under the same lock and atomic rename as
+    mcpfleet's other files, so two gateways starting together agree on one token.
+    """
+    from mcpfleet.config.writer import update_json_file
+
+    path = gateway_token_file()
+
+    def ensure_token(document: dict[str, Any]) -> tuple[str, bool]:
+        kept = document.get("bearer_token")
+        if isinstance(kept, str) and _TOKEN_SHAPE.fullmatch(kept):
+            return kept, False
+        document["bearer_token"] = secrets.token_urlsafe(GENERATED_TOKEN_BYTES)
+        return document["bearer_token"], True
+
+    token, generated = update_json_file(path, ensure_token)
+    # The file may predate mcpfleet's modes (copied, restored from a backup): a token others
+    # can read is no secret.
+    os.chmod(path, 0o600)
+    if generated:
+        notice(f"generated a bearer token for the gateway, stored in {path}: {token}")
+    else:
+        notice(f"clients must send the bearer token stored in {path}")
+    return token
+
+
+def resolve_auth_token(given: str | None, *, loopback: bool, notice: Callable[[str], None]) -> str | None:
+    """The token every request must carry: the one given; else, off loopback, the stored one."""
+    if given is not None:
+        return check_token_shape(given)
+    if loopback:
+        return None
+    return stored_or_generated_token(notice)
+
+
+def transport_security_for(bind: HttpBind, bound_address: str, port: int) -> TransportSecuritySettings:
+    """``Host`` and ``Origin`` values a client of this bind can honestly send (DNS rebinding).
+
+    A web page can make a browser send requests to a local port under a domain its owner
+    controls, re-pointed at 127.0.0.1: the ``Host`` (and the ``Origin``) then name that domain.
+    Only names that lead here are accepted: the loopback names for a loopback or wildcard
+    bind, the address and name the user bound, and this machine's own names and addresses.
+    """
+    from mcp.server.transport_security import TransportSecuritySettings
+
+    names: list[str] = []
+    wildcard = bound_address in _WILDCARD_HOSTS
+    if wildcard or is_loopback_address(bound_address):
+        names.extend(_LOOPBACK_NAMES)
+    given = [bind.host, bound_address]
+    if wildcard or not is_loopback_address(bound_address):
+        given.extend(_machine_names())
+    # "0.0.0.0" and "::" are where to listen, never where a client sends its request.
+    names.extend(_host_for_url(name) for name in given if name not in _WILDCARD_HOSTS)
+    names = list(dict.fromkeys(names))
+    hosts = [f"{name}:{port}" for name in names]
+    if port == 80:  # a browser leaves the default port out of both headers
+        hosts.extend(names)
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=hosts,
+        allowed_origins=[f"http://{host}" for host in hosts],
+    )
+
+
+def _machine_names() -> Iterator[str]:
+    """This machine's host name, full name and the addresses they resolve to."""
+    names = {socket.gethostname(), socket.getfqdn()}
+    yield from names
+    for name in names:
+        with contextlib.suppress(OSError):
+            for entry in socket.getaddrinfo(name, None, type=socket.SOCK_STREAM):
+                yield str(entry[4][0])
+
+
+def _host_for_url(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
+
+
+def _display(bind: HttpBind) -> str:
+    return f"{_host_for_url(bind.host)}:{bind.port}"
+
+
+class BearerGate:
+    """Answer 401 to every HTTP request without ``Authorization: Bearer <token>``, and 503 once stopping.
+
+    The comparison is constant-time (``hmac.compare_digest``), so response timing does not
+    reveal how much of a guess was right. More than one ``Authorization`` header is refused:
+    two proxies could each read a different one.
+    """
+
+    def __init__(self, app: ASGIApp, token: str | None) -> None:
+        self.app = app
+        self.expected = token.encode("ascii") if token is not None else None
+        self.stopping = False
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        if self.stopping:
+            await _plain_response(send, 503, b"the gateway is shutting down", [])
+            return
+        if self.expected is not None:
+            presented = [value for key, value in scope["headers"] if key == b"authorization"]
+            if not (len(presented) == 1 and self._matches(presented[0])):
+                challenge = b'Bearer realm="mcpfleet"' + (b', error="invalid_token"' if presented else b"")
+                await _plain_response(
+                    send,
+                    401,
+                    b"this gateway needs Authorization: Bearer <token> (see mcpfleet serve --auth-token)",
+                    [(b"www-authenticate", challenge)],
+                )
+                return
+        await self.app(scope, receive, send)
+
+    def _matches(self, header: bytes) -> bool:
+        assert self.expected is not None
+        scheme, _, credential = header.strip().partition(b" ")
+        return scheme.lower() == b"bearer" and hmac.compare_digest(credential.strip(), self.expected)
+
+
+async def _plain_response(send: Send, status: int, text: bytes, headers: list[tuple[bytes, bytes]]) -> None:
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [(b"content-type", b"text/plain; charset=utf-8"), *headers],
+        }
+    )
+    await send({"type": "http.response.body", "body": text})
+
+
+class _GatewayUvicorn(uvicorn.Server):
+    """uvicorn that says when it listens, and leaves signal handling to its caller.
+
+    Its own signal handlers would replace the caller's and re-raise the signal once uvicorn
+    is done, killing the process before the fleet's backends are closed.
+    """
+
+    def __init__(self, config: uvicorn.Config) -> None:
+        super().__init__(config)
+        self.listening = anyio.Event()
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        self.listening.set()
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+def stderr_notice(text: str) -> None:
+    """One ``mcpfleet: …`` line on stderr: stdout is not ours when a host runs the gateway."""
+    sys.stderr.write(f"mcpfleet: {text}\n")
+    sys.stderr.flush()
+
+
+async def serve_http(
+    server: Server[Any],
+    listener: HttpListener,
+    *,
+    auth_token: str | None,
+    max_request_body_bytes: int = MAX_REQUEST_BODY_BYTES,
+    notice: Callable[[str], None] = stderr_notice,
+    task_status: TaskStatus[str] = anyio.TASK_STATUS_IGNORED,
+) -> None:
+    """Serve ``server`` over streamable HTTP on ``listener`` until cancelled, then close it.
+
+    ``auth_token`` is what every request must carry (``None``: nothing; see
+    ``resolve_auth_token`` for the rule). Once listening, ``notice`` gets ``serving on
+    http://HOST:PORT/mcp`` and ``task_status`` the URL.
+    """
+    with contextlib.closing(listener):
+        app = server.streamable_http_app(
+            streamable_http_path=MCP_PATH,
+            transport_security=transport_security_for(listener.bind, listener.address, listener.port),
+            max_request_body_size=max_request_body_bytes,
+            host=listener.bind.host,
+        )
+        gate = BearerGate(app, auth_token)
+        http_server = _GatewayUvicorn(
+            uvicorn.Config(
+                gate,
+                lifespan="off",  # the session manager runs in our task group, below
+                log_config=None,  # keep mcpfleet's logging (and its redaction) in charge
+                access_log=False,
+                proxy_headers=False,
+                server_header=False,
+                ws="none",
+                timeout_graceful_shutdown=SHUTDOWN_GRACE_S,
+            )
+        )
+
+        def stop_serving() -> None:
+            gate.stopping = True
+            http_server.should_exit = True
+
+        async with anyio.create_task_group() as task_group:
+            task_group.start_soon(_serve_until_told, http_server, listener.socket)
+            try:
+                async with server.session_manager.run():
+                    try:
+                        await http_server.listening.wait()
+                        notice(f"serving on {listener.url}")
+                        task_status.started(listener.url)
+                        await anyio.sleep_forever()
+                    finally:
+                        # New requests get 503 from here on; leaving the block ends every
+                        # session (and so every open event stream), so what uvicorn still
+                        # holds finishes well within its grace period.
+                        stop_serving()
+            finally:
+                stop_serving()  # the session manager could not even start
+
+
+async def _serve_until_told(http_server: uvicorn.Server, listening: socket.socket) -> None:
+    """uvicorn's run, shielded: it stops when told (``should_exit``), never half-way by a cancel."""
+    with anyio.CancelScope(shield=True):
+        await http_server.serve(sockets=[listening])

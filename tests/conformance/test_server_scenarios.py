@@ -21,10 +21,7 @@ counts: a verdict must not depend on how loaded the machine is.
 from __future__ import annotations
 
 import json
-import os
 import re
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -52,16 +49,15 @@ from tests.conformance.test_conformance import (
     requires_suite,
     suite_environment,
 )
+from tests.integration.gateway.http_gateway import running_http_gateway, wait_until_listed
 from tests.servers.fixtures import CONFORMANCE_BACKEND, HttpServer, start_http_server
 
 HERE = Path(__file__).resolve().parent
 SERVER_BASELINE = HERE / "server_baseline.txt"
-MCPFLEET = Path(sys.executable).parent / "mcpfleet"
 SCENARIO_TIMEOUT_MS = 30_000
 SET_TIMEOUT_S = 300
 """One whole set (66 scenarios at most) in one Node process; ~15 s when the machine is idle."""
 WHOLE_RUN_TIMEOUT_S = 600
-GATEWAY_READY_TIMEOUT_S = 30.0
 SCHEMA_CHECK = "wire-schema-valid"
 """Appended by the suite to every scenario that exchanged a message; it proves nothing by itself."""
 
@@ -267,57 +263,14 @@ def test_backend_passes_every_server_scenario_or_is_in_the_baseline(backend_resu
     assert not (unexpected or now_passing or unknown or excused), "\n".join(report)
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
-
-
-def wait_for_port(port: int, process: subprocess.Popen[bytes], deadline_s: float) -> None:
-    deadline = time.monotonic() + deadline_s
-    while True:
-        if process.poll() is not None:
-            raise RuntimeError(f"mcpfleet serve exited with {process.returncode} before listening on {port}")
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                return
-        except OSError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.1)
-
-
 @pytest.fixture(scope="module")
 def gateway_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """``mcpfleet serve --http --prefix none`` with the backend (over stdio) as its only server."""
-    workspace = tmp_path_factory.mktemp("gateway")
-    config = workspace / "mcp.json"
     backend_entry = {"command": sys.executable, "args": [str(CONFORMANCE_BACKEND)]}
-    config.write_text(json.dumps({"mcpServers": {"conformance": backend_entry}}), encoding="utf-8")
-    port = free_port()
-    command = [str(MCPFLEET), "--cwd", str(workspace), "--no-project-config", "--config", str(config)]
-    command += ["serve", "--http", f"127.0.0.1:{port}", "--prefix", "none"]
-    with (workspace / "serve.stderr").open("wb") as stderr:
-        process = subprocess.Popen(
-            command,
-            cwd=workspace,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=stderr,
-            start_new_session=True,
-        )
-    try:
-        wait_for_port(port, process, GATEWAY_READY_TIMEOUT_S)
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        if process.poll() is None:
-            os.killpg(process.pid, signal.SIGTERM)
-            try:
-                process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait()
+    home = tmp_path_factory.mktemp("gateway")
+    with running_http_gateway(home, {"conformance": backend_entry}, "--prefix", "none") as gateway:
+        wait_until_listed(gateway.url, "test_simple_text")
+        yield gateway.url
 
 
 @requires_suite

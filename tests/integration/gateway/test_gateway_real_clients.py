@@ -72,15 +72,19 @@ def with_claude() -> None:
 
 @pytest.fixture
 def fleet_home(isolated_home: Path) -> Path:
-    """A home whose mcpfleet user config holds the backend, and whose tool cache knows its tools."""
+    """A home whose mcpfleet user config holds the backend."""
     config_dir = Path(os.environ["XDG_CONFIG_HOME"]) / "mcpfleet"
     config_dir.mkdir(parents=True)
     (config_dir / "mcp.json").write_text(
         json.dumps({"mcpServers": {BACKEND: BACKEND_ENTRY}}), encoding="utf-8"
     )
-    with running_http_gateway(isolated_home, {}) as gateway:
-        wait_until_listed(gateway.url, f"{BACKEND}_test_simple_text", "test://static-text")
     return isolated_home
+
+
+def warm_cache(home: Path) -> None:
+    """One gateway session that waits for the backend: the next one serves its lists from the cache."""
+    with running_http_gateway(home, {}) as gateway:
+        wait_until_listed(gateway.url, f"{BACKEND}_test_simple_text", "test://static-text")
 
 
 @dataclass
@@ -110,6 +114,7 @@ def target(request: pytest.FixtureRequest, with_inspector: None, fleet_home: Pat
     if request.param == "backend":
         yield Target([sys.executable, str(CONFORMANCE_BACKEND)], "")
     elif request.param == "gateway-stdio":
+        warm_cache(fleet_home)
         yield Target([str(MCPFLEET), "serve"], f"{BACKEND}_")
     else:
         with running_http_gateway(fleet_home, {}) as gateway:

@@ -15,7 +15,8 @@ version) the backend passes.
 Unlike its ``client`` command, the suite's ``server`` command runs a whole set's scenarios one
 after another in one Node process, so a set costs one Node start, not one per scenario (on two
 busy cores, ~1 s of CPU each). A (scenario, version) that fails is run again alone before it
-counts: a verdict must not depend on how loaded the machine is.
+counts, when only a few failed (more is a real breakage, not load): a verdict must not depend
+on how loaded the machine is.
 """
 
 from __future__ import annotations
@@ -174,8 +175,7 @@ def judge(url: str, workspace: Path, expected_failures: set[str]) -> SuiteResult
 
     def run_set(selection: SuiteSet) -> dict[Run, Outcome]:
         outcomes, tail = run_suite(url, selection, workspace / "-".join(selection).strip("-"))
-        if not outcomes:
-            return {(f"<{' '.join(selection)}>", "-"): Outcome(["the set wrote no results"], tail)}
+        assert outcomes, f"conformance server {' '.join(selection)} against {url} wrote no results:\n{tail}"
         if selection[0] == "--requirements":
             return {(scenario, selection[1]): outcome for scenario, outcome in outcomes.items()}
         return {(scenario, every[scenario]): outcome for scenario, outcome in outcomes.items()}
@@ -189,8 +189,7 @@ def judge(url: str, workspace: Path, expected_failures: set[str]) -> SuiteResult
     failing = [run for run, outcome in merged.items() if outcome.failures and run[0] not in expected_failures]
     if len(failing) <= MAX_RERUNS:
         for index, run in enumerate(failing):
-            if run[1] != "-":
-                merged[run] = run_alone(url, run, workspace / f"again-{index}")
+            merged[run] = run_alone(url, run, workspace / f"again-{index}")
     return SuiteResults(merged, every, time.monotonic() - started)
 
 
@@ -284,5 +283,8 @@ def test_gateway_passes_every_server_scenario_the_backend_passes(
     missing = Outcome(["the gateway run did not run it"])
     outcomes = {run: through_gateway.outcomes.get(run, missing) for run in sorted(expected)}
     failing = {run: outcome for run, outcome in outcomes.items() if outcome.failures}
-    report = [f"{len(expected) - len(failing)}/{len(expected)} backend-passing runs pass through the gateway"]
+    report = [
+        f"{len(expected) - len(failing)}/{len(expected)} backend-passing runs pass through the gateway, "
+        f"the three sets in {through_gateway.wall_s:.0f} s"
+    ]
     assert not failing, "\n".join(report + describe(failing))

@@ -31,6 +31,7 @@ from typing import Any
 
 import pytest
 from tests.integration.gateway.http_gateway import MCPFLEET, running_http_gateway, wait_until_listed
+from tests.servers.conformance_backend import JSON_SCHEMA_2020_12
 from tests.servers.fixtures import CONFORMANCE_BACKEND
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -92,10 +93,11 @@ class Target:
     """Where the Inspector connects, and how the backend's names read there."""
 
     arguments: list[str]
-    tool_prefix: str
+    name_prefix: str
 
-    def tool(self, name: str) -> str:
-        return self.tool_prefix + name
+    def served(self, name: str) -> str:
+        """The name a backend's tool or prompt is served under here."""
+        return self.name_prefix + name
 
 
 def inspector(home: Path, target: Target, *method: str) -> Any:
@@ -124,16 +126,16 @@ def target(request: pytest.FixtureRequest, with_inspector: None, fleet_home: Pat
 
 def test_the_inspector_lists_and_calls_tools(fleet_home: Path, target: Target) -> None:
     listed = {tool["name"]: tool for tool in inspector(fleet_home, target, "tools/list")["tools"]}
-    header_tool = listed[target.tool("test_custom_header")]
+    header_tool = listed[target.served("test_custom_header")]
     assert header_tool["inputSchema"]["properties"]["region"] == {"type": "string", "x-mcp-header": "Region"}
-    assert target.tool("json_schema_2020_12_tool") in listed
+    assert listed[target.served("json_schema_2020_12_tool")]["inputSchema"] == JSON_SCHEMA_2020_12
 
     called = inspector(
         fleet_home,
         target,
         "tools/call",
         "--tool-name",
-        target.tool("test_custom_header"),
+        target.served("test_custom_header"),
         "--tool-arg",
         "region=eu-west",
     )
@@ -153,7 +155,7 @@ def test_the_inspector_reads_a_resource_and_gets_a_prompt(fleet_home: Path, targ
         target,
         "prompts/get",
         "--prompt-name",
-        target.tool("test_prompt_with_arguments"),
+        target.served("test_prompt_with_arguments"),
         "--prompt-args",
         "arg1=hello",
         "arg2=world",

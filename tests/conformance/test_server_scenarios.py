@@ -46,6 +46,7 @@ from tests.conformance.test_conformance import (
     SUITE_ENTRY,
     Outcome,
     Run,
+    baseline_problems,
     describe,
     requires_suite,
     suite_environment,
@@ -240,26 +241,13 @@ def test_backend_passes_every_server_scenario_or_is_in_the_baseline(backend_resu
         scenario: backend_results.outcomes.get((scenario, version), missing)
         for scenario, version in every.items()
     }
-    unexpected = {
-        (scenario, every[scenario]): outcome
-        for scenario, outcome in outcomes.items()
-        if outcome.failures and scenario not in baseline
-    }
-    now_passing = [
-        scenario for scenario in baseline if scenario in outcomes and not outcomes[scenario].failures
-    ]
-    unknown = [scenario for scenario in baseline if scenario not in every]
     required = {scenario for revision in REVISIONS for scenario in scored_server_scenarios(revision)}
-    excused = sorted(required & set(baseline))
+    problems = baseline_problems(outcomes, every, baseline, required, "server_baseline.txt")
     passing = sum(1 for outcome in outcomes.values() if not outcome.failures)
     report = [
         f"{passing}/{len(every)} server scenarios pass against the backend ({len(baseline)} in the baseline)"
     ]
-    report += describe(unexpected)
-    report += [f"NOW PASSING, remove it from server_baseline.txt: {scenario}" for scenario in now_passing]
-    report += [f"NOT IN THE SUITE, remove it from server_baseline.txt: {scenario}" for scenario in unknown]
-    report += [f"REQUIRED BY A REVISION, it cannot be baselined: {scenario}" for scenario in excused]
-    assert not (unexpected or now_passing or unknown or excused), "\n".join(report)
+    assert not problems, "\n".join(report + problems)
 
 
 @pytest.fixture(scope="module")

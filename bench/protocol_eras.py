@@ -231,13 +231,13 @@ def render(
     return "\n".join(lines)
 
 
-def splice(report: str, section: str) -> str:
-    """``report`` with its protocol-era section replaced by ``section`` (or inserted before the
-    plots and findings that close the report)."""
+def splice(report: str, section: str, heading: str = HEADING) -> str:
+    """``report`` with its section under ``heading`` (the protocol eras' by default) replaced by
+    ``section`` (or inserted before the plots and findings that close the report)."""
     lines = report.rstrip("\n").split("\n")
     body = [*section.rstrip("\n").split("\n"), ""]
-    if HEADING in lines:
-        start = lines.index(HEADING)
+    if heading in lines:
+        start = lines.index(heading)
         end = next(
             (i for i in range(start + 1, len(lines)) if lines[i].startswith(("## ", "!["))),
             len(lines),
@@ -249,17 +249,18 @@ def splice(report: str, section: str) -> str:
     return "\n".join(lines[:anchor] + body + lines[anchor:]) + "\n"
 
 
-def carry_over(previous: str | None, regenerated: str) -> str:
-    """Keep the protocol-era section of the report being replaced (``make bench`` does not measure it)."""
-    if previous is None or HEADING not in previous:
+def carry_over(previous: str | None, regenerated: str, heading: str = HEADING) -> str:
+    """Keep the section under ``heading`` (the protocol eras' by default) of the report being
+    replaced: ``make bench`` does not measure it."""
+    if previous is None or heading not in previous.split("\n"):
         return regenerated
     lines = previous.split("\n")
-    start = lines.index(HEADING)
+    start = lines.index(heading)
     end = next(
         (i for i in range(start + 1, len(lines)) if lines[i].startswith(("## ", "!["))),
         len(lines),
     )
-    return splice(regenerated, "\n".join(lines[start:end]))
+    return splice(regenerated, "\n".join(lines[start:end]), heading)
 
 
 async def _measure_connections(workspace: Path) -> tuple[dict[str, list[float]], dict[str, Any]]:

@@ -28,6 +28,19 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
     tools = subparsers.add_parser("tools", help="the tools an agent would see")
     tools.add_argument("--server", help="only this server's tools")
+    tools.add_argument(
+        "--profile",
+        metavar="NAME",
+        help="what `serve --profile NAME` serves: the profile's servers and tools, under their served names",
+    )
+    tools.add_argument(
+        "--search",
+        metavar="QUERY",
+        help="rank the tools for QUERY as the gateway's find_tools does, best first",
+    )
+    tools.add_argument(
+        "--limit", type=int, default=8, metavar="N", help="with --search: how many tools at most (default 8)"
+    )
     strict_option(tools, "exit 1 when any server failed")
     tools.set_defaults(handler=_run_async(tools_command))
 
@@ -183,6 +196,11 @@ async def status_command(args: argparse.Namespace) -> int:
 
 
 async def tools_command(args: argparse.Namespace) -> int:
+    if args.profile is not None or args.search is not None:
+        from mcpfleet.cli.served_tools import served_tools_command
+
+        return await served_tools_command(args, _connect_with_progress)
+
     from mcpfleet.cli.render import ErrorRow, ToolRow
 
     manager = FleetOptions.from_args(args).manager()

@@ -39,6 +39,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         action="store_true",
         help="also move aside, in that file, the entries the gateway serves (undone by `hosts uninstall`)",
     )
+    install.add_argument(
+        "--profile",
+        metavar="NAME",
+        help='the entry runs `mcpfleet serve --profile NAME` ("profiles" in mcpfleet\'s user config)',
+    )
     install.set_defaults(handler=run_install)
     uninstall = actions.add_parser(
         "uninstall", help="remove the gateway entry from HOST's user config and restore what --replace moved"
@@ -100,6 +105,12 @@ def run_install(args: argparse.Namespace) -> int:
     from mcpfleet.hosts import gateway_command, install_gateway, served_entries
 
     host = _host(args)
+    serve_options: list[str] = []
+    if args.profile is not None:
+        from mcpfleet.config.profiles import read_gateway_settings
+
+        read_gateway_settings().profile(args.profile)  # an unknown profile is refused here, not at start
+        serve_options = ["--profile", args.profile]
     served: frozenset[str] = frozenset()
     if args.replace:
         from mcpfleet.config import load_all_mcp_configs
@@ -110,7 +121,12 @@ def run_install(args: argparse.Namespace) -> int:
         served = served_entries(
             load_all_mcp_configs(options.project_root, **options.discovery_settings()), host
         )
-    return _wire(args, lambda: install_gateway(host, gateway_command(), replace=args.replace, served=served))
+    return _wire(
+        args,
+        lambda: install_gateway(
+            host, gateway_command(), replace=args.replace, served=served, serve_options=serve_options
+        ),
+    )
 
 
 def run_uninstall(args: argparse.Namespace) -> int:

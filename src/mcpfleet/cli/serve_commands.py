@@ -17,6 +17,7 @@ from mcpfleet.cli.output import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, error_lin
 from mcpfleet.errors import ConfigError
 
 if TYPE_CHECKING:
+    from mcpfleet.gateway.budget import ToolBudget
     from mcpfleet.gateway.core import Gateway
 
 logger = logging.getLogger(__name__)
@@ -54,7 +55,37 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="with --http: the bearer token every request must carry; off loopback one is "
         "required, so without this one is generated, stored and printed once",
     )
+    serve.add_argument(
+        "--tools",
+        dest="tool_mode",
+        choices=("all", "search", "auto"),
+        default="auto",
+        help="all: every tool; search: find_tools and call_tool instead (plus pinned tools); "
+        "auto (default): every tool up to the client's budget, the pair above it",
+    )
+    serve.add_argument(
+        "--max-tools",
+        type=_tool_count,
+        metavar="N",
+        help="the budget of every client in --tools auto (default: known from the client's name, "
+        "else no limit)",
+    )
+    serve.add_argument(
+        "--profile",
+        metavar="NAME",
+        help='serve the servers and tools of this profile ("profiles" in mcpfleet\'s user config)',
+    )
     serve.set_defaults(handler=serve_command)
+
+
+def _tool_count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number of tools, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be 1 or more, got {value}")
+    return value
 
 
 def _name_length(text: str) -> int:
@@ -76,6 +107,8 @@ def serve_command(args: argparse.Namespace) -> int:
 
     if args.http is None and args.auth_token is not None:
         raise ConfigError("--auth-token applies to --http only: add --http [HOST:]PORT, or drop it")
+    # Before anything starts: an unknown profile or a broken user config is a usage error.
+    budget = tool_budget(args)
 
     refusal = nested_gateway_refusal()
     if refusal is not None:
@@ -86,8 +119,8 @@ def serve_command(args: argparse.Namespace) -> int:
     mark_gateway_environment(os.environ)
     try:
         if args.http is not None:
-            return anyio.run(_serve_http, args)
-        anyio.run(_serve, args)
+            return anyio.run(_serve_http, args, budget)
+        anyio.run(_serve, args, budget)
     except BaseExceptionGroup as group:
         # The fleet's task groups wrap what the gateway raised on its way up: a config error
         # (two servers offering one name under --prefix none) is still a usage error.
@@ -103,7 +136,19 @@ def _first_leaf(group: BaseExceptionGroup[ConfigError]) -> ConfigError:
     return _first_leaf(first) if isinstance(first, BaseExceptionGroup) else first
 
 
-def _gateway(args: argparse.Namespace) -> Gateway:
+def tool_budget(args: argparse.Namespace) -> ToolBudget:
+    """The tool budget ``serve``'s options and mcpfleet's user config describe."""
+    from mcpfleet.config.profiles import read_gateway_settings
+    from mcpfleet.gateway.budget import ToolBudget
+
+    settings = read_gateway_settings()
+    profile = settings.profile(args.profile) if args.profile is not None else None
+    return ToolBudget(
+        args.tool_mode, max_tools=args.max_tools, client_budgets=settings.client_budgets, profile=profile
+    )
+
+
+def _gateway(args: argparse.Namespace, budget: ToolBudget) -> Gateway:
     from mcpfleet.fleet.manager import MCPManager
     from mcpfleet.gateway.core import Gateway
     from mcpfleet.gateway.naming import NamingPolicy
@@ -112,14 +157,20 @@ def _gateway(args: argparse.Namespace) -> Gateway:
     options = FleetOptions.from_args(args)
     # No Exa filter here (unlike an agent session): a host has no native Exa to fall back on.
     relay = Relay()
+    # A profile's servers are the only ones started: the others are left out at discovery.
+    entry_filter = budget.profile.entry_filter() if budget.profile is not None else None
     manager = MCPManager(
-        options.project_root, **options.session_settings(), on_uncached="late-join", server_requests=relay
+        options.project_root,
+        **options.session_settings(),
+        on_uncached="late-join",
+        server_requests=relay,
+        entry_filter=entry_filter,
     )
     naming = NamingPolicy(prefix=args.prefix, max_name_length=args.max_name_length)
-    return Gateway(manager, naming=naming, relay=relay)
+    return Gateway(manager, naming=naming, relay=relay, budget=budget)
 
 
-async def _serve(args: argparse.Namespace) -> None:
+async def _serve(args: argparse.Namespace, budget: ToolBudget) -> None:
     """Serve until stdin ends or a SIGTERM/SIGINT arrives; either way every backend is closed
     within the fleet's shutdown deadline before this returns."""
     import anyio
@@ -137,12 +188,12 @@ async def _serve(args: argparse.Namespace) -> None:
 
     async with anyio.create_task_group() as task_group:
         task_group.start_soon(stop_on_signal, task_group.cancel_scope)
-        async with _gateway(args) as gateway:
+        async with _gateway(args, budget) as gateway:
             await serve_stdio(gateway)
         task_group.cancel_scope.cancel()
 
 
-async def _serve_http(args: argparse.Namespace) -> int:
+async def _serve_http(args: argparse.Namespace, budget: ToolBudget) -> int:
     """Serve until SIGINT (exit 130, as Ctrl-C does elsewhere) or SIGTERM (exit 0: asked to stop,
     stopped cleanly), every backend closed either way.
 
@@ -182,7 +233,7 @@ async def _serve_http(args: argparse.Namespace) -> int:
                 # Discovery here and on this machine recognises this URL as the gateway's own.
                 mark_gateway_environment(os.environ, url=listener.url)
                 with announce_gateway_endpoint(listener.url):
-                    async with _gateway(args) as gateway:
+                    async with _gateway(args, budget) as gateway:
                         await serve_http(build_server(gateway), listener, auth_token=token)
             finally:
                 for signal_number in STOP_SIGNALS:

@@ -28,6 +28,7 @@ import anyio
 import anyio.abc
 
 from mcpfleet.errors import ConfigError, MCPFleetError
+from mcpfleet.gateway.budget import ToolBudget
 from mcpfleet.gateway.catalog import ListKind, ServedCatalog, build_catalog, instructions_for
 from mcpfleet.gateway.listings import RESOURCE_KINDS, ListingKind, Listings
 from mcpfleet.gateway.naming import NamingPolicy
@@ -100,12 +101,19 @@ class Gateway(anyio.AsyncContextManagerMixin):
     """``async with Gateway(manager) as gateway``: the fleet, connected and ready to be served."""
 
     def __init__(
-        self, manager: MCPManager, *, naming: NamingPolicy | None = None, relay: Relay | None = None
+        self,
+        manager: MCPManager,
+        *,
+        naming: NamingPolicy | None = None,
+        relay: Relay | None = None,
+        budget: ToolBudget | None = None,
     ) -> None:
         """``relay`` must be the manager's ``server_requests`` for backends' questions to reach
-        the clients (see ``gateway.relay``); without one, the manager's own answers them."""
+        the clients (see ``gateway.relay``); without one, the manager's own answers them.
+        ``budget`` decides which tools each client is served (see ``gateway.budget``)."""
         self.manager = manager
         self.naming = naming or NamingPolicy()
+        self.budget = budget if budget is not None else ToolBudget()
         self.sessions = ClientSessions()
         self.relay = relay if relay is not None else Relay()
         self.relay.bind(self)
@@ -174,7 +182,7 @@ class Gateway(anyio.AsyncContextManagerMixin):
         return _add_listener(self._resource_updated_listeners, listener)
 
     def _build_catalog(self) -> ServedCatalog:
-        return build_catalog(self.manager, self.naming, self._listings.snapshot())
+        return self.budget.restrict(build_catalog(self.manager, self.naming, self._listings.snapshot()))
 
     def _mark_dirty(self) -> None:
         self._dirty.set()

@@ -98,22 +98,32 @@ def build_server(gateway: Gateway) -> Server[Any]:
     gateway.on_resource_updated(publish_resource_updated)
 
     async def list_tools(ctx: Context, params: mcp_types.PaginatedRequestParams) -> dict[str, Any]:
-        gateway.sessions.session_for(ctx)
-        return _complete({"tools": list(gateway.catalog.tools)})
+        client = gateway.sessions.session_for(ctx)
+        return _complete({"tools": gateway.budget.listing(gateway.catalog, client.client_name)})
 
     async def call_tool(ctx: Context, params: mcp_types.CallToolRequestParams) -> Any:
         client = gateway.sessions.session_for(ctx)
         on_log = _request_scoped_logs(ctx) if not client.registered else None
+        route = await gateway.budget.route_call(
+            gateway.catalog,
+            client.client_name,
+            params.name,
+            params.arguments or {},
+            find_target=lambda name: gateway.find_target("tools", name),
+        )
+        if route.answer is not None:
+            return _complete(route.answer)
+        name, arguments = route.name, dict(route.arguments or {})
 
         async def relay_progress(progress: float, total: float | None, message: str | None) -> None:
             await ctx.session.report_progress(progress, total, message)
 
         async def call_backend(on_progress: ProgressRelay | None) -> Any:
             return await gateway.call_tool(
-                params.name, params.arguments or {}, on_progress=on_progress, client=client, on_log=on_log
+                name, arguments, on_progress=on_progress, client=client, on_log=on_log
             )
 
-        target = await gateway.find_target("tools", params.name)
+        target = await gateway.find_target("tools", name)
         with _as_jsonrpc_errors():
             return await gateway.relay.run(
                 ctx, target[0] if target else None, call_backend, progress=relay_progress

@@ -88,6 +88,15 @@ class ClientSession:
             logger.debug("could not send %s to a client: %r", method, error)
 
 
+def _named_in_meta(meta: Any) -> str | None:
+    """The client's name in a 2026-07-28 request's ``_meta`` (there is no ``initialize``)."""
+    from mcp_types import CLIENT_INFO_META_KEY
+
+    info = meta.get(CLIENT_INFO_META_KEY) if isinstance(meta, dict) else None
+    name = info.get("name") if isinstance(info, dict) else None
+    return name if isinstance(name, str) else None
+
+
 class ClientSessions:
     """Every handshake-era client connected now, keyed by its SDK connection."""
 
@@ -123,7 +132,7 @@ class ClientSessions:
             if capabilities is not None
             else {}
         )
-        client_name = params.client_info.name if params is not None else None
+        client_name = params.client_info.name if params is not None else _named_in_meta(ctx.meta)
         if connection is None:
             return ClientSession("modern", ctx.protocol_version, sdk_session, declared, client_name)
         session = ClientSession(

@@ -79,11 +79,12 @@ class Host:
     def backup_path(self) -> Path:
         return self.path.with_name(f"{self.path.name}.mcpfleet-backup")
 
-    def gateway_entry(self, command: Sequence[str]) -> dict[str, Any]:
-        """The gateway's entry in this host's own format."""
+    def gateway_entry(self, command: Sequence[str], serve_options: Sequence[str] = ()) -> dict[str, Any]:
+        """The gateway's entry in this host's own format; ``serve_options`` follow ``serve``
+        (``--profile NAME``)."""
         program, *arguments = command
         entry: dict[str, Any] = {"type": "stdio"} if self.shape != "plain" else {}
-        entry.update(command=program, args=[*arguments, *SERVE_ARGS])
+        entry.update(command=program, args=[*arguments, *SERVE_ARGS, *serve_options])
         if self.shape == "typed-with-env":
             entry["env"] = {}
         return entry

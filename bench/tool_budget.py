@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -46,6 +47,8 @@ class Recall:
     queries: int = 0
     at_1: float = 0.0
     at_5: float = 0.0
+    find_bytes: int = 0
+    """Mean size of a ``find_tools`` answer (its JSON, the default limit of 8) over the queries."""
     misses: list[str] = field(default_factory=list)
     """Each query whose expected tool was not first: the query, the expected and what came first."""
 
@@ -78,6 +81,7 @@ def reference_index() -> Any:
 
 def evaluate_retrieval(index: Any) -> Recall:
     """Recall@1 and recall@5 of the retrieval set over ``index``."""
+    from mcpfleet.gateway.budget import DEFAULT_FIND_LIMIT, found_tool
     from mcpfleet.gateway.naming import NamingPolicy, assign_served_names
 
     queries: list[dict[str, str]] = json.loads(QUERIES.read_text(encoding="utf-8"))
@@ -87,13 +91,17 @@ def evaluate_retrieval(index: Any) -> Recall:
     )
     recall = Recall(queries=len(queries))
     first = top_five = 0
+    answer_bytes: list[int] = []
     for entry in queries:
         expected = names.served(entry["server"], entry["tool"])
         found = [hit.name for hit in index.search(entry["query"], 5)]
+        answer = [found_tool(hit.tool) for hit in index.search(entry["query"], DEFAULT_FIND_LIMIT)]
+        answer_bytes.append(len(json.dumps({"tools": answer}, ensure_ascii=False).encode()))
         first += found[:1] == [expected]
         top_five += expected in found
         if found[:1] != [expected]:
             recall.misses.append(f"{entry['query']!r}: expected {expected}, first {found[:1] or 'nothing'}")
+    recall.find_bytes = round(statistics.mean(answer_bytes))
     recall.at_1 = first / len(queries)
     recall.at_5 = top_five / len(queries)
     return recall
@@ -102,10 +110,13 @@ def evaluate_retrieval(index: Any) -> Recall:
 def listing_bytes(mode: str, workspace: Path) -> tuple[int, int]:
     """``(tools served, bytes of the tools/list response line)`` of a real gateway in ``mode``."""
     recorded: dict[str, list[dict[str, Any]]] = json.loads(REFERENCE_TOOLS.read_text(encoding="utf-8"))
+    # Each copy gets its own environment: the fleet serves two entries that run the very same
+    # command as one server under two names.
     servers = {
         f"{server}{copy or ''}": {
             "command": sys.executable,
             "args": [str(REFERENCE_SERVER), "--server", server],
+            "env": {"REFERENCE_COPY": str(copy)},
         }
         for server in recorded
         for copy in range(COPIES)
@@ -172,8 +183,10 @@ def render(recall: Recall, sizes: dict[str, tuple[int, int]]) -> str:
         lines.append(f"| `--tools {mode}` | {count} | {size:,} | {size // BYTES_PER_TOKEN:,} |")
     lines += [
         "",
-        f"The pair costs {search_bytes / all_bytes:.1%} of the full list; a model pays one `find_tools`",
-        "round trip (about 8 tools with their schemas) before its first call of a tool it has not seen.",
+        f"The pair costs {search_bytes / all_bytes:.1%} of the full list. In exchange a model pays one",
+        f"`find_tools` round trip before it calls a tool it has not seen: over the retrieval queries an",
+        f"answer (8 tools with their schemas) averages {recall.find_bytes:,} bytes"
+        f" (≈ {recall.find_bytes // BYTES_PER_TOKEN:,} tokens).",
     ]
     if recall.misses:
         lines += ["", "Queries whose expected tool was not ranked first:", ""]

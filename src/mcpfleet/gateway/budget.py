@@ -172,7 +172,7 @@ class ToolBudget:
         self, catalog: ServedCatalog, query: str, limit: int = DEFAULT_FIND_LIMIT
     ) -> list[dict[str, Any]]:
         """The best tools for ``query``: name, title, description and input schema each."""
-        return [_found(hit.tool) for hit in self.index(catalog).search(query, limit)]
+        return [found_tool(hit.tool) for hit in self.index(catalog).search(query, limit)]
 
     async def route_call(
         self,
@@ -233,7 +233,8 @@ class ToolBudget:
         }
 
 
-def _found(tool: Mapping[str, Any]) -> dict[str, Any]:
+def found_tool(tool: Mapping[str, Any]) -> dict[str, Any]:
+    """One tool as ``find_tools`` returns it: enough for a model to call it."""
     found = {"name": tool.get("name"), "description": tool.get("description", "")}
     if tool.get("title"):
         found["title"] = tool["title"]

@@ -72,9 +72,11 @@ pytest: $(STAMP) $(EVERYTHING) $(INSPECTOR) $(CLAUDE_CODE) conformance
 	$(BIN)/pytest -q --ignore=tests/conformance
 
 # Benchmarks against the peers (~15 min on 2 cores): creates each peer's venv under .tools/bench-venvs,
-# writes BENCHMARKS.md and docs/bench-*.png. Not part of `make test`; its 30 s smoke version is.
+# writes BENCHMARKS.md and docs/bench-*.png, then the gateway's tool budget (its own section, ~1 min).
+# Not part of `make test`; its 30 s smoke version is.
 bench: $(STAMP)
 	$(BIN)/python -m bench.run
+	$(BIN)/python -m bench.tool_budget --write
 
 bench-smoke: $(STAMP)
 	$(BIN)/python -m bench.run --smoke

@@ -231,9 +231,10 @@ def render(
     return "\n".join(lines)
 
 
-def splice(report: str, section: str, heading: str = HEADING) -> str:
+def splice(report: str, section: str, heading: str = HEADING, *, at_end: bool = False) -> str:
     """``report`` with its section under ``heading`` (the protocol eras' by default) replaced by
-    ``section`` (or inserted before the plots and findings that close the report)."""
+    ``section`` (or inserted before the plots and findings that close the report; ``at_end``:
+    after them, so that two carried sections never trade places)."""
     lines = report.rstrip("\n").split("\n")
     body = [*section.rstrip("\n").split("\n"), ""]
     if heading in lines:
@@ -242,16 +243,20 @@ def splice(report: str, section: str, heading: str = HEADING) -> str:
             (i for i in range(start + 1, len(lines)) if lines[i].startswith(("## ", "!["))),
             len(lines),
         )
-        return "\n".join(lines[:start] + body + lines[end:]) + "\n"
-    anchor = next(
-        (i for i, line in enumerate(lines) if line.startswith("![") or line == "## Findings"), len(lines)
-    )
-    return "\n".join(lines[:anchor] + body + lines[anchor:]) + "\n"
+        return "\n".join(lines[:start] + body + lines[end:]).rstrip("\n") + "\n"
+    anchor = len(lines)
+    if not at_end:
+        anchor = next(
+            (i for i, line in enumerate(lines) if line.startswith("![") or line == "## Findings"), len(lines)
+        )
+    return "\n".join(lines[:anchor] + body + lines[anchor:]).rstrip("\n") + "\n"
 
 
-def carry_over(previous: str | None, regenerated: str, heading: str = HEADING) -> str:
+def carry_over(
+    previous: str | None, regenerated: str, heading: str = HEADING, *, at_end: bool = False
+) -> str:
     """Keep the section under ``heading`` (the protocol eras' by default) of the report being
-    replaced: ``make bench`` does not measure it."""
+    replaced: ``make bench`` does not measure it (``at_end`` as for ``splice``)."""
     if previous is None or heading not in previous.split("\n"):
         return regenerated
     lines = previous.split("\n")
@@ -260,7 +265,7 @@ def carry_over(previous: str | None, regenerated: str, heading: str = HEADING) -
         (i for i in range(start + 1, len(lines)) if lines[i].startswith(("## ", "!["))),
         len(lines),
     )
-    return splice(regenerated, "\n".join(lines[start:end]), heading)
+    return splice(regenerated, "\n".join(lines[start:end]), heading, at_end=at_end)
 
 
 async def _measure_connections(workspace: Path) -> tuple[dict[str, list[float]], dict[str, Any]]:

@@ -266,7 +266,7 @@ def _write_report(target: Path, text: str) -> None:
     ``bench.protocol_eras`` and ``bench.tool_budget`` measure."""
     previous = target.read_text(encoding="utf-8") if target.exists() else None
     text = protocol_eras.carry_over(previous, text)
-    text = protocol_eras.carry_over(previous, text, tool_budget.HEADING)
+    text = protocol_eras.carry_over(previous, text, tool_budget.HEADING, at_end=True)
     target.write_text(text, encoding="utf-8")
 
 

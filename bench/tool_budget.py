@@ -11,8 +11,8 @@ and how much smaller ``tools/list`` is when the gateway serves the search-and-ca
   bytes of the JSON-RPC response line, and tokens are estimated at 4 bytes each (the common
   rule of thumb for English and JSON under GPT and Claude tokenizers; no tokenizer is run).
 
-``python -m bench.tool_budget --write`` puts the section into BENCHMARKS.md (``make bench``
-keeps it when it rewrites the rest of the report).
+``python -m bench.tool_budget --write`` puts the section at the end of BENCHMARKS.md (``make
+bench`` keeps it there when it rewrites the rest of the report).
 """
 
 from __future__ import annotations
@@ -184,7 +184,7 @@ def render(recall: Recall, sizes: dict[str, tuple[int, int]]) -> str:
     lines += [
         "",
         f"The pair costs {search_bytes / all_bytes:.1%} of the full list. In exchange a model pays one",
-        f"`find_tools` round trip before it calls a tool it has not seen: over the retrieval queries an",
+        "`find_tools` round trip before it calls a tool it has not seen: over the retrieval queries an",
         f"answer (8 tools with their schemas) averages {recall.find_bytes:,} bytes"
         f" (≈ {recall.find_bytes // BYTES_PER_TOKEN:,} tokens).",
     ]
@@ -210,7 +210,8 @@ def main() -> None:
     if options.write:
         target = REPO_ROOT / "BENCHMARKS.md"
         target.write_text(
-            protocol_eras.splice(target.read_text(encoding="utf-8"), section, HEADING), encoding="utf-8"
+            protocol_eras.splice(target.read_text(encoding="utf-8"), section, HEADING, at_end=True),
+            encoding="utf-8",
         )
 
 

@@ -26,6 +26,7 @@ from tests.integration.gateway.gateway_harness import (
     fake,
     open_gateway,
     serve_command,
+    wait_until,
     write_config,
 )
 from tests.integration.gateway.test_gateway_real_clients import (
@@ -126,6 +127,30 @@ async def test_call_tool_errors_are_tool_errors(isolated_home: Path, mode: str) 
         assert empty_query.is_error and '"query"' in text_of(empty_query)
         bad_limit = await client.call_tool("find_tools", {"query": "echo", "limit": 0})
         assert bad_limit.is_error and '"limit"' in text_of(bad_limit)
+
+
+async def found_names(client: Any, query: str) -> list[str]:
+    found = await client.call_tool("find_tools", {"query": query, "limit": 50})
+    return [tool["name"] for tool in (found.structured_content or {})["tools"]]
+
+
+async def test_find_tools_answers_from_the_cache_and_follows_list_changed(isolated_home: Path) -> None:
+    """A backend still starting is found from the tool cache; a tool it adds later (with
+    ``tools/list_changed``) is found once the catalog has it."""
+    gate = isolated_home / "started"
+    gate.touch()
+    servers = {"notes": fake("notes", "--start-when-exists", str(gate), "--list-changed-after", "1")}
+    async with open_gateway(
+        isolated_home, servers, serve_args=("--tools", "search"), global_args=WAIT_FOR_ALL
+    ) as run:
+        assert "notes_add" in await found_names(run.client, "add two numbers")
+        await wait_until(lambda: found_names(run.client, "late tool"), timeout_s=30)
+        assert (await found_names(run.client, "late tool"))[0] == "notes_late_tool"
+
+    gate.unlink()  # the backend now waits before it reads anything: only the cache knows its tools
+    async with open_gateway(isolated_home, servers, serve_args=("--tools", "search")) as run:
+        assert (await found_names(run.client, "add two numbers"))[0] == "notes_add"
+        assert not gate.exists()
 
 
 async def test_auto_mode_serves_every_tool_up_to_max_tools_and_the_pair_above(isolated_home: Path) -> None:

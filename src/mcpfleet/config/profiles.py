@@ -33,11 +33,14 @@ import fnmatch
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mcpfleet import paths
 from mcpfleet.config.readers import MAX_USER_CONFIG_BYTES, read_document
 from mcpfleet.errors import ConfigError
+
+if TYPE_CHECKING:
+    from mcpfleet.config.model import ServerConfig
 
 PROFILES_KEY = "profiles"
 BUDGETS_KEY = "toolBudgets"
@@ -71,11 +74,11 @@ class Profile:
         """Whether the tool is served directly next to ``find_tools``/``call_tool``."""
         return _matches(self.pin, server, tool, served_name)
 
-    def entry_filter(self) -> Callable[[Any], str | None]:
+    def entry_filter(self) -> Callable[[ServerConfig], str | None]:
         """The discovery hook that leaves out the servers this profile does not serve, so
         they are never started."""
 
-        def leave_out(config: Any) -> str | None:
+        def leave_out(config: ServerConfig) -> str | None:
             if self.serves_server(config.name):
                 return None
             return f'not in the servers of the profile "{self.name}"'

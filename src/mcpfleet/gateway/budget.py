@@ -53,7 +53,7 @@ KNOWN_CLIENT_BUDGETS: tuple[tuple[str, int | None], ...] = (
     ("codex*", 128),
 )
 """Hosts with a known tool limit, by a glob over their lower-cased ``clientInfo.name``:
-Cursor (``cursor-vscode``) warns above 40 tools and degrades beyond; VS Code's agent mode
+Cursor (``cursor-vscode``) warns past 40 tools (80 in later releases); VS Code's agent mode
 sends at most 128 tools to a model; Windsurf's Cascade caps the total at 100; Codex talks to
 OpenAI's API, which rejects more than 128 functions. Overridden by ``toolBudgets`` in
 mcpfleet's user config (``config.profiles``)."""

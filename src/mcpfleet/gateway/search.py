@@ -30,7 +30,7 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -267,13 +267,3 @@ def _query_weights(query: str) -> dict[str, float]:
         for synonym in _SYNONYMS.get(word, ()):
             weights.setdefault(synonym, SYNONYM_WEIGHT)
     return weights
-
-
-def search_tools(
-    tools: Iterable[Mapping[str, Any]],
-    query: str,
-    limit: int = 8,
-    backend_names: Mapping[str, str] | None = None,
-) -> list[SearchHit]:
-    """One-off ``ToolIndex(tools).search(query, limit)``."""
-    return ToolIndex(list(tools), backend_names).search(query, limit)

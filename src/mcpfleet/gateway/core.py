@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Self
 import anyio
 import anyio.abc
 
-from mcpfleet.errors import ConfigError, MCPFleetError
+from mcpfleet.errors import ConfigError, ConnectError, MCPFleetError
 from mcpfleet.gateway.catalog import ListKind, ServedCatalog, build_catalog, instructions_for
 from mcpfleet.gateway.listings import RESOURCE_KINDS, ListingKind, Listings
 from mcpfleet.gateway.naming import NamingPolicy
@@ -75,6 +75,23 @@ class UnknownNameError(MCPFleetError):
         super().__init__(f"Unknown {kind}: {name}; list them again for the current names")
         self.kind = kind
         self.name = name
+
+
+class BackendRejection(MCPFleetError):
+    """A backend answered a request with its own JSON-RPC error, which the client gets unchanged.
+
+    Unlike the gateway's own failures (a backend that crashed, cannot be reached or timed
+    out), this is the backend's answer: its code, message and ``data`` are part of its
+    protocol (``-32021`` with the capabilities it needs, ``-32602`` with the URI it did not
+    find), so a client must read them as if it had asked the backend directly.
+    """
+
+    def __init__(self, server: str, code: int, message: str, data: Any) -> None:
+        super().__init__(message)
+        self.server = server
+        self.code = code
+        self.message = message
+        self.data = data
 
 
 @dataclass(eq=False)
@@ -277,12 +294,16 @@ class Gateway(anyio.AsyncContextManagerMixin):
             try:
                 return await self.manager.call_tool(server, tool, arguments, on_progress=on_progress)
             except MCPFleetError as error:
+                rejection = self._backend_rejection(server, error)
+                if rejection is not None:
+                    raise rejection from error
                 return error_result(str(error))
 
     async def read_resource(self, uri: str) -> dict[str, Any]:
         """``resources/read`` on the backend behind ``uri``; the contents carry served URIs."""
         server, backend_uri = await self._resource_target(uri)
-        result = await self.manager.read_resource(server, backend_uri)
+        with self._passing_rejections(server):
+            result = await self.manager.read_resource(server, backend_uri)
         contents = result.get("contents")
         if isinstance(contents, list):
             result["contents"] = [
@@ -298,7 +319,8 @@ class Gateway(anyio.AsyncContextManagerMixin):
         if target is None:
             raise UnknownNameError("prompt", served_name)
         server, prompt = target
-        return await self.manager.get_prompt(server, prompt, arguments)
+        with self._passing_rejections(server):
+            return await self.manager.get_prompt(server, prompt, arguments)
 
     async def complete(
         self, ref: dict[str, Any], argument: dict[str, str], context_arguments: dict[str, str] | None
@@ -313,7 +335,8 @@ class Gateway(anyio.AsyncContextManagerMixin):
         else:
             server, uri = await self._resource_target(str(ref.get("uri")))
             backend_ref = {**ref, "uri": uri}
-        return await self.manager.complete(server, backend_ref, argument, context_arguments)
+        with self._passing_rejections(server):
+            return await self.manager.complete(server, backend_ref, argument, context_arguments)
 
     async def subscribe_resource(self, client: ClientSession, uri: str) -> None:
         """Tell ``client`` (and 2026-07-28 listen streams) when the resource behind ``uri`` changes."""
@@ -325,7 +348,8 @@ class Gateway(anyio.AsyncContextManagerMixin):
                 async def relay(_server: str, _uri: str) -> None:
                     await self._resource_updated(uri)
 
-                stop = await self.manager.subscribe_resource(server, backend_uri, relay)
+                with self._passing_rejections(server):
+                    stop = await self.manager.subscribe_resource(server, backend_uri, relay)
                 subscription = self._subscriptions[uri] = _Subscription(stop)
             subscription.clients.add(client)
 
@@ -345,6 +369,41 @@ class Gateway(anyio.AsyncContextManagerMixin):
             if client.registered:
                 await client.notify("notifications/resources/updated", {"uri": uri})
         await _call_each(self._resource_updated_listeners, uri)
+
+    def _backend_rejection(self, server: str, error: MCPFleetError) -> BackendRejection | None:
+        """The backend's own JSON-RPC error behind ``error``, if that is what it is.
+
+        Only an answer of the backend counts: a lost connection, an answer over the size
+        limit or a refused protocol era are the gateway's failures. A ``uri`` in the error's
+        ``data`` is the backend's URI; the client knows it under its served name.
+        """
+        import mcp_types
+        from mcp.shared.exceptions import MCPError
+
+        from mcpfleet.transport.stdio import MESSAGE_TOO_LARGE
+
+        cause = error.__cause__
+        if (
+            isinstance(error, ConnectError)
+            or not isinstance(cause, MCPError)
+            or cause.code in (mcp_types.CONNECTION_CLOSED, MESSAGE_TOO_LARGE)
+        ):
+            return None
+        data = cause.data
+        if isinstance(data, dict) and isinstance(data.get("uri"), str):
+            data = {**data, "uri": self._catalog.served_uri(server, data["uri"])}
+        return BackendRejection(server, cause.code, redact_text(cause.message), data)
+
+    @contextmanager
+    def _passing_rejections(self, server: str) -> Iterator[None]:
+        """Raise a backend's own JSON-RPC error as a ``BackendRejection``; other failures as they are."""
+        try:
+            yield
+        except MCPFleetError as error:
+            rejection = self._backend_rejection(server, error)
+            if rejection is None:
+                raise
+            raise rejection from error
 
     async def _resource_target(self, uri: str) -> tuple[str, str]:
         target = await self.find_target("resources", uri)

@@ -56,6 +56,9 @@ _LIST_CHANGED_METHODS: dict[ListKind, str] = {
     "resources": "notifications/resources/list_changed",
     "prompts": "notifications/prompts/list_changed",
 }
+LOG_FLUSH_TIMEOUT_S = 5.0
+"""At most this long a call's answer waits for the backend's log messages of that call to go
+out before it (they are sent by then unless the client is stuck)."""
 UNKNOWN_NAME_WAIT_S = 10.0
 """How long a request for a name the gateway does not serve (yet) waits while backends are still
 starting or being listed: a client may ask for a name it knows from an earlier session before
@@ -101,8 +104,12 @@ class InFlight:
     server: str
     client: ClientSession | None
     on_log: LogRelay | None = None
-    """Where the server's log messages go while the request runs (a 2026-07-28 client, whose
-    logs ride the request that opted in to them)."""
+    """Where the server's log messages go while the request runs: with the request, on its
+    own stream (a 2026-07-28 client that opted in; a handshake-era client, whose HTTP
+    transport may have no other stream open)."""
+    log_deliveries: list[anyio.Event] = field(default_factory=list)
+    """One per log message being relayed with this request: its answer waits for them, or
+    it would close the stream they ride on."""
 
 
 @dataclass(eq=False)
@@ -262,11 +269,11 @@ class Gateway(anyio.AsyncContextManagerMixin):
     @contextmanager
     def _forwarding(
         self, server: str, client: ClientSession | None, on_log: LogRelay | None
-    ) -> Iterator[None]:
+    ) -> Iterator[InFlight]:
         request = InFlight(server, client, on_log)
         self._in_flight.append(request)
         try:
-            yield
+            yield request
         finally:
             self._in_flight.remove(request)
 
@@ -290,14 +297,19 @@ class Gateway(anyio.AsyncContextManagerMixin):
         if target is None:
             raise UnknownNameError("tool", served_name)
         server, tool = target
-        with self._forwarding(server, client, on_log):
+        with self._forwarding(server, client, on_log) as request:
             try:
-                return await self.manager.call_tool(server, tool, arguments, on_progress=on_progress)
+                result = await self.manager.call_tool(server, tool, arguments, on_progress=on_progress)
             except MCPFleetError as error:
                 rejection = self._backend_rejection(server, error)
                 if rejection is not None:
                     raise rejection from error
-                return error_result(str(error))
+                result = error_result(str(error))
+            # The backend's logs of this call arrived before its answer: they go out first.
+            with anyio.move_on_after(LOG_FLUSH_TIMEOUT_S):
+                for delivered in request.log_deliveries:
+                    await delivered.wait()
+            return result
 
     async def read_resource(self, uri: str) -> dict[str, Any]:
         """``resources/read`` on the backend behind ``uri``; the contents carry served URIs."""
@@ -414,26 +426,44 @@ class Gateway(anyio.AsyncContextManagerMixin):
     # -- backend logs ---------------------------------------------------------------------------------------
 
     def _on_server_log(self, server: str, params: dict[str, Any]) -> Awaitable[None] | None:
-        """Relay a backend's ``notifications/message`` to every client, with the server as logger.
+        """Relay a backend's ``notifications/message``, with the server as logger.
 
-        Who receives it is decided now, when the message arrives, and the sending runs after:
-        a log the backend wrote just before answering a call still reaches that call's client,
-        even if the answer overtakes the sending.
+        A client with a call in flight on that server gets it with the call (its latest
+        one), so that over HTTP it rides the call's response stream; every other client that
+        wants the level gets it on its session. Who receives it is decided now, when the
+        message arrives, and the sending runs after: a log the backend wrote just before
+        answering a call still reaches that call's client, and the call's answer waits
+        for it (``InFlight.log_deliveries``).
         """
         level = params.get("level")
         if not isinstance(level, str):
             return None
         relayed = {**params, "logger": server}
-        sessions = [client for client in self.sessions if client.wants_log(level)]
-        relays = [request.on_log for request in self.in_flight(server) if request.on_log is not None]
-        if not sessions and not relays:
+        calls: dict[ClientSession | None, InFlight] = {}
+        for request in self.in_flight(server):
+            if request.on_log is not None:
+                calls[request.client] = request
+        sessions = [client for client in self.sessions if client.wants_log(level) and client not in calls]
+        if not sessions and not calls:
             return None
+        deliveries = [(request, anyio.Event()) for request in calls.values()]
+        for request, delivered in deliveries:
+            request.log_deliveries.append(delivered)
 
         async def send() -> None:
-            for client in sessions:
-                await client.notify("notifications/message", relayed)
-            for relay in relays:
-                await relay(relayed)
+            try:
+                for client in sessions:
+                    await client.notify("notifications/message", relayed)
+                for request, delivered in deliveries:
+                    assert request.on_log is not None
+                    try:
+                        await request.on_log(relayed)
+                    except Exception as error:
+                        logger.debug("could not relay a log message to a client: %r", error)
+                    delivered.set()
+            finally:
+                for _, delivered in deliveries:
+                    delivered.set()
 
         return send()
 

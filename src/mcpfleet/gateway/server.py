@@ -51,7 +51,7 @@ from mcpfleet.gateway.core import (
     ProgressRelay,
     UnknownNameError,
 )
-from mcpfleet.gateway.sessions import LOG_LEVELS
+from mcpfleet.gateway.sessions import LOG_LEVELS, ClientSession
 from mcpfleet.redaction import redact_text
 
 Context = ServerRequestContext[Any, Any]
@@ -110,7 +110,7 @@ def build_server(gateway: Gateway) -> Server[Any]:
 
     async def call_tool(ctx: Context, params: mcp_types.CallToolRequestParams) -> Any:
         client = gateway.sessions.session_for(ctx)
-        on_log = _request_scoped_logs(ctx) if not client.registered else None
+        on_log = _call_scoped_logs(ctx, client) if client.registered else _request_scoped_logs(ctx)
 
         async def relay_progress(progress: float, total: float | None, message: str | None) -> None:
             await ctx.session.report_progress(progress, total, message)
@@ -241,6 +241,24 @@ def _request_scoped_logs(ctx: Context) -> LogRelay | None:
     async def relay(params: dict[str, Any]) -> None:
         level = params.get("level")
         if level not in LOG_LEVELS or LOG_LEVELS.index(level) < least:
+            return
+        notification = mcp_types.server_notification_adapter.validate_python(
+            {"method": "notifications/message", "params": params}, by_name=False
+        )
+        await ctx.session.send_notification(notification, related_request_id=ctx.request_id)
+
+    return relay
+
+
+def _call_scoped_logs(ctx: Context, client: ClientSession) -> LogRelay:
+    """A handshake-era client gets the logs a backend writes during its call with the call
+    (``related_request_id``), at the level it asked for: over HTTP they ride the call's
+    response stream, which a client that opened no standalone stream still reads (over
+    stdio there is one stream, and nothing changes)."""
+
+    async def relay(params: dict[str, Any]) -> None:
+        level = params.get("level")
+        if not isinstance(level, str) or not client.wants_log(level):
             return
         notification = mcp_types.server_notification_adapter.validate_python(
             {"method": "notifications/message", "params": params}, by_name=False

@@ -386,8 +386,10 @@ class Gateway(anyio.AsyncContextManagerMixin):
         """The backend's own JSON-RPC error behind ``error``, if that is what it is.
 
         Only an answer of the backend counts: a lost connection, an answer over the size
-        limit or a refused protocol era are the gateway's failures. A ``uri`` in the error's
-        ``data`` is the backend's URI; the client knows it under its served name.
+        limit, a refused protocol era, or a question of the backend that failed here (the
+        relay refused it, the client answered with an error) are the gateway's failures. A
+        ``uri`` in the error's ``data`` is the backend's URI; the client knows it under its
+        served name.
         """
         import mcp_types
         from mcp.shared.exceptions import MCPError
@@ -399,6 +401,7 @@ class Gateway(anyio.AsyncContextManagerMixin):
             isinstance(error, ConnectError)
             or not isinstance(cause, MCPError)
             or cause.code in (mcp_types.CONNECTION_CLOSED, MESSAGE_TOO_LARGE)
+            or self.relay.failed_here(cause.code, cause.message)
         ):
             return None
         data = cause.data

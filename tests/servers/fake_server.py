@@ -19,8 +19,10 @@ Tools (all by default; ``--tool NAME`` keeps only the named ones, repeatable):
   crash {code=1}            the process exits at once with that code
   env {name}                structuredContent {"value": os.environ.get(name), "cwd": os.getcwd()}
   roots {}                  asks the client for roots/list and returns its answer as text
-``--tool log`` (only when named) adds:
+``--tool log`` and ``--tool refuse`` (only when named) add:
   log {level=info, message} sends notifications/message (logger "fake-internal") then answers
+  refuse {code, message, data?}
+                            answers with that JSON-RPC error (its own refusal, not a failure)
 ``--tools N`` adds N more echo-like tools ``tool_0`` … ``tool_<N-1>``.
 ``--hostile-tools`` adds three that misbehave:
   big {bytes}               a text result of that many bytes ("x" repeated)
@@ -132,6 +134,14 @@ OPT_IN_TOOL_SCHEMAS: dict[str, dict[str, Any]] = {
             "properties": {"level": {"type": "string"}, "message": {"type": "string"}},
         },
     },
+    "refuse": {
+        "description": "Answer with the JSON-RPC error given",
+        "inputSchema": {
+            "type": "object",
+            "properties": {"code": {"type": "integer"}, "message": {"type": "string"}, "data": {}},
+            "required": ["code", "message"],
+        },
+    },
 }
 RICH_TOOL: dict[str, Any] = {
     "name": "fancy",
@@ -192,8 +202,11 @@ class FakeServer:
     def reply(self, request_id: Any, result: dict[str, Any]) -> None:
         self.send({"jsonrpc": "2.0", "id": request_id, "result": result})
 
-    def reply_error(self, request_id: Any, code: int, message: str) -> None:
-        self.send({"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message}})
+    def reply_error(self, request_id: Any, code: int, message: str, data: Any = None) -> None:
+        error: dict[str, Any] = {"code": code, "message": message}
+        if data is not None:
+            error["data"] = data
+        self.send({"jsonrpc": "2.0", "id": request_id, "error": error})
 
     def notify(self, method: str, params: dict[str, Any]) -> None:
         self.send({"jsonrpc": "2.0", "method": method, "params": params})
@@ -285,6 +298,9 @@ class FakeServer:
                     "notifications/message", {"level": level, "logger": "fake-internal", "data": message}
                 )
                 self.reply(request_id, {"content": [{"type": "text", "text": f"logged {message}"}]})
+            elif name == "refuse":
+                code, message = int(arguments["code"]), str(arguments["message"])
+                self.reply_error(request_id, code, message, arguments.get("data"))
             elif name == RICH_TOOL["name"]:
                 self.reply(
                     request_id,
@@ -413,7 +429,7 @@ class FakeServer:
                 note = f"note {uri.removeprefix('fake://notes/')} of {self.options.name}"
                 self.reply(request_id, {"contents": [{"uri": uri, "mimeType": "text/plain", "text": note}]})
             elif uri != "fake://readme":
-                self.reply_error(request_id, -32002, f"Resource not found: {uri}")
+                self.reply_error(request_id, -32002, f"Resource not found: {uri}", {"uri": uri})
             else:
                 text = f"readme of {self.options.name}"
                 self.reply(request_id, {"contents": [{"uri": uri, "mimeType": "text/plain", "text": text}]})

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Self
 import anyio
 import anyio.abc
 
-from mcpfleet.errors import ConfigError, MCPFleetError
+from mcpfleet.errors import ConfigError, ConnectError, MCPFleetError
 from mcpfleet.gateway.budget import ToolBudget
 from mcpfleet.gateway.catalog import ListKind, ServedCatalog, build_catalog, instructions_for
 from mcpfleet.gateway.listings import RESOURCE_KINDS, ListingKind, Listings
@@ -57,6 +57,9 @@ _LIST_CHANGED_METHODS: dict[ListKind, str] = {
     "resources": "notifications/resources/list_changed",
     "prompts": "notifications/prompts/list_changed",
 }
+LOG_FLUSH_TIMEOUT_S = 5.0
+"""At most this long a call's answer waits for the backend's log messages of that call to go
+out before it (they are sent by then unless the client is stuck)."""
 UNKNOWN_NAME_WAIT_S = 10.0
 """How long a request for a name the gateway does not serve (yet) waits while backends are still
 starting or being listed: a client may ask for a name it knows from an earlier session before
@@ -78,6 +81,23 @@ class UnknownNameError(MCPFleetError):
         self.name = name
 
 
+class BackendRejection(MCPFleetError):
+    """A backend answered a request with its own JSON-RPC error, which the client gets unchanged.
+
+    Unlike the gateway's own failures (a backend that crashed, cannot be reached or timed
+    out), this is the backend's answer: its code, message and ``data`` are part of its
+    protocol (``-32021`` with the capabilities it needs, ``-32602`` with the URI it did not
+    find), so a client must read them as if it had asked the backend directly.
+    """
+
+    def __init__(self, server: str, code: int, message: str, data: Any) -> None:
+        super().__init__(message)
+        self.server = server
+        self.code = code
+        self.message = message
+        self.data = data
+
+
 @dataclass(eq=False)
 class InFlight:
     """One request the gateway is forwarding to a backend, and the client that made it."""
@@ -85,8 +105,12 @@ class InFlight:
     server: str
     client: ClientSession | None
     on_log: LogRelay | None = None
-    """Where the server's log messages go while the request runs (a 2026-07-28 client, whose
-    logs ride the request that opted in to them)."""
+    """Where the server's log messages go while the request runs: with the request, on its
+    own stream (a 2026-07-28 client that opted in; a handshake-era client, whose HTTP
+    transport may have no other stream open)."""
+    log_deliveries: list[anyio.Event] = field(default_factory=list)
+    """One per log message being relayed with this request: its answer waits for them, or
+    it would close the stream they ride on."""
 
 
 @dataclass(eq=False)
@@ -253,11 +277,11 @@ class Gateway(anyio.AsyncContextManagerMixin):
     @contextmanager
     def _forwarding(
         self, server: str, client: ClientSession | None, on_log: LogRelay | None
-    ) -> Iterator[None]:
+    ) -> Iterator[InFlight]:
         request = InFlight(server, client, on_log)
         self._in_flight.append(request)
         try:
-            yield
+            yield request
         finally:
             self._in_flight.remove(request)
 
@@ -281,16 +305,25 @@ class Gateway(anyio.AsyncContextManagerMixin):
         if target is None:
             raise UnknownNameError("tool", served_name)
         server, tool = target
-        with self._forwarding(server, client, on_log):
+        with self._forwarding(server, client, on_log) as request:
             try:
-                return await self.manager.call_tool(server, tool, arguments, on_progress=on_progress)
+                result = await self.manager.call_tool(server, tool, arguments, on_progress=on_progress)
             except MCPFleetError as error:
-                return error_result(str(error))
+                rejection = self._backend_rejection(server, error)
+                if rejection is not None:
+                    raise rejection from error
+                result = error_result(str(error))
+            # The backend's logs of this call arrived before its answer: they go out first.
+            with anyio.move_on_after(LOG_FLUSH_TIMEOUT_S):
+                for delivered in request.log_deliveries:
+                    await delivered.wait()
+            return result
 
     async def read_resource(self, uri: str) -> dict[str, Any]:
         """``resources/read`` on the backend behind ``uri``; the contents carry served URIs."""
         server, backend_uri = await self._resource_target(uri)
-        result = await self.manager.read_resource(server, backend_uri)
+        with self._passing_rejections(server):
+            result = await self.manager.read_resource(server, backend_uri)
         contents = result.get("contents")
         if isinstance(contents, list):
             result["contents"] = [
@@ -306,7 +339,8 @@ class Gateway(anyio.AsyncContextManagerMixin):
         if target is None:
             raise UnknownNameError("prompt", served_name)
         server, prompt = target
-        return await self.manager.get_prompt(server, prompt, arguments)
+        with self._passing_rejections(server):
+            return await self.manager.get_prompt(server, prompt, arguments)
 
     async def complete(
         self, ref: dict[str, Any], argument: dict[str, str], context_arguments: dict[str, str] | None
@@ -321,7 +355,8 @@ class Gateway(anyio.AsyncContextManagerMixin):
         else:
             server, uri = await self._resource_target(str(ref.get("uri")))
             backend_ref = {**ref, "uri": uri}
-        return await self.manager.complete(server, backend_ref, argument, context_arguments)
+        with self._passing_rejections(server):
+            return await self.manager.complete(server, backend_ref, argument, context_arguments)
 
     async def subscribe_resource(self, client: ClientSession, uri: str) -> None:
         """Tell ``client`` (and 2026-07-28 listen streams) when the resource behind ``uri`` changes."""
@@ -333,7 +368,8 @@ class Gateway(anyio.AsyncContextManagerMixin):
                 async def relay(_server: str, _uri: str) -> None:
                     await self._resource_updated(uri)
 
-                stop = await self.manager.subscribe_resource(server, backend_uri, relay)
+                with self._passing_rejections(server):
+                    stop = await self.manager.subscribe_resource(server, backend_uri, relay)
                 subscription = self._subscriptions[uri] = _Subscription(stop)
             subscription.clients.add(client)
 
@@ -354,6 +390,44 @@ class Gateway(anyio.AsyncContextManagerMixin):
                 await client.notify("notifications/resources/updated", {"uri": uri})
         await _call_each(self._resource_updated_listeners, uri)
 
+    def _backend_rejection(self, server: str, error: MCPFleetError) -> BackendRejection | None:
+        """The backend's own JSON-RPC error behind ``error``, if that is what it is.
+
+        Only an answer of the backend counts: a lost connection, an answer over the size
+        limit, a refused protocol era, or a question of the backend that failed here (the
+        relay refused it, the client answered with an error) are the gateway's failures. A
+        ``uri`` in the error's ``data`` is the backend's URI; the client knows it under its
+        served name.
+        """
+        import mcp_types
+        from mcp.shared.exceptions import MCPError
+
+        from mcpfleet.transport.stdio import MESSAGE_TOO_LARGE
+
+        cause = error.__cause__
+        if (
+            isinstance(error, ConnectError)
+            or not isinstance(cause, MCPError)
+            or cause.code in (mcp_types.CONNECTION_CLOSED, MESSAGE_TOO_LARGE)
+            or self.relay.failed_here(cause.code, cause.message)
+        ):
+            return None
+        data = cause.data
+        if isinstance(data, dict) and isinstance(data.get("uri"), str):
+            data = {**data, "uri": self._catalog.served_uri(server, data["uri"])}
+        return BackendRejection(server, cause.code, redact_text(cause.message), data)
+
+    @contextmanager
+    def _passing_rejections(self, server: str) -> Iterator[None]:
+        """Raise a backend's own JSON-RPC error as a ``BackendRejection``; other failures as they are."""
+        try:
+            yield
+        except MCPFleetError as error:
+            rejection = self._backend_rejection(server, error)
+            if rejection is None:
+                raise
+            raise rejection from error
+
     async def _resource_target(self, uri: str) -> tuple[str, str]:
         target = await self.find_target("resources", uri)
         if target is None:
@@ -363,26 +437,44 @@ class Gateway(anyio.AsyncContextManagerMixin):
     # -- backend logs ---------------------------------------------------------------------------------------
 
     def _on_server_log(self, server: str, params: dict[str, Any]) -> Awaitable[None] | None:
-        """Relay a backend's ``notifications/message`` to every client, with the server as logger.
+        """Relay a backend's ``notifications/message``, with the server as logger.
 
-        Who receives it is decided now, when the message arrives, and the sending runs after:
-        a log the backend wrote just before answering a call still reaches that call's client,
-        even if the answer overtakes the sending.
+        A client with a call in flight on that server gets it with the call (its latest
+        one), so that over HTTP it rides the call's response stream; every other client that
+        wants the level gets it on its session. Who receives it is decided now, when the
+        message arrives, and the sending runs after: a log the backend wrote just before
+        answering a call still reaches that call's client, and the call's answer waits
+        for it (``InFlight.log_deliveries``).
         """
         level = params.get("level")
         if not isinstance(level, str):
             return None
         relayed = {**params, "logger": server}
-        sessions = [client for client in self.sessions if client.wants_log(level)]
-        relays = [request.on_log for request in self.in_flight(server) if request.on_log is not None]
-        if not sessions and not relays:
+        calls: dict[ClientSession | None, InFlight] = {}
+        for request in self.in_flight(server):
+            if request.on_log is not None:
+                calls[request.client] = request
+        sessions = [client for client in self.sessions if client.wants_log(level) and client not in calls]
+        if not sessions and not calls:
             return None
+        deliveries = [(request, anyio.Event()) for request in calls.values()]
+        for request, delivered in deliveries:
+            request.log_deliveries.append(delivered)
 
         async def send() -> None:
-            for client in sessions:
-                await client.notify("notifications/message", relayed)
-            for relay in relays:
-                await relay(relayed)
+            try:
+                for client in sessions:
+                    await client.notify("notifications/message", relayed)
+                for request, delivered in deliveries:
+                    assert request.on_log is not None
+                    try:
+                        await request.on_log(relayed)
+                    except Exception as error:
+                        logger.debug("could not relay a log message to a client: %r", error)
+                    delivered.set()
+            finally:
+                for _, delivered in deliveries:
+                    delivered.set()
 
         return send()
 

@@ -12,6 +12,8 @@ what a gateway needs around it:
 - a bearer token, compared in constant time, required on any bind that is not loopback: a
   gateway reachable from the network hands out every backend's tools, so nobody on that
   network may call them unless they hold the token;
+- resumable streams (``gateway.resumption``): each SSE stream starts with a priming event
+  and a ``retry``, and a client that lost one mid-call reconnects with ``Last-Event-ID``;
 - a lifetime inside the caller's task group: cancelling ``serve_http`` stops accepting,
   ends the open sessions, and lets uvicorn finish within a bound. Signals are the caller's:
   uvicorn's own handlers are kept out, so SIGINT/SIGTERM reach the code that owns the fleet.
@@ -367,12 +369,17 @@ async def serve_http(
     ``resolve_auth_token`` for the rule). Once listening, ``notice`` gets ``serving on
     http://HOST:PORT/mcp`` and ``task_status`` the URL.
     """
+    from mcpfleet.gateway.resumption import RETRY_INTERVAL_MS, BoundedEventStore
+
     with contextlib.closing(listener):
         app = server.streamable_http_app(
             streamable_http_path=MCP_PATH,
             transport_security=transport_security_for(listener.bind, listener.address, listener.port),
             max_request_body_size=max_request_body_bytes,
             host=listener.bind.host,
+            # A stream that breaks mid-call can be resumed (SEP-1699), from the recent past only.
+            event_store=BoundedEventStore(),
+            retry_interval=RETRY_INTERVAL_MS,
         )
         gate = BearerGate(app, auth_token)
         http_server = _GatewayUvicorn(

@@ -94,6 +94,10 @@ class InFlight:
     parked: ParkedCall | None = None
     """Set for a 2026-07-28 client, which is asked through ``input_required`` rounds."""
     done: bool = False
+    local_errors: list[tuple[int, str]] = field(default_factory=list)
+    """``(code, message)`` of each question of the backend that failed here (refused, or
+    answered with an error by the client): the SDK turns such a failure of an ``input_required``
+    round into the call's own JSON-RPC error, which is then not the backend's answer."""
 
 
 @dataclass(eq=False)
@@ -272,10 +276,18 @@ class Relay:
         return True
 
     async def create_message(self, server: str, params: dict[str, Any]) -> dict[str, Any]:
-        return await self._relay(server, SAMPLING, params)
+        with _noted_on_the_call():
+            return await self._relay(server, SAMPLING, params)
 
     async def elicit(self, server: str, params: dict[str, Any]) -> dict[str, Any]:
-        return await self._relay(server, ELICITATION, params)
+        with _noted_on_the_call():
+            return await self._relay(server, ELICITATION, params)
+
+    def failed_here(self, code: int, message: str) -> bool:
+        """Whether the call running in this task had a question of its backend fail with this
+        error here, in the gateway (see ``InFlight.local_errors``)."""
+        flight = _current_flight.get()
+        return flight is not None and (code, message) in flight.local_errors
 
     async def list_roots(self, server: str) -> list[dict[str, Any]] | None:
         route = self._route(server, ROOTS, {})
@@ -469,6 +481,20 @@ class Relay:
         # whose messages must not wait behind this notification's handler.
         manager = self.gateway.manager
         manager.task_group.start_soon(manager.notify_roots_changed, name="mcpfleet roots changed")
+
+
+@contextmanager
+def _noted_on_the_call() -> Iterator[None]:
+    """Remember on the current call a JSON-RPC error its backend's question ends with here."""
+    from mcp.shared.exceptions import MCPError
+
+    try:
+        yield
+    except MCPError as error:
+        flight = _current_flight.get()
+        if flight is not None:
+            flight.local_errors.append((error.code, error.message))
+        raise
 
 
 def missing_capability(capabilities: Mapping[str, Any], method: str, params: Mapping[str, Any]) -> str | None:

@@ -6,8 +6,8 @@ protocol eras (``Server.run`` over a stream pair serves the ``initialize`` era a
 2026-07-28 per-request era alike). Lists are answered from the gateway's current catalog,
 never by waiting for a backend; a call, a read or a prompt waits for its backend, bounded by
 the fleet's policy. A name or URI the gateway does not serve is a JSON-RPC error
-(``Invalid params``), and so is a backend's own refusal of a read, a prompt or a completion
-(its message says which server refused).
+(``Invalid params``); a backend's own JSON-RPC error, on a call as on a read, a prompt or a
+completion, reaches the client as the backend sent it (code, message, ``data``).
 
 Change notifications reach handshake-era clients on their session (``ClientSessions``) and
 2026-07-28 clients on the ``subscriptions/listen`` streams they open; a listen stream that
@@ -43,8 +43,15 @@ from mcp.shared.exceptions import MCPError
 from mcpfleet import __version__
 from mcpfleet.errors import MCPFleetError
 from mcpfleet.gateway.catalog import ListKind
-from mcpfleet.gateway.core import SERVER_NAME, Gateway, LogRelay, ProgressRelay, UnknownNameError
-from mcpfleet.gateway.sessions import LOG_LEVELS
+from mcpfleet.gateway.core import (
+    SERVER_NAME,
+    BackendRejection,
+    Gateway,
+    LogRelay,
+    ProgressRelay,
+    UnknownNameError,
+)
+from mcpfleet.gateway.sessions import LOG_LEVELS, ClientSession
 from mcpfleet.redaction import redact_text
 
 Context = ServerRequestContext[Any, Any]
@@ -103,7 +110,7 @@ def build_server(gateway: Gateway) -> Server[Any]:
 
     async def call_tool(ctx: Context, params: mcp_types.CallToolRequestParams) -> Any:
         client = gateway.sessions.session_for(ctx)
-        on_log = _request_scoped_logs(ctx) if not client.registered else None
+        on_log = _call_scoped_logs(ctx, client) if client.registered else _request_scoped_logs(ctx)
         route = await gateway.budget.route_call(
             gateway.catalog,
             client.client_name,
@@ -253,6 +260,24 @@ def _request_scoped_logs(ctx: Context) -> LogRelay | None:
     return relay
 
 
+def _call_scoped_logs(ctx: Context, client: ClientSession) -> LogRelay:
+    """A handshake-era client gets the logs a backend writes during its call with the call
+    (``related_request_id``), at the level it asked for: over HTTP they ride the call's
+    response stream, which a client that opened no standalone stream still reads (over
+    stdio there is one stream, and nothing changes)."""
+
+    async def relay(params: dict[str, Any]) -> None:
+        level = params.get("level")
+        if not isinstance(level, str) or not client.wants_log(level):
+            return
+        notification = mcp_types.server_notification_adapter.validate_python(
+            {"method": "notifications/message", "params": params}, by_name=False
+        )
+        await ctx.session.send_notification(notification, related_request_id=ctx.request_id)
+
+    return relay
+
+
 def initialization_options(server: Server[Any]) -> InitializationOptions:
     """What the gateway answers ``initialize`` with: every list may change."""
     return server.create_initialization_options(
@@ -271,13 +296,18 @@ def _complete(result: dict[str, Any]) -> dict[str, Any]:
 def _as_jsonrpc_errors() -> Iterator[None]:
     """Turn a name the gateway does not serve, or a backend's refusal, into a JSON-RPC error.
 
-    A backend's own JSON-RPC error keeps its code (``Resource not found`` stays -32002), with
+    A backend's own JSON-RPC error (``BackendRejection``) is passed on as it came: code,
+    message and ``data``. A resource the gateway does not serve is ``-32602`` with the URI in
+    ``data`` (SEP-2164). Any other failure of a backend keeps the code it failed with, and
     mcpfleet's message, which names the server.
     """
     try:
         yield
+    except BackendRejection as rejection:
+        raise MCPError(code=rejection.code, message=rejection.message, data=rejection.data) from None
     except UnknownNameError as error:
-        raise MCPError(code=mcp_types.INVALID_PARAMS, message=str(error)) from None
+        data = {"uri": error.name} if error.kind == "resource" else None
+        raise MCPError(code=mcp_types.INVALID_PARAMS, message=str(error), data=data) from None
     except MCPFleetError as error:
         cause = error.__cause__
         code = cause.code if isinstance(cause, MCPError) else mcp_types.INTERNAL_ERROR

@@ -125,7 +125,8 @@ async def test_resources_templates_prompts_and_completion_reach_their_backend(
         with pytest.raises(MCPError) as missing:
             await client.read_resource("mcpfleet://alpha/fake://nothing-here")
         assert missing.value.error.code == -32002  # the backend's own "Resource not found"
-        assert "alpha" in missing.value.error.message
+        # Its data names the URI the client asked for, not the backend's own.
+        assert missing.value.error.data == {"uri": "mcpfleet://alpha/fake://nothing-here"}
         with pytest.raises(MCPError) as unknown:
             await client.get_prompt("gamma_greet")
         assert unknown.value.error.code == mcp_types.INVALID_PARAMS

@@ -10,7 +10,8 @@ passing fails the test, so the list only shrinks.
 
 Then the same three runs go through ``mcpfleet serve --http 127.0.0.1:PORT --prefix none``
 with the backend (over stdio) as its only server: the gateway must pass every (scenario,
-version) the backend passes.
+version) the backend passes, except the runs listed with their cause in ``gateway_baseline.txt``
+(a list that only shrinks, like the backend's).
 
 Unlike its ``client`` command, the suite's ``server`` command runs a whole set's scenarios one
 after another in one Node process, so a set costs one Node start, not one per scenario (on two
@@ -56,6 +57,7 @@ from tests.servers.fixtures import CONFORMANCE_BACKEND, HttpServer, start_http_s
 
 HERE = Path(__file__).resolve().parent
 SERVER_BASELINE = HERE / "server_baseline.txt"
+GATEWAY_BASELINE = HERE / "gateway_baseline.txt"
 SCENARIO_TIMEOUT_MS = 30_000
 SET_TIMEOUT_S = 300
 """One whole set (66 scenarios at most) in one Node process; ~15 s when the machine is idle."""
@@ -108,6 +110,19 @@ def read_server_baseline() -> dict[str, str]:
         if scenario.strip():
             assert reason.strip(), f"server_baseline.txt: entry {scenario.strip()} has no reason"
             entries[scenario.strip()] = reason.strip()
+    return entries
+
+
+def read_gateway_baseline() -> dict[Run, str]:
+    """(scenario, version) → reason, from ``gateway_baseline.txt`` (``scenario@version  # reason``)."""
+    entries: dict[Run, str] = {}
+    for line in GATEWAY_BASELINE.read_text(encoding="utf-8").splitlines():
+        if line.startswith("#") or not line.strip():
+            continue
+        run, _, reason = line.partition("#")
+        scenario, at, version = run.strip().partition("@")
+        assert at and reason.strip(), f"gateway_baseline.txt: {line!r} is not `scenario@version  # reason`"
+        entries[(scenario, version)] = reason.strip()
     return entries
 
 
@@ -207,6 +222,12 @@ def backend_results(backend: HttpServer) -> SuiteResults:
         return judge(backend.url, Path(workspace), set(read_server_baseline()))
 
 
+def test_gateway_baseline_is_well_formed() -> None:
+    for scenario, version in read_gateway_baseline():
+        assert re.fullmatch(r"[\w./-]+", scenario), f"not a scenario name: {scenario}"
+        assert re.fullmatch(r"\d{4}-\d{2}-\d{2}", version), f"not a revision: {version}"
+
+
 def test_server_baseline_is_well_formed() -> None:
     for scenario in read_server_baseline():
         assert re.fullmatch(r"[\w./-]+", scenario), f"not a scenario name: {scenario}"
@@ -265,14 +286,23 @@ def gateway_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 def test_gateway_passes_every_server_scenario_the_backend_passes(
     backend_results: SuiteResults, gateway_url: str
 ) -> None:
+    baseline = read_gateway_baseline()
     with tempfile.TemporaryDirectory(prefix="mcpfleet-gateway-scenarios-") as workspace:
-        through_gateway = judge(gateway_url, Path(workspace), set())
+        through_gateway = judge(gateway_url, Path(workspace), {scenario for scenario, _ in baseline})
     expected = backend_results.passing()
     missing = Outcome(["the gateway run did not run it"])
     outcomes = {run: through_gateway.outcomes.get(run, missing) for run in sorted(expected)}
     failing = {run: outcome for run, outcome in outcomes.items() if outcome.failures}
+    unexpected = {run: outcome for run, outcome in failing.items() if run not in baseline}
+    now_passing = [run for run in baseline if run in outcomes and not outcomes[run].failures]
+    not_expected = [run for run in baseline if run not in expected]
     report = [
-        f"{len(expected) - len(failing)}/{len(expected)} backend-passing runs pass through the gateway, "
-        f"the three sets in {through_gateway.wall_s:.0f} s"
+        f"{len(expected) - len(failing)}/{len(expected)} backend-passing runs pass through the gateway "
+        f"({len(baseline)} in gateway_baseline.txt), the three sets in {through_gateway.wall_s:.0f} s"
     ]
-    assert not failing, "\n".join(report + describe(failing))
+    report += describe(unexpected)
+    report += [f"NOW PASSING, remove it from gateway_baseline.txt: {s}@{v}" for s, v in now_passing]
+    report += [
+        f"NOT A BACKEND-PASSING RUN, remove it from gateway_baseline.txt: {s}@{v}" for s, v in not_expected
+    ]
+    assert not (unexpected or now_passing or not_expected), "\n".join(report)

@@ -66,13 +66,13 @@ def _field(item: Any, name: str) -> Any:
     return item.get(name) if isinstance(item, dict) else getattr(item, name, None)
 
 
-def output_text(output: Any) -> str:
-    """The text a tool output carries, whichever of the SDK's shapes it came in."""
+def output_texts(output: Any) -> list[str]:
+    """The texts a tool output carries, whichever of the SDK's shapes it came in."""
     if isinstance(output, str):
-        return output
+        return [output]
     if isinstance(output, list):
-        return "".join(output_text(item) for item in output)
-    return str(_field(output, "text"))
+        return [text for item in output for text in output_texts(item)]
+    return [str(_field(output, "text"))]
 
 
 async def test_the_model_is_offered_the_session_tools_and_reads_a_call_result(project: Path) -> None:
@@ -84,8 +84,9 @@ async def test_the_model_is_offered_the_session_tools_and_reads_a_call_result(pr
     assert result.final_output == "done"
     assert set(model.offered[0]) == by_session
     assert model.offered[0]["mcp_files_add"]["properties"].keys() == {"a", "b"}
+    # The server's text, then its structured content as JSON: what an mcpfleet session shows a model.
     [output] = model.outputs
-    assert output_text(output) == "5"
+    assert output_texts(output) == ["5", json.dumps({"sum": 5}, indent=2)]
 
 
 async def test_a_failing_tool_hands_the_model_the_error_text(project: Path) -> None:
@@ -94,7 +95,7 @@ async def test_a_failing_tool_hands_the_model_the_error_text(project: Path) -> N
         result = await Runner.run(Agent(name="a", model=model, mcp_servers=[fleet]), "x", run_config=NO_TRACING)
     assert result.final_output == "done"
     [output] = model.outputs
-    assert output_text(output) == "the disk is full"
+    assert output_texts(output) == ["the disk is full"]
 
 
 async def test_a_deferred_tool_is_offered_from_the_cache_and_waits_for_its_server(
@@ -107,7 +108,7 @@ async def test_a_deferred_tool_is_offered_from_the_cache_and_waits_for_its_serve
         await Runner.run(Agent(name="a", model=model, mcp_servers=[fleet]), "x", run_config=NO_TRACING)
     assert "mcp_slow_echo" in model.offered[0]
     [output] = model.outputs
-    assert "late but here" in output_text(output)
+    assert output_texts(output)[0] == "late but here"
 
 
 async def test_a_borrowed_session_is_left_running_and_serves_prompts(project: Path) -> None:

@@ -65,9 +65,9 @@ class MCPFleetToolset(BaseToolset):
     """Every tool of an mcpfleet session as one ADK toolset.
 
     Build it from ``session=`` (an ``AgentSession`` you run, never closed here) or ``cwd=``
-    (discovered and connected by ``async with``, closed at its end or by ``close()``, which
-    ADK's ``Runner.close()`` calls; the other keywords are ``open_agent_session``'s).
-    ``tool_filter`` and ``tool_name_prefix`` are ADK's.
+    (discovered and connected when ``async with`` starts, every server closed when it ends;
+    the other keywords are ``open_agent_session``'s). ``tool_filter`` and
+    ``tool_name_prefix`` are ADK's.
     """
 
     def __init__(
@@ -100,13 +100,17 @@ class MCPFleetToolset(BaseToolset):
         exc: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
-        await self.close()
-
-    async def close(self) -> None:
-        """Close every server this toolset started; a second call (``Runner.close()``) is a no-op."""
         if self._entered:
             self._entered = False
             await self._lease.exit()
+
+    async def close(self) -> None:
+        """Leave the fleet to the ``async with`` that started it.
+
+        ADK's ``Runner.close()`` calls this from a task of its own (``asyncio.wait_for``), and a
+        fleet's task group can only be left from the task that entered it: the servers close
+        when the ``async with`` block ends, whoever else asks.
+        """
 
     async def get_tools(self, readonly_context: ReadonlyContext | None = None) -> list[BaseTool]:
         """The session's tools now (after ADK's ``tool_filter``)."""

@@ -86,7 +86,9 @@ class SessionLease:
                 # A failed start leaves nothing open: the session closes what it had started.
                 stack = AsyncExitStack()
                 assert self._cwd is not None
-                self._session = await stack.enter_async_context(open_agent_session(self._cwd, **self._options))
+                self._session = await stack.enter_async_context(
+                    open_agent_session(self._cwd, **self._options)
+                )
                 self._running = stack
             self._entries += 1
             assert self._session is not None
@@ -129,7 +131,6 @@ class SessionLease:
         """
         tool = self.session.get_tool(name)
         if tool is None:
-            message = f"MCP error: no tool named {name!r} any more: list the tools again for what is available"
+            message = f"MCP error: no tool named {name!r} any more: list the tools again for those available"
             return ToolResult(content=[{"type": "text", "text": message}], text=message, is_error=True)
         return await tool.execute(dict(arguments or {}))
-

@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, Unpack
+from typing import Any, Literal, Unpack
 
 from mcpfleet.integrations._framework import require_framework
 
@@ -42,12 +42,13 @@ class MCPFleetTool(BaseTool):
     """One tool of an mcpfleet session as a LangChain ``BaseTool`` (async only)."""
 
     lease: SessionLease
-    response_format: str = "content_and_artifact"
+    response_format: Literal["content", "content_and_artifact"] = "content_and_artifact"
     handle_tool_error: bool = True
 
     def _run(self, *args: Any, **kwargs: Any) -> Any:
         raise NotImplementedError(
-            f"{self.name} is an async MCP tool: call it with `await tool.ainvoke(...)` (or run the agent async)"
+            f"{self.name} is an async MCP tool: call it with `await tool.ainvoke(...)` "
+            "(or run the agent with ainvoke)"
         )
 
     async def _arun(self, **arguments: Any) -> tuple[str | list[dict[str, Any]], Any]:
@@ -83,7 +84,9 @@ def _block(block: dict[str, Any]) -> dict[str, Any]:
 
 
 def _as_langchain(tool: Tool, lease: SessionLease) -> MCPFleetTool:
-    return MCPFleetTool(name=tool.name, description=tool.description, args_schema=tool.parameters, lease=lease)
+    return MCPFleetTool(
+        name=tool.name, description=tool.description, args_schema=tool.parameters, lease=lease
+    )
 
 
 @asynccontextmanager

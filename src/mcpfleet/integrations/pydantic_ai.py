@@ -126,7 +126,9 @@ def _part(block: dict[str, Any]) -> str | BinaryContent:
         assert isinstance(resource, dict)
         if isinstance(resource.get("blob"), str):
             media_type = str(resource.get("mimeType") or "application/octet-stream")
-            return BinaryContent.narrow_type(BinaryContent(data=decoded(resource["blob"]), media_type=media_type))
+            return BinaryContent.narrow_type(
+                BinaryContent(data=decoded(resource["blob"]), media_type=media_type)
+            )
         return str(resource.get("text", ""))
     if kind == "resource_link":
         return str(block.get("uri", ""))

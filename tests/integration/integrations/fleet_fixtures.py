@@ -37,13 +37,22 @@ def require(module: str, extra: str) -> None:
 def write_fleet_config() -> Path:
     """The user config with ``files`` and ``slow`` (see the module's docstring)."""
     slow_script = (
-        'sleep "${DELAY_SLOW:-0}"; '
-        f'exec "{PYTHON}" "{FAKE_SERVER}" --name slow --tool echo --tool add'
+        f'sleep "${{DELAY_SLOW:-0}}"; exec "{PYTHON}" "{FAKE_SERVER}" --name slow --tool echo --tool add'
     )
     servers: dict[str, Any] = {
         "files": {
             "command": PYTHON,
-            "args": [str(FAKE_SERVER), "--name", "files", "--tool", "echo", "--tool", "add", "--tool", "fail"],
+            "args": [
+                str(FAKE_SERVER),
+                "--name",
+                "files",
+                "--tool",
+                "echo",
+                "--tool",
+                "add",
+                "--tool",
+                "fail",
+            ],
         },
         "slow": {"command": "/bin/sh", "args": ["-c", slow_script]},
     }

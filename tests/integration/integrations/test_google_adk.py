@@ -10,7 +10,6 @@ from typing import Any
 
 import pytest
 from pydantic import Field
-
 from tests.integration.integrations.fleet_fixtures import require
 
 require("google.adk", "google-adk")
@@ -64,8 +63,7 @@ async def run(toolset: MCPFleetToolset, model: ScriptedLlm) -> list[Any]:
     session = await runner.session_service.create_session(app_name="tests", user_id="user")
     message = types.Content(role="user", parts=[types.Part(text="go")])
     final = [
-        event
-        async for event in runner.run_async(user_id="user", session_id=session.id, new_message=message)
+        event async for event in runner.run_async(user_id="user", session_id=session.id, new_message=message)
     ][-1]
     await runner.close()
     assert final.content is not None and final.content.parts[0].text == "done"  # type: ignore[index]
@@ -80,7 +78,10 @@ async def test_the_model_is_offered_the_session_tools_and_reads_a_call_result(pr
         # Runner.close() asked the toolset to close: the fleet still serves until the block ends.
         assert toolset.session.mcp_manager.get_connection_status("files") == "connected"
     assert answer == {
-        "content": [{"type": "text", "text": "5"}, {"type": "text", "text": json.dumps({"sum": 5}, indent=2)}],
+        "content": [
+            {"type": "text", "text": "5"},
+            {"type": "text", "text": json.dumps({"sum": 5}, indent=2)},
+        ],
         "structuredContent": {"sum": 5},
         "isError": False,
     }

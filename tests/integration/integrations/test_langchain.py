@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from tests.integration.integrations.fleet_fixtures import require
 
 require("langchain", "langchain")
@@ -35,7 +34,9 @@ class ToolCallingFakeModel(GenericFakeChatModel):
 def scripted(*calls: tuple[str, dict[str, Any]]) -> ToolCallingFakeModel:
     """A model that makes each call in its own turn, then answers "done"."""
     turns: list[AIMessage] = [
-        AIMessage(content="", tool_calls=[{"name": name, "args": args, "id": f"call-{i}", "type": "tool_call"}])
+        AIMessage(
+            content="", tool_calls=[{"name": name, "args": args, "id": f"call-{i}", "type": "tool_call"}]
+        )
         for i, (name, args) in enumerate(calls)
     ]
     return ToolCallingFakeModel(messages=iter([*turns, AIMessage(content="done")]))
@@ -88,4 +89,3 @@ async def test_the_list_follows_the_session_when_a_server_goes(project: Path) ->
     async with open_agent_session(project) as session, open_langchain_tools(session=session) as tools:
         await session.mcp_manager.disconnect_server("slow")
         assert sorted(tool.name for tool in tools) == ["mcp_files_add", "mcp_files_echo", "mcp_files_fail"]
-

@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from tests.integration.integrations.fleet_fixtures import require
 
 require("agents", "openai-agents")
@@ -40,11 +39,22 @@ class ScriptedModel(Model):
         self.outputs: list[Any] = []
         self.turn = 0
 
-    async def get_response(self, system_instructions: Any, input: Any, model_settings: Any, tools: Any,
-                           output_schema: Any, handoffs: Any, tracing: Any, **_: Any) -> ModelResponse:
+    async def get_response(
+        self,
+        system_instructions: Any,
+        input: Any,
+        model_settings: Any,
+        tools: Any,
+        output_schema: Any,
+        handoffs: Any,
+        tracing: Any,
+        **_: Any,
+    ) -> ModelResponse:
         self.offered.append({tool.name: tool.params_json_schema for tool in tools})
         if isinstance(input, list):
-            self.outputs = [item["output"] for item in input if _field(item, "type") == "function_call_output"]
+            self.outputs = [
+                item["output"] for item in input if _field(item, "type") == "function_call_output"
+            ]
         turn, self.turn = self.turn, self.turn + 1
         if turn < len(self.calls):
             name, arguments = self.calls[turn]
@@ -92,7 +102,9 @@ async def test_the_model_is_offered_the_session_tools_and_reads_a_call_result(pr
 async def test_a_failing_tool_hands_the_model_the_error_text(project: Path) -> None:
     model = ScriptedModel(("mcp_files_fail", {"message": "the disk is full"}))
     async with MCPFleetServer(cwd=project) as fleet:
-        result = await Runner.run(Agent(name="a", model=model, mcp_servers=[fleet]), "x", run_config=NO_TRACING)
+        result = await Runner.run(
+            Agent(name="a", model=model, mcp_servers=[fleet]), "x", run_config=NO_TRACING
+        )
     assert result.final_output == "done"
     [output] = model.outputs
     assert output_texts(output) == ["the disk is full"]
@@ -122,5 +134,5 @@ async def test_a_borrowed_session_is_left_running_and_serves_prompts(project: Pa
 
 
 def test_exactly_one_of_session_and_cwd() -> None:
-    with pytest.raises(TypeError, match="exactly one of session= .* or cwd="):
+    with pytest.raises(TypeError, match=r"exactly one of session= .* or cwd="):
         MCPFleetServer()

@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from tests.integration.integrations.fleet_fixtures import require
 
 require("pydantic_ai", "pydantic-ai")

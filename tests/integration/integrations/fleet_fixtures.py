@@ -1,7 +1,8 @@
 """The fleet every framework test drives: real ``fake_server.py`` processes found in the user's
 config (``HOME`` is the test's own), and a slow server whose tools are cached by a first run.
 
-``files`` answers at once (``echo``, ``add``, ``fail``); ``slow`` is the same server behind a
+``files`` answers at once (``echo``, ``add``, ``fail``, ``sleep``; it logs the requests it
+receives and the cancellations, see ``files_log``); ``slow`` is the same server behind a
 ``sleep ${DELAY_SLOW}``: the delay comes from the environment, so its config (and so its cache
 key) is the same in the warm-up run, where it starts at once, and in the test's run, where it
 starts well after the gate and its tools are deferred (served from the cache).
@@ -11,9 +12,11 @@ from __future__ import annotations
 
 import importlib.util
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from tests.conftest import PYTHON
 from tests.servers.fixtures import FAKE_SERVER
@@ -46,12 +49,8 @@ def write_fleet_config() -> Path:
                 str(FAKE_SERVER),
                 "--name",
                 "files",
-                "--tool",
-                "echo",
-                "--tool",
-                "add",
-                "--tool",
-                "fail",
+                *("--tool", "echo", "--tool", "add", "--tool", "fail", "--tool", "sleep"),
+                *("--request-log", str(files_log("requests")), "--cancel-log", str(files_log("cancelled"))),
             ],
         },
         "slow": {"command": "/bin/sh", "args": ["-c", slow_script]},
@@ -60,6 +59,27 @@ def write_fleet_config() -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({"mcpServers": servers}))
     return path
+
+
+def files_log(kind: str) -> Path:
+    """Where ``files`` logs the requests it receives (``requests``) and the cancellations it
+    receives (``cancelled``), one per line."""
+    return user_config_file().parent / f"files-{kind}.log"
+
+
+def logged(kind: str) -> str:
+    """What ``files`` has logged so far (see ``files_log``)."""
+    path = files_log(kind)
+    return path.read_text() if path.exists() else ""
+
+
+async def wait_until(condition: Callable[[], bool], within_s: float = 20.0) -> None:
+    """Poll ``condition`` until it holds; fail after ``within_s``."""
+    with anyio.fail_after(within_s):
+        while True:
+            if condition():
+                return
+            await anyio.sleep(0.05)
 
 
 @pytest.fixture

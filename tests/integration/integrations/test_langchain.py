@@ -88,4 +88,9 @@ async def test_a_deferred_tool_is_offered_from_the_cache_and_waits_for_its_serve
 async def test_the_list_follows_the_session_when_a_server_goes(project: Path) -> None:
     async with open_agent_session(project) as session, open_langchain_tools(session=session) as tools:
         await session.mcp_manager.disconnect_server("slow")
-        assert sorted(tool.name for tool in tools) == ["mcp_files_add", "mcp_files_echo", "mcp_files_fail"]
+        assert sorted(tool.name for tool in tools) == [
+            "mcp_files_add",
+            "mcp_files_echo",
+            "mcp_files_fail",
+            "mcp_files_sleep",
+        ]

@@ -6,8 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
-from tests.integration.integrations.fleet_fixtures import require
+from tests.integration.integrations.fleet_fixtures import logged, require, wait_until
 
 require("pydantic_ai", "pydantic-ai")
 
@@ -127,3 +128,18 @@ async def test_a_borrowed_session_is_shared_and_left_running(project: Path) -> N
             {"message": "one"},
             {"message": "two"},
         ]
+
+
+async def test_cancelling_the_run_cancels_the_call_and_keeps_the_connection(project: Path) -> None:
+    model = ScriptedModel(("mcp_files_sleep", {"seconds": 60}))
+    async with MCPFleetToolset(cwd=project) as toolset:
+        agent = Agent(FunctionModel(model), toolsets=[toolset])
+        with anyio.fail_after(30):
+            async with anyio.create_task_group() as group:
+                group.start_soon(agent.run, "sleep")
+                await wait_until(lambda: "tools/call" in logged("requests"))
+                group.cancel_scope.cancel()
+        await wait_until(lambda: "cancelled" in logged("cancelled"))
+        after = ScriptedModel(("mcp_files_echo", {"message": "still here"}))
+        await Agent(FunctionModel(after), toolsets=[toolset]).run("echo")
+    assert [part.content for part in after.received] == [{"message": "still here"}]

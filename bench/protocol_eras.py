@@ -231,35 +231,48 @@ def render(
     return "\n".join(lines)
 
 
-def splice(report: str, section: str) -> str:
-    """``report`` with its protocol-era section replaced by ``section`` (or inserted before the
-    plots and findings that close the report)."""
+def splice(report: str, section: str, heading: str = HEADING) -> str:
+    """``report`` with its section under ``heading`` (the protocol eras by default) replaced by
+    ``section`` (or inserted before the plots and findings that close the report)."""
     lines = report.rstrip("\n").split("\n")
     body = [*section.rstrip("\n").split("\n"), ""]
-    if HEADING in lines:
-        start = lines.index(HEADING)
+    if heading in lines:
+        start = lines.index(heading)
         end = next(
             (i for i in range(start + 1, len(lines)) if lines[i].startswith(("## ", "!["))),
             len(lines),
         )
         return "\n".join(lines[:start] + body + lines[end:]) + "\n"
     anchor = next(
-        (i for i, line in enumerate(lines) if line.startswith("![") or line == "## Findings"), len(lines)
+        (
+            i
+            for i, line in enumerate(lines)
+            if line.startswith("![") or line == "## Findings" or _number(line) > _number(heading)
+        ),
+        len(lines),
     )
     return "\n".join(lines[:anchor] + body + lines[anchor:]) + "\n"
 
 
-def carry_over(previous: str | None, regenerated: str) -> str:
-    """Keep the protocol-era section of the report being replaced (``make bench`` does not measure it)."""
-    if previous is None or HEADING not in previous:
+def _number(line: str) -> int:
+    """The number of a ``## N. Title`` section heading (0 for any other line), so a section
+    inserted anew lands in its numbered place."""
+    number, dot, _ = line.removeprefix("## ").partition(".")
+    return int(number) if line.startswith("## ") and dot and number.isdigit() else 0
+
+
+def carry_over(previous: str | None, regenerated: str, heading: str = HEADING) -> str:
+    """Keep the section under ``heading`` (the protocol eras by default) of the report being
+    replaced (``make bench`` does not measure it)."""
+    if previous is None or heading not in previous:
         return regenerated
     lines = previous.split("\n")
-    start = lines.index(HEADING)
+    start = lines.index(heading)
     end = next(
         (i for i in range(start + 1, len(lines)) if lines[i].startswith(("## ", "!["))),
         len(lines),
     )
-    return splice(regenerated, "\n".join(lines[start:end]))
+    return splice(regenerated, "\n".join(lines[start:end]), heading)
 
 
 async def _measure_connections(workspace: Path) -> tuple[dict[str, list[float]], dict[str, Any]]:

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench import protocol_eras
+from bench import integrations, protocol_eras
 from bench.harness import report
 from bench.harness.peers import (
     COMPETITORS,
@@ -262,9 +262,11 @@ def make_plots(results_path: Path, docs: Path, log: Path) -> list[str]:
 
 
 def _write_report(target: Path, text: str) -> None:
-    """Write the report, keeping the protocol-era section, which ``bench.protocol_eras`` measures."""
+    """Write the report, keeping the sections ``bench.protocol_eras`` and ``bench.integrations`` measure."""
     previous = target.read_text(encoding="utf-8") if target.exists() else None
-    target.write_text(protocol_eras.carry_over(previous, text), encoding="utf-8")
+    text = protocol_eras.carry_over(previous, text)
+    text = protocol_eras.carry_over(previous, text, integrations.HEADING)
+    target.write_text(text, encoding="utf-8")
 
 
 def main(argv: list[str] | None = None) -> int:

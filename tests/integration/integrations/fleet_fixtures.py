@@ -61,6 +61,14 @@ def write_fleet_config() -> Path:
     return path
 
 
+def add_server(name: str, *flags: str) -> None:
+    """Add one more ``fake_server.py`` to the user config."""
+    path = user_config_file()
+    config = json.loads(path.read_text())
+    config["mcpServers"][name] = {"command": PYTHON, "args": [str(FAKE_SERVER), "--name", name, *flags]}
+    path.write_text(json.dumps(config))
+
+
 def files_log(kind: str) -> Path:
     """Where ``files`` logs the requests it receives (``requests``) and the cancellations it
     receives (``cancelled``), one per line."""

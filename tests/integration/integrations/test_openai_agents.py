@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.integration.integrations.fleet_fixtures import require
+from tests.integration.integrations.fleet_fixtures import add_server, require, wait_until
 
 require("agents", "openai-agents")
 
@@ -131,6 +131,20 @@ async def test_a_borrowed_session_is_left_running_and_serves_prompts(project: Pa
         assert session.mcp_manager.get_connection_status("files") == "connected"
     assert sorted(prompt.name for prompt in listed.prompts) == ["files/greet", "slow/greet"]
     assert greeting.messages[0].content.text == "Hello Ada"  # type: ignore[union-attr]
+
+
+async def test_a_tools_list_changed_shows_on_the_next_listing(project: Path) -> None:
+    add_server("growing", "--tool", "echo", "--list-changed-after", "1.0")
+    model = ScriptedModel(("mcp_growing_late_tool", {"message": "new"}))
+    async with MCPFleetServer(cwd=project) as fleet:
+        before = [tool.name for tool in await fleet.list_tools()]
+        await wait_until(lambda: fleet.session.get_tool("mcp_growing_late_tool") is not None)
+        after = [tool.name for tool in await fleet.list_tools()]
+        await Runner.run(Agent(name="a", model=model, mcp_servers=[fleet]), "x", run_config=NO_TRACING)
+    assert "mcp_growing_late_tool" not in before
+    assert "mcp_growing_late_tool" in after
+    assert "mcp_growing_late_tool" in model.offered[0]
+    assert output_texts(model.outputs[0])[0] == "new"
 
 
 def test_exactly_one_of_session_and_cwd() -> None:

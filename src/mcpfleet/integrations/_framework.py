@@ -15,10 +15,18 @@ def require_framework(module: str, framework: str, extra: str) -> None:
     Called before the framework is imported, so the user reads which extra to install rather
     than a bare ``ModuleNotFoundError`` for a package name they never typed.
     """
-    if importlib.util.find_spec(module) is None:
+    if not installed(module):
         raise ImportError(
             f"mcpfleet.integrations needs {framework} for this module: pip install 'mcpfleet[{extra}]'"
         )
+
+
+def installed(module: str) -> bool:
+    """True when ``module`` can be imported (``google.adk`` without ``google`` too is "no")."""
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:
+        return False
 
 
 def unwrapped_structured(result: ToolResult) -> Any:

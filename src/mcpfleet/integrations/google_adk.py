@@ -25,7 +25,7 @@ from mcpfleet.integrations._framework import require_framework
 require_framework("google.adk", "Google ADK", "google-adk")
 
 from google.adk.tools.base_tool import BaseTool  # noqa: E402  (after the check that names the extra)
-from google.adk.tools.base_toolset import BaseToolset  # noqa: E402
+from google.adk.tools.base_toolset import BaseToolset, ToolPredicate  # noqa: E402
 from google.genai import types  # noqa: E402
 
 from mcpfleet.agent.session import AgentSession, Tool  # noqa: E402
@@ -75,7 +75,7 @@ class MCPFleetToolset(BaseToolset):
         *,
         session: AgentSession | None = None,
         cwd: str | Path | None = None,
-        tool_filter: list[str] | None = None,
+        tool_filter: ToolPredicate | list[str] | None = None,
         tool_name_prefix: str | None = None,
         **options: Unpack[SessionOptions],
     ) -> None:

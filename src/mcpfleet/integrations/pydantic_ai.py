@@ -122,8 +122,8 @@ def _part(block: dict[str, Any]) -> str | BinaryContent:
             BinaryContent(data=decoded(block.get("data")), media_type=str(block.get("mimeType") or ""))
         )
     if kind == "resource":
-        resource = block.get("resource") if isinstance(block.get("resource"), dict) else {}
-        assert isinstance(resource, dict)
+        resource = block.get("resource")
+        resource = resource if isinstance(resource, dict) else {}
         if isinstance(resource.get("blob"), str):
             media_type = str(resource.get("mimeType") or "application/octet-stream")
             return BinaryContent.narrow_type(

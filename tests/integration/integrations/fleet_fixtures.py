@@ -10,7 +10,6 @@ starts well after the gate and its tools are deferred (served from the cache).
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -22,6 +21,7 @@ from tests.conftest import PYTHON
 from tests.servers.fixtures import FAKE_SERVER
 
 from mcpfleet import open_agent_session
+from mcpfleet.integrations._framework import installed
 from mcpfleet.paths import user_config_file
 
 SLOW_START_S = 2.0
@@ -30,7 +30,7 @@ SLOW_START_S = 2.0
 
 def require(module: str, extra: str) -> None:
     """Skip the calling test module, naming the extra, when its framework is not installed."""
-    if importlib.util.find_spec(module) is None:
+    if not installed(module):
         pytest.skip(
             f"{module} is not installed: pip install -e '.[{extra}]' (make test installs it)",
             allow_module_level=True,

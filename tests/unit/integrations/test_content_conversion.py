@@ -5,12 +5,12 @@ shaped as a server sends it (converted by mcpfleet as for a real call)."""
 from __future__ import annotations
 
 import base64
-import importlib.util
 from typing import Any
 
 import pytest
 
 from mcpfleet.fleet.tools import ToolResult, convert_call_result
+from mcpfleet.integrations._framework import installed
 
 PNG = base64.b64encode(b"\x89PNG pixels").decode()
 BLOB = base64.b64encode(b"\x00\x01binary").decode()
@@ -38,7 +38,7 @@ def result_of(call: dict[str, Any]) -> ToolResult:
 
 def needs(module: str) -> pytest.MarkDecorator:
     return pytest.mark.skipif(
-        importlib.util.find_spec(module) is None, reason=f"{module} is not installed (make test installs it)"
+        not installed(module), reason=f"{module} is not installed (make test installs it)"
     )
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from mcpfleet.agent.session import AgentSession
-from mcpfleet.integrations._framework import require_framework
+from mcpfleet.integrations._framework import installed, require_framework
 from mcpfleet.integrations._lease import SessionLease
 
 FRAMEWORKS = ("agents", "pydantic_ai", "langchain_core", "google.adk")
@@ -28,6 +28,11 @@ def test_importing_mcpfleet_and_its_integrations_package_loads_no_framework() ->
 def test_a_missing_framework_names_the_extra_to_install() -> None:
     with pytest.raises(ImportError, match=r"needs Some Framework .*pip install 'mcpfleet\[some-extra\]'"):
         require_framework("mcpfleet_no_such_framework", "Some Framework", "some-extra")
+
+
+def test_a_framework_under_a_missing_namespace_is_missing_not_an_error() -> None:
+    assert not installed("mcpfleet_no_such_namespace.adk")
+    assert installed("mcpfleet.integrations")
 
 
 def test_exactly_one_of_session_and_cwd(tmp_path: Path) -> None:

@@ -22,7 +22,7 @@ INSPECTOR := .tools/inspector/.installed-$(INSPECTOR_VERSION)
 CLAUDE_CODE_VERSION := 2.1.332
 CLAUDE_CODE := .tools/claude-code/.installed-$(CLAUDE_CODE_VERSION)
 
-.PHONY: demo test lint typecheck pytest conformance bench clean
+.PHONY: demo test lint typecheck pytest conformance bench bench-integrations clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -77,6 +77,10 @@ pytest: $(STAMP) $(EVERYTHING) $(INSPECTOR) $(CLAUDE_CODE) conformance
 bench: $(STAMP)
 	$(BIN)/python -m bench.run
 	$(BIN)/python -m bench.tool_budget --write
+
+# Native MCP integrations of the agent frameworks against mcpfleet's (BENCHMARKS.md section 8, ~3 min).
+bench-integrations: $(STAMP)
+	$(BIN)/python -m bench.integrations --write
 
 bench-smoke: $(STAMP)
 	$(BIN)/python -m bench.run --smoke

@@ -247,9 +247,21 @@ def splice(report: str, section: str, heading: str = HEADING, *, at_end: bool = 
     anchor = len(lines)
     if not at_end:
         anchor = next(
-            (i for i, line in enumerate(lines) if line.startswith("![") or line == "## Findings"), len(lines)
+            (
+                i
+                for i, line in enumerate(lines)
+                if line.startswith("![") or line == "## Findings" or _number(line) > _number(heading)
+            ),
+            len(lines),
         )
     return "\n".join(lines[:anchor] + body + lines[anchor:]).rstrip("\n") + "\n"
+
+
+def _number(line: str) -> int:
+    """The number of a ``## N. Title`` section heading (0 for any other line), so a section
+    inserted anew lands in its numbered place."""
+    number, dot, _ = line.removeprefix("## ").partition(".")
+    return int(number) if line.startswith("## ") and dot and number.isdigit() else 0
 
 
 def carry_over(

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench import protocol_eras, tool_budget
+from bench import integrations, protocol_eras, tool_budget
 from bench.harness import report
 from bench.harness.peers import (
     COMPETITORS,
@@ -262,10 +262,11 @@ def make_plots(results_path: Path, docs: Path, log: Path) -> list[str]:
 
 
 def _write_report(target: Path, text: str) -> None:
-    """Write the report, keeping the protocol-era and tool-budget sections, which
-    ``bench.protocol_eras`` and ``bench.tool_budget`` measure."""
+    """Write the report, keeping the sections that ``bench.protocol_eras``,
+    ``bench.integrations`` and ``bench.tool_budget`` measure (``make bench`` does not)."""
     previous = target.read_text(encoding="utf-8") if target.exists() else None
     text = protocol_eras.carry_over(previous, text)
+    text = protocol_eras.carry_over(previous, text, integrations.HEADING)
     text = protocol_eras.carry_over(previous, text, tool_budget.HEADING, at_end=True)
     target.write_text(text, encoding="utf-8")
 

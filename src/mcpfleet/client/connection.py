@@ -32,6 +32,7 @@ import anyio.abc
 import mcp_types as mcp_types
 from mcp import Client
 from mcp.shared.exceptions import MCPDeprecationWarning
+from pydantic import TypeAdapter
 
 from mcpfleet.client._errors import (
     Asked,
@@ -42,6 +43,7 @@ from mcpfleet.client._errors import (
     request_errors,
     request_failure,
 )
+from mcpfleet.client.behalf import Caller, current_caller
 from mcpfleet.client.definitions import (
     DEFAULT_PROBE_TIMEOUT_MS,
     Era,
@@ -81,6 +83,8 @@ EXIT_OBSERVE_S = 1.0
 MAX_LIST_PAGES = 1000
 
 _T = TypeVar("_T")
+
+_INPUT_RESPONSES: TypeAdapter[mcp_types.InputResponses] = TypeAdapter(mcp_types.InputResponses)
 
 
 class ServerConnection:
@@ -215,7 +219,23 @@ class ServerConnection:
         return [_dump(template) for page in pages for template in page.resource_templates]
 
     async def read_resource(self, uri: str) -> dict[str, Any]:
+        """``resources/read``; sent for a caller (``behalf.py``), an ``input_required`` answer is
+        returned as it is, like ``call_tool``'s."""
         client = self._live_client()
+        caller = self._relayed_for()
+        if caller is not None:
+            session = client.session
+            responses = _input_responses(caller)
+            relayed = await self._request(
+                "resources/read",
+                lambda: session.read_resource(
+                    uri,
+                    input_responses=responses,
+                    request_state=caller.request_state,
+                    allow_input_required=True,
+                ),
+            )
+            return _dump(relayed)
         result = await self._request("resources/read", lambda: client.read_resource(uri))
         return _dump(result)
 
@@ -250,7 +270,24 @@ class ServerConnection:
         return [_dump(prompt) for page in pages for prompt in page.prompts]
 
     async def get_prompt(self, name: str, arguments: dict[str, str] | None = None) -> dict[str, Any]:
+        """``prompts/get``; sent for a caller (``behalf.py``), an ``input_required`` answer is
+        returned as it is, like ``call_tool``'s."""
         client = self._live_client()
+        caller = self._relayed_for()
+        if caller is not None:
+            session = client.session
+            responses = _input_responses(caller)
+            relayed = await self._request(
+                "prompts/get",
+                lambda: session.get_prompt(
+                    name,
+                    arguments or None,
+                    input_responses=responses,
+                    request_state=caller.request_state,
+                    allow_input_required=True,
+                ),
+            )
+            return _dump(relayed)
         result = await self._request("prompts/get", lambda: client.get_prompt(name, arguments or None))
         return _dump(result)
 
@@ -287,13 +324,19 @@ class ServerConnection:
         *,
         timeout_ms: int | None = None,
         on_progress: ProgressCallback | None = None,
-    ) -> mcp_types.CallToolResult:
+    ) -> mcp_types.CallToolResult | mcp_types.InputRequiredResult:
         """Call one tool. Its deadline (``timeout_ms``, else the config's ``tool_timeout_ms``,
         else 10 minutes; 0 for none) is re-armed by each progress notification, up to
         ``PROGRESS_CEILING_FACTOR`` times the timeout. A deadline that passes, like a cancelled
         caller, cancels the request on the server too (``notifications/cancelled``); the
-        connection stays up."""
+        connection stays up.
+
+        A 2026-07-28 server's ``input_required`` answer is answered here, round after round
+        (the SDK ``Client`` asks the inbound handlers), and only the final result returned;
+        sent for a caller (``behalf.py``), it is returned as it is, for that caller to answer
+        and retry with its ``inputResponses`` and ``requestState``."""
         client = self._live_client()
+        caller = self._relayed_for()
         timeout = self.config.effective_tool_timeout_ms if timeout_ms is None else timeout_ms
         bounded = timeout > 0
         started = anyio.current_time()
@@ -312,6 +355,15 @@ class ServerConnection:
         wants_progress = bounded or on_progress is not None
         try:
             with scope:
+                if caller is not None:
+                    return await client.session.call_tool(
+                        tool,
+                        arguments or {},
+                        progress_callback=relay_progress if wants_progress else None,
+                        input_responses=_input_responses(caller),
+                        request_state=caller.request_state,
+                        allow_input_required=True,
+                    )
                 return await client.call_tool(
                     tool, arguments or {}, progress_callback=relay_progress if wants_progress else None
                 )
@@ -333,6 +385,11 @@ class ServerConnection:
             server=self.name,
             tool=tool,
         )
+
+    def _relayed_for(self) -> Caller | None:
+        """The client this task's requests are sent for, on a 2026-07-28 connection (the only
+        era with per-request capabilities and ``input_required``)."""
+        return current_caller() if self.era == "modern" else None
 
     def _live_client(self) -> Client:
         if self.closed or self._client is None:
@@ -506,6 +563,13 @@ def _handshake_era_call(method: Callable[..., Awaitable[_T]], *args: str) -> Awa
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", MCPDeprecationWarning)
         return method(*args)
+
+
+def _input_responses(caller: Caller) -> mcp_types.InputResponses | None:
+    """The caller's answers, typed for the SDK (which writes them back out unchanged)."""
+    if caller.input_responses is None:
+        return None
+    return _INPUT_RESPONSES.validate_python(dict(caller.input_responses))
 
 
 def _dump(model: Any) -> dict[str, Any]:

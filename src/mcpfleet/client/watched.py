@@ -1,8 +1,9 @@
 """The transport as the SDK's ``Client`` sees it: watched for its end, and read the 2026-07-28 way.
 
 The owner task learns from this wrapper when the server side of the stream ends (a process
-exit, a closed HTTP stream), and results on a 2026-07-28 connection get their ``resultType``
-default (see ``WatchedTransport.speaks_modern``).
+exit, a closed HTTP stream), results on a 2026-07-28 connection get their ``resultType``
+default (see ``WatchedTransport.speaks_modern``), and a request sent on behalf of another
+client carries that client's capabilities (``behalf.py``).
 """
 
 from __future__ import annotations
@@ -15,11 +16,13 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import mcp_types
 from mcp.shared.message import SessionMessage
+from mcp_types import CLIENT_CAPABILITIES_META_KEY
 
-from mcpfleet.client._streams import ReceivingStream
+from mcpfleet.client._streams import ClosingStream, ReceivingStream
+from mcpfleet.client.behalf import current_caller
 
 if TYPE_CHECKING:
-    from mcpfleet.client._sdk import ReadStream, TransportStreams
+    from mcpfleet.client._sdk import ReadStream, TransportStreams, WriteStream
 
 
 class WatchedTransport(anyio.AsyncContextManagerMixin):
@@ -47,7 +50,7 @@ class WatchedTransport(anyio.AsyncContextManagerMixin):
         async with self._inner as (read_stream, write_stream):
             self._read_stream = EndWatchingReadStream(read_stream, self._on_end)
             self._read_stream.default_result_type = self._modern
-            yield self._read_stream, write_stream
+            yield self._read_stream, CallerStampingWriteStream(write_stream)
 
 
 class EndWatchingReadStream(ReceivingStream):
@@ -89,4 +92,28 @@ class EndWatchingReadStream(ReceivingStream):
         self._on_end()
 
 
-__all__ = ["EndWatchingReadStream", "WatchedTransport"]
+class CallerStampingWriteStream(ClosingStream):
+    """A write stream that gives a request sent on behalf of another client (``behalf.py``)
+    that client's capabilities in place of mcpfleet's.
+
+    The SDK writes a request from the task that sends it, so the sender's caller is known
+    here. Only a request that carries 2026-07-28 capabilities is changed.
+    """
+
+    def __init__(self, inner: WriteStream[SessionMessage]) -> None:
+        self._inner = inner
+
+    async def send(self, item: SessionMessage) -> None:
+        caller = current_caller()
+        message = item.message
+        if caller is not None and isinstance(message, mcp_types.JSONRPCRequest):
+            meta = (message.params or {}).get("_meta")
+            if isinstance(meta, dict) and CLIENT_CAPABILITIES_META_KEY in meta:
+                meta[CLIENT_CAPABILITIES_META_KEY] = dict(caller.capabilities)
+        await self._inner.send(item)
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+__all__ = ["CallerStampingWriteStream", "EndWatchingReadStream", "WatchedTransport"]

@@ -19,8 +19,13 @@ name (``mcpfleet.client.inbound``); ``Relay`` is the gateway's. It decides who a
 
 How a client is asked depends on its era. A handshake-era client gets a request on its
 connection (with the id of the call it belongs to, so over HTTP it rides that call's
-stream). A 2026-07-28 client has no channel for server requests: its call is *parked*. The
-backend call runs in a task of its own; when the backend asks, the client's request is
+stream). A 2026-07-28 client calling a 2026-07-28 backend is not asked by the relay at all:
+the call is sent on the client's behalf (``mcpfleet.client.behalf``), so the backend is told
+the client's own capabilities and its ``input_required`` result goes back to the client as it
+is (the backend's keys, its ``requestState`` of each round); the client's retry, with its
+``inputResponses`` and that ``requestState``, goes to the backend the same way. A 2026-07-28
+client calling a handshake-era backend has no channel for that backend's requests: its call
+is *parked*. The backend call runs in a task of its own; when the backend asks, the client's request is
 answered with an ``input_required`` result carrying the question and a ``requestState``
 naming the parked call; the client retries with its answers, which are handed to the waiting
 backend, and the retry waits for the result or the next question. A parked question
@@ -48,6 +53,8 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import anyio
 import anyio.lowlevel
+
+from mcpfleet.client.behalf import Caller, on_behalf_of
 
 if TYPE_CHECKING:
     from mcp.server.context import ServerRequestContext
@@ -399,6 +406,20 @@ class Relay:
         params: Mapping[str, Any] = ctx.params or {}
         if client.era == "modern":
             state = params.get("requestState")
+            if isinstance(state, str) and state in self._parked:
+                return await self._resume(ctx, state, progress)
+            if server is not None and self._speaks_modern(server):
+                responses = params.get("inputResponses")
+                caller = Caller(
+                    capabilities=client.capabilities,
+                    input_responses=responses if isinstance(responses, Mapping) else None,
+                    request_state=state if isinstance(state, str) else None,
+                )
+                with (
+                    self._flying(InFlight(server, client, ctx.session, ctx.request_id)),
+                    on_behalf_of(caller),
+                ):
+                    return await call_backend(progress)
             if state is not None:
                 return await self._resume(ctx, state, progress)
             if server is not None and can_be_asked(client.capabilities):
@@ -407,6 +428,12 @@ class Relay:
             return await call_backend(progress)
         with self._flying(InFlight(server, client, ctx.session, ctx.request_id)):
             return await call_backend(progress)
+
+    def _speaks_modern(self, server: str) -> bool:
+        """Whether ``server`` is connected in the 2026-07-28 era, where it can ask a 2026-07-28
+        client itself (a server not connected yet is called the handshake era's way, parked)."""
+        connection = self.gateway.manager.get_connection(server)
+        return connection is not None and connection.era == "modern"
 
     async def _park(
         self,

@@ -168,18 +168,23 @@ async def test_a_client_without_the_capability_gets_the_backend_an_error_and_the
     isolated_home: Path, mode: str
 ) -> None:
     """The handshake-era backend receives the JSON-RPC error and reports it; the 2026-07-28 one
-    cannot be answered with an error, so its call ends in an error result. Roots fall back to
-    the gateway's working folder."""
+    cannot be answered with an error, so a handshake-era client's call ends in an error result,
+    and a 2026-07-28 client, which gets the backend's question as it is, refuses it itself.
+    Roots fall back to the gateway's working folder."""
     missing = 'Sampling not supported: the MCP client of this call did not declare the "sampling" capability'
     async with gateway_in_process(isolated_home) as server, Client(server, mode=mode) as client:
         old = await client.call_tool("old_sample", {"prompt": "hello"})
-        new = await client.call_tool("new_sample", {"prompt": "hello"})
+        if mode == MODERN:
+            with pytest.raises(MCPError, match="Sampling not supported"):
+                await client.call_tool("new_sample", {"prompt": "hello"})
+        else:
+            new = await client.call_tool("new_sample", {"prompt": "hello"})
+            assert new.is_error
+            assert text_of(new).startswith("MCP error: ")
+            assert missing in text_of(new)
         roots = await client.call_tool("old_roots", {})
     assert not old.is_error
     assert text_of(old).startswith(f"refused -32600 {missing}")
-    assert new.is_error
-    assert text_of(new).startswith("MCP error: ")
-    assert missing in text_of(new)
     assert text_of(roots) == f'roots ["{isolated_home.resolve().as_uri()}"]'  # noqa: ASYNC240 (no I/O)
 
 

@@ -23,6 +23,7 @@ from pathlib import Path
 import anyio
 import pytest
 from tests.conftest import PYTHON, SERVERS_DIR
+from tests.servers.fixtures import CONFORMANCE_BACKEND
 
 from mcpfleet import paths
 from mcpfleet.agent.session import create_agent_session
@@ -299,6 +300,26 @@ async def test_list_changed_reaches_the_session_without_a_host_call(tmp_path: Pa
         assert entry is not None and sorted(t.name for t in entry.tools) == ["echo", "late_tool"]
         result = await session.call_tool("mcp_live_late_tool", {"message": "new"})
         assert result.structured == {"message": "new"}
+
+
+async def test_a_modern_servers_list_changes_reach_the_fleet_through_its_listen_stream() -> None:
+    """A 2026-07-28 server announces list changes only on a ``subscriptions/listen`` stream; each
+    announcement is an ``announced`` event, the tools one even though the list stayed the same."""
+    config = ServerConfig(name="modern", transport="stdio", command=PYTHON, args=(str(CONFORMANCE_BACKEND),))
+    config = replace(config, fingerprint=fingerprint_of(config))
+    async with MCPManager("/", cache=None, startup_timeout_ms=0) as manager:
+        await manager.connect_servers(*fleet(config))
+        connection = manager.get_connection("modern")
+        assert connection is not None and connection.era == "modern"
+        events: list[ManagerEvent] = []
+        manager.subscribe(events.append)
+        before = [tool.name for tool in manager.get_tools()]
+        await manager.call_tool("modern", "test_trigger_tool_change", {})
+        await manager.call_tool("modern", "test_trigger_prompt_change", {})
+        await wait_until(
+            lambda: {e.kind for e in events if e.announced} == {"tools_changed", "prompts_changed"}
+        )
+        assert [tool.name for tool in manager.get_tools()] == before
 
 
 async def test_a_list_changed_flood_is_relisted_at_a_bounded_pace(

@@ -191,6 +191,10 @@ def answers(params: types.InputResponseRequestParams) -> dict[str, types.InputRe
 
 
 # Tools of the handshake-era scenarios: plain results, logs, progress, and requests to the client.
+# A dual-era server: on a 2026-07-28 request the same tools ask by input_required under these keys.
+
+SAMPLING_KEY = "sampling"
+ELICITATION_KEY = "elicitation"
 
 
 async def simple_text(ctx: Context, params: types.CallToolRequestParams) -> ToolResult:
@@ -257,20 +261,40 @@ async def sampling(ctx: Context, params: types.CallToolRequestParams) -> ToolRes
             "test_sampling needs a client that declares the sampling capability", is_error=True
         )
     prompt = str((params.arguments or {}).get("prompt", ""))
-    request = sampling_request(prompt, 100).params
-    reply = await ctx.session.create_message(
-        request.messages, max_tokens=request.max_tokens, related_request_id=ctx.request_id
-    )
+    request = sampling_request(prompt, 100)
+    if ctx.protocol_version in MODERN_VERSIONS:
+        # No back-channel at 2026-07-28: the question goes out as input_required and the
+        # client's retry carries the answer.
+        answer = answers(params).get(SAMPLING_KEY)
+        if not isinstance(answer, types.CreateMessageResult):
+            return types.InputRequiredResult(input_requests={SAMPLING_KEY: request})
+        reply = answer
+    else:
+        reply = await ctx.session.create_message(
+            request.params.messages, max_tokens=request.params.max_tokens, related_request_id=ctx.request_id
+        )
     text = reply.content.text if isinstance(reply.content, types.TextContent) else json.dumps(reply.content)
     return text_result(f"LLM response: {text}")
 
 
-async def elicit_and_report(ctx: Context, message: str, schema: dict[str, Any], prefix: str) -> ToolResult:
+async def elicit_and_report(
+    ctx: Context, params: types.CallToolRequestParams, message: str, schema: dict[str, Any], prefix: str
+) -> ToolResult:
     if not ctx.session.check_client_capability(
         types.ClientCapabilities(elicitation=types.ElicitationCapability())
     ):
         return text_result("this tool needs a client that declares the elicitation capability", is_error=True)
-    reply = await ctx.session.elicit_form(message, schema, related_request_id=ctx.request_id)
+    if ctx.protocol_version in MODERN_VERSIONS:
+        # As in sampling: at 2026-07-28 the form is asked by input_required, not mid-call.
+        answer = answers(params).get(ELICITATION_KEY)
+        if not isinstance(answer, types.ElicitResult):
+            question = types.ElicitRequest(
+                params=types.ElicitRequestFormParams(message=message, requested_schema=schema)
+            )
+            return types.InputRequiredResult(input_requests={ELICITATION_KEY: question})
+        reply = answer
+    else:
+        reply = await ctx.session.elicit_form(message, schema, related_request_id=ctx.request_id)
     return text_result(f"{prefix}action={reply.action}, content={json.dumps(reply.content or {})}")
 
 
@@ -284,17 +308,17 @@ async def elicitation(ctx: Context, params: types.CallToolRequestParams) -> Tool
         },
         ["username", "email"],
     ).params.requested_schema
-    return await elicit_and_report(ctx, message, schema, "User response: ")
+    return await elicit_and_report(ctx, params, message, schema, "User response: ")
 
 
 async def elicitation_defaults(ctx: Context, params: types.CallToolRequestParams) -> ToolResult:
     message = "Please review and update the form fields with defaults"
-    return await elicit_and_report(ctx, message, SEP1034_DEFAULTS_SCHEMA, "Elicitation completed: ")
+    return await elicit_and_report(ctx, params, message, SEP1034_DEFAULTS_SCHEMA, "Elicitation completed: ")
 
 
 async def elicitation_enums(ctx: Context, params: types.CallToolRequestParams) -> ToolResult:
     return await elicit_and_report(
-        ctx, "Choose from each kind of enum", SEP1330_ENUMS_SCHEMA, "Elicitation completed: "
+        ctx, params, "Choose from each kind of enum", SEP1330_ENUMS_SCHEMA, "Elicitation completed: "
     )
 
 

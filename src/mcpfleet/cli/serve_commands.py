@@ -165,6 +165,8 @@ def _gateway(args: argparse.Namespace, budget: ToolBudget) -> Gateway:
         on_uncached="late-join",
         server_requests=relay,
         entry_filter=entry_filter,
+        # Every log a 2026-07-28 backend writes: each client's own level filters them (sessions.py).
+        log_level="debug",
     )
     naming = NamingPolicy(prefix=args.prefix, max_name_length=args.max_name_length)
     return Gateway(manager, naming=naming, relay=relay, budget=budget)

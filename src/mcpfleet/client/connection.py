@@ -48,6 +48,7 @@ from mcpfleet.client.definitions import (
     DEFAULT_PROBE_TIMEOUT_MS,
     Era,
     EraVerdict,
+    LogLevel,
     ServerInfo,
     ToolDefinition,
 )
@@ -81,6 +82,17 @@ CLOSE_BOUND_S = 5.0
 EXIT_OBSERVE_S = 1.0
 """After the session ends, how long to wait for the process exit status to name the reason."""
 MAX_LIST_PAGES = 1000
+LISTEN_REOPENS = 3
+"""How many times a connection re-opens a 2026-07-28 server's ``subscriptions/listen`` stream
+that was lost while the connection lives; then the server's list changes are no longer
+followed until it reconnects."""
+LISTEN_REOPEN_DELAY_S = 1.0
+LIST_CHANGED_NOTIFICATIONS = {
+    "tools": "notifications/tools/list_changed",
+    "prompts": "notifications/prompts/list_changed",
+    "resources": "notifications/resources/list_changed",
+}
+"""Capability → the notification that announces a change of its list."""
 
 _T = TypeVar("_T")
 
@@ -106,6 +118,7 @@ class ServerConnection:
         server_requests: ServerRequestHandler | None = None,
         probe_timeout_ms: int = DEFAULT_PROBE_TIMEOUT_MS,
         stdio_transport: StdioTransport | None = None,
+        log_level: LogLevel | None = None,
     ) -> None:
         if config.transport == "stdio" and stdio_transport is None:
             raise ValueError(f"{name}: a stdio connection takes over a spawned transport (see opening.py)")
@@ -132,6 +145,7 @@ class ServerConnection:
         self._verdict_unconfirmed = False
         """Connected on a remembered verdict that no answer of the server has confirmed yet."""
         self._probe_timeout_ms = probe_timeout_ms
+        self._log_level = log_level
         self._auth = auth
         self._resolve_secrets = resolve_secrets
         self._inbound = InboundHandlers(
@@ -464,6 +478,7 @@ class ServerConnection:
                     server=self.name,
                     probe_bound_s=self._probe_timeout_ms / 1000,
                     on_transport_end=self._wake.set,
+                    log_level=self._log_level,
                     **self._inbound.client_options(),
                 ) as negotiated:
                     # An initialize answer confirms a remembered legacy verdict; an adopted
@@ -472,8 +487,12 @@ class ServerConnection:
                     handshake_done = True
                     scope.deadline = math.inf
                     self._adopt(negotiated, (time.perf_counter() - handshake_started) * 1000)
-                    task_status.started()
-                    await self._wake.wait()
+                    async with anyio.create_task_group() as listening:
+                        if self.era == "modern":
+                            listening.start_soon(self._follow_list_changes, negotiated.client)
+                        task_status.started()
+                        await self._wake.wait()
+                        listening.cancel_scope.cancel()
                     if not self._close_requested:
                         self._mark_closed(await self._loss_reason())
                     self._client = None
@@ -498,6 +517,58 @@ class ServerConnection:
         finally:
             self._client = None
             self._owner_done.set()
+
+    async def _follow_list_changes(self, client: Client) -> None:
+        """Keep one ``subscriptions/listen`` stream open on a 2026-07-28 server, for the list
+        changes its capabilities say it announces.
+
+        That era has no unsolicited notifications: a server tells only the listen streams a
+        client opened. The SDK passes each event of the stream to the ``message_handler`` as the
+        matching ``list_changed`` notification, so the host sees them as it sees a handshake-era
+        server's. A stream lost while the connection lives is re-opened (``LISTEN_REOPENS``
+        times), each time followed by one ``list_changed`` per list, since what changed in
+        between was not seen. Closed with the connection (the owner cancels it).
+        """
+        from mcp.client.subscriptions import SubscriptionLost
+        from mcp.shared.exceptions import MCPError
+
+        announced = [
+            capability
+            for capability in LIST_CHANGED_NOTIFICATIONS
+            if isinstance(self.capabilities.get(capability), dict)
+            and self.capabilities[capability].get("listChanged")
+        ]
+        if not announced:
+            return
+        for reopen in range(LISTEN_REOPENS + 1):
+            try:
+                async with client.listen(
+                    tools_list_changed="tools" in announced,
+                    prompts_list_changed="prompts" in announced,
+                    resources_list_changed="resources" in announced,
+                ) as subscription:
+                    if reopen:
+                        for capability in announced:
+                            await self._inbound.deliver(LIST_CHANGED_NOTIFICATIONS[capability], None)
+                    async for _event in subscription:
+                        pass  # already delivered through the message handler
+                return  # the server closed the stream gracefully: it announces nothing more
+            except SubscriptionLost as error:
+                logger.info("%s: the subscriptions/listen stream was lost (%s)", self.name, error)
+            except (MCPError, TimeoutError) as error:
+                logger.info(
+                    "%s: subscriptions/listen was refused (%s); its list changes are not followed",
+                    self.name,
+                    error,
+                )
+                return
+            await anyio.sleep(LISTEN_REOPEN_DELAY_S)
+        logger.warning(
+            "%s: the subscriptions/listen stream was lost %d times; its list changes are no longer "
+            "followed until it reconnects",
+            self.name,
+            LISTEN_REOPENS + 1,
+        )
 
     async def _build_transport(self) -> StdioTransport | HttpTransport:
         if self._stdio is not None:

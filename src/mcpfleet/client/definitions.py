@@ -17,6 +17,9 @@ server that speaks the 2026-07-28 revision. The next connection uses it instead 
 Era = Literal["legacy", "modern"]
 """The era a connection speaks: the ``initialize`` handshake, or 2026-07-28's per-request ``_meta``."""
 
+LogLevel = Literal["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"]
+"""An MCP log level (RFC 5424 severities, least severe first)."""
+
 DEFAULT_PROBE_TIMEOUT_MS = 1000
 """How long first contact waits for a ``server/discover`` answer before the SDK falls back to
 ``initialize``. A server that answers at all answers within milliseconds (modern servers with

@@ -225,13 +225,19 @@ class InboundHandlers:
             return
         data = message.model_dump(by_alias=True, mode="json", exclude_none=True)
         method = data.get("method")
-        if not isinstance(method, str) or self._on_notification is None:
+        if not isinstance(method, str):
             return
         params = data.get("params")
         if method == "notifications/progress" and self._progress_belongs_to_call(params):
             return
+        await self.deliver(method, params if isinstance(params, dict) else None)
+
+    async def deliver(self, method: str, params: dict[str, Any] | None) -> None:
+        """Hand one notification to the host's callback; a failing callback is logged, not raised."""
+        if self._on_notification is None:
+            return
         try:
-            outcome = self._on_notification(method, params if isinstance(params, dict) else None)
+            outcome = self._on_notification(method, params)
             if inspect.isawaitable(outcome):
                 await outcome
         except Exception:

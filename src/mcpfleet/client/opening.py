@@ -40,7 +40,7 @@ from mcpfleet.transport.stdio import StdioTransport
 
 if TYPE_CHECKING:
     from mcpfleet.client.connection import ServerConnection
-    from mcpfleet.client.definitions import EraVerdict
+    from mcpfleet.client.definitions import EraVerdict, LogLevel
     from mcpfleet.client.inbound import (
         ElicitationHandler,
         NotificationCallback,
@@ -132,6 +132,7 @@ async def open_connection(
     sampling_handler: SamplingHandler | None = None,
     server_requests: ServerRequestHandler | None = None,
     probe_timeout_ms: int | None = None,
+    log_level: LogLevel | None = None,
 ) -> ServerConnection:
     """Connect ``name`` with its owner task hosted in ``task_group`` (which must outlive the
     connection). Returns once the handshake is done; otherwise raises the connect error with
@@ -148,7 +149,8 @@ async def open_connection(
     ``sampling_handler`` answer ``elicitation/create`` and ``sampling/createMessage``, whether
     the server sends them as requests (legacy) or inside an ``input_required`` result;
     ``server_requests`` (a ``ServerRequestHandler``, instead of those two) answers them and
-    ``roots/list``, told which server asks.
+    ``roots/list``, told which server asks. ``log_level`` asks a 2026-07-28 server for its log
+    messages at that level and above on every request (none by default).
     """
     check_transport(name, config)
     stdio: StdioTransport | None = None
@@ -171,6 +173,7 @@ async def open_connection(
             server_requests=server_requests,
             probe_timeout_ms=DEFAULT_PROBE_TIMEOUT_MS if probe_timeout_ms is None else probe_timeout_ms,
             stdio_transport=stdio,
+            log_level=log_level,
         )
         await task_group.start(_run_owner, connection, name=f"mcpfleet connection {name}")
     except BaseException:
@@ -202,6 +205,7 @@ async def connect_to_server(
     sampling_handler: SamplingHandler | None = None,
     server_requests: ServerRequestHandler | None = None,
     probe_timeout_ms: int | None = None,
+    log_level: LogLevel | None = None,
 ) -> AsyncIterator[ServerConnection]:
     """``open_connection`` for the length of an ``async with`` block, whose task group of its
     own hosts the owner: ``async with connect_to_server(name, config, cwd=…) as connection:``.
@@ -227,6 +231,7 @@ async def connect_to_server(
                 sampling_handler=sampling_handler,
                 server_requests=server_requests,
                 probe_timeout_ms=probe_timeout_ms,
+                log_level=log_level,
             )
             try:
                 yield connection

@@ -51,6 +51,11 @@ class ManagerEvent:
     server: str
     error: str | None = None
     timings_ms: Mapping[str, float] = field(default_factory=dict)
+    announced: bool = False
+    """The server itself announced this change (its ``list_changed``), rather than the fleet
+    seeing it (a connection, a reconnection, a removal). ``tools_changed`` then follows the
+    re-list even when the tools came back the same, so a consumer that passes announcements on
+    (the gateway) tells its own clients of every one."""
 
 
 EventListener = Callable[[ManagerEvent], Awaitable[None] | None]

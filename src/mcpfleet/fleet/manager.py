@@ -48,6 +48,7 @@ if TYPE_CHECKING:
         ServerConnection,
         ServerRequestHandler,
     )
+    from mcpfleet.client.definitions import LogLevel
 
 __all__ = [
     "AnyTool",
@@ -89,6 +90,7 @@ class MCPManager(anyio.AsyncContextManagerMixin):
         sampling_handler: SamplingHandler | None = None,
         server_requests: ServerRequestHandler | None = None,
         probe_timeout_ms: int | None = None,
+        log_level: LogLevel | None = None,
     ) -> None:
         """``elicitation_handler`` and ``sampling_handler`` are the host's answers to a server's
         ``elicitation/create`` and ``sampling/createMessage`` (see ``mcpfleet.client.connection``),
@@ -96,7 +98,9 @@ class MCPManager(anyio.AsyncContextManagerMixin):
         (instead of those two) answers them and ``roots/list``, told which server asks (see
         ``mcpfleet.client.inbound.ServerRequestHandler``; the gateway's relay is one).
         ``probe_timeout_ms`` bounds the ``server/discover`` probe of a server whose era is not in
-        the cache."""
+        the cache. ``log_level`` opts every request to a 2026-07-28 server in to its log
+        messages at that level and above (that era sends logs only to requests that ask; the
+        default, ``None``, asks for none); handshake-era servers are not affected."""
         if server_requests is not None and (elicitation_handler is not None or sampling_handler is not None):
             raise ValueError(
                 "MCPManager: pass either server_requests or elicitation_handler/sampling_handler, not both"
@@ -119,6 +123,7 @@ class MCPManager(anyio.AsyncContextManagerMixin):
             sampling_handler=sampling_handler,
             server_requests=server_requests,
             probe_timeout_ms=probe_timeout_ms,
+            log_level=log_level,
         )
         self._cache_setting = cache
         self._events = EventHub()

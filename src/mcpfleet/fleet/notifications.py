@@ -3,9 +3,12 @@
 ``tools/list_changed`` re-lists the server and swaps its slice in one step, debounced and
 paced: at most one re-list in flight plus one trailing pass, starting at least
 ``list_changed_min_interval_s`` apart, so a server that floods notifications costs one
-``tools/list`` per interval and is reported once. Resource and prompt list changes become
-events; ``resources/updated`` reaches the listeners of ``subscribe_resource``, and every
-subscription is sent again on each new connection of its server.
+``tools/list`` per interval and is reported once; each re-list ends in one ``tools_changed``
+marked ``announced``. Resource and prompt list changes become ``announced`` events;
+``resources/updated`` reaches the listeners of ``subscribe_resource``, and every subscription
+is sent again on each new connection of its server. A 2026-07-28 server announces its list
+changes on a ``subscriptions/listen`` stream, which its connection opens (``client.connection``)
+and feeds to the same handler.
 """
 
 from __future__ import annotations
@@ -58,9 +61,9 @@ class Notifications:
             if method == "notifications/tools/list_changed":
                 self._schedule_refresh(slot)
             elif method == "notifications/resources/list_changed":
-                registry.emit("resources_changed", slot.name)
+                registry.emit("resources_changed", slot.name, announced=True)
             elif method == "notifications/prompts/list_changed":
-                registry.emit("prompts_changed", slot.name)
+                registry.emit("prompts_changed", slot.name, announced=True)
             elif method == "notifications/resources/updated":
                 uri = (params or {}).get("uri")
                 if isinstance(uri, str):
@@ -122,7 +125,9 @@ class Notifications:
                 remember_tools(self._registry.cache, slot, connection, definitions, listed_at)
                 if previous is None or previous.deferred or previous.definitions != definitions:
                     self._registry.rebuild_tools()
-                    self._registry.emit("tools_changed", slot.name)
+                # Even when the tools came back the same: the server announced a change, and a
+                # consumer that passes announcements on must see each one (``announced``).
+                self._registry.emit("tools_changed", slot.name, announced=True)
         finally:
             if slot.refresh is refresh:
                 slot.refresh = None

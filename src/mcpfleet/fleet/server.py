@@ -313,10 +313,10 @@ class ServerRegistry(Mapping[str, ServerSlot]):
 
     # -- announcements -----------------------------------------------------------------
 
-    def emit(self, kind: EventKind, name: str, error: str | None = None) -> None:
+    def emit(self, kind: EventKind, name: str, error: str | None = None, *, announced: bool = False) -> None:
         slot = self._slots.get(name)
         timings = dict(slot.timings) if slot is not None else {}
-        self.events.emit(ManagerEvent(kind, name, error, timings))
+        self.events.emit(ManagerEvent(kind, name, error, timings, announced))
 
     def fail(self, slot: ServerSlot, message: str) -> None:
         """Record why a server is down and announce it."""

@@ -10,6 +10,7 @@ from mcpfleet.fleet.supervision import ReconnectPolicy
 
 if TYPE_CHECKING:
     from mcpfleet.client.connection import ElicitationHandler, SamplingHandler, ServerRequestHandler
+    from mcpfleet.client.definitions import LogLevel
     from mcpfleet.config import EntryFilter
 
 STARTUP_TIMEOUT_MS = 250
@@ -58,3 +59,4 @@ class FleetSettings:
     sampling_handler: SamplingHandler | None = None
     server_requests: ServerRequestHandler | None = None
     probe_timeout_ms: int | None = None
+    log_level: LogLevel | None = None

@@ -290,6 +290,7 @@ class Connector:
             sampling_handler=settings.sampling_handler,
             server_requests=settings.server_requests,
             probe_timeout_ms=settings.probe_timeout_ms,
+            log_level=settings.log_level,
         )
 
 

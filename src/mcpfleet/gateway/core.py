@@ -10,7 +10,8 @@ same ``Server``.
 
 The served lists change when a backend connects, re-lists, or is given up: each change of
 the fleet marks the gateway dirty, and one announcer task compares what would be served now
-with what was served last and, for each list that differs, tells every client (the
+with what was served last and, for each list that differs or that a backend announced a change
+of (its own ``list_changed``, even when the re-listed list is the same), tells every client (the
 ``list_changed`` notifications of ``ClientSessions.notify_all``, and the listeners of
 ``on_list_changed``, which feed the ``subscriptions/listen`` streams of 2026-07-28 clients).
 """
@@ -69,6 +70,11 @@ settled, the name is unknown (a JSON-RPC error)."""
 _RELISTED_ON: dict[str, tuple[ListingKind, ...]] = {
     "resources_changed": RESOURCE_KINDS,
     "prompts_changed": ("prompts",),
+}
+_SERVED_LIST_OF: dict[str, ListKind] = {
+    "tools_changed": "tools",
+    "resources_changed": "resources",
+    "prompts_changed": "prompts",
 }
 
 
@@ -146,6 +152,9 @@ class Gateway(anyio.AsyncContextManagerMixin):
         self._listings = Listings(manager, self._mark_dirty)
         self._catalog = ServedCatalog(policy=self.naming)
         self._dirty = anyio.Event()
+        self._announced: set[ListKind] = set()
+        """Lists a backend announced a change of (its ``list_changed``), told to every client at
+        the next rebuild even if the served list came out the same (issue 14)."""
         self._rebuilt = anyio.Event()
         self._task_group: anyio.abc.TaskGroup | None = None
         self._list_changed_listeners: list[ListChangedListener] = []
@@ -217,9 +226,20 @@ class Gateway(anyio.AsyncContextManagerMixin):
             if event.kind == "connected":
                 task_group.start_soon(self._listings.refresh, event.server)
             elif event.kind in _RELISTED_ON:
-                task_group.start_soon(self._listings.refresh, event.server, _RELISTED_ON[event.kind])
+                task_group.start_soon(self._relist, event, _RELISTED_ON[event.kind])
+                return  # dirty once the re-list has landed
             elif event.kind == "disconnected" and self.manager.get_server_config(event.server) is None:
                 self._listings.forget(event.server)
+        if event.announced and event.kind in _SERVED_LIST_OF:
+            # The fleet has re-listed the tools already: the announcement goes out with this rebuild.
+            self._announced.add(_SERVED_LIST_OF[event.kind])
+        self._mark_dirty()
+
+    async def _relist(self, event: ManagerEvent, kinds: tuple[ListingKind, ...]) -> None:
+        """Re-list a backend's resources or prompts, then announce them if the backend did."""
+        await self._listings.refresh(event.server, kinds)
+        if event.announced:
+            self._announced.add(_SERVED_LIST_OF[event.kind])
         self._mark_dirty()
 
     async def _announce_changes(self) -> None:
@@ -234,7 +254,9 @@ class Gateway(anyio.AsyncContextManagerMixin):
             for collision in current.collisions:
                 if collision not in previous.collisions:
                     logger.warning("mcpfleet serve: %s (the first one is served)", collision.message())
-            for kind in previous.changed_lists(current):
+            changed = previous.changed_lists(current)
+            announced, self._announced = self._announced, set()
+            for kind in [*changed, *(kind for kind in announced if kind not in changed)]:
                 logger.info("served %s changed; telling %d client(s)", kind, len(self.sessions))
                 await self.sessions.notify_all(_LIST_CHANGED_METHODS[kind])
                 await _call_each(self._list_changed_listeners, kind)

@@ -36,6 +36,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench.harness import sections
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 BENCH_DIR = REPO_ROOT / "bench"
 SYNTHETIC_SERVER = BENCH_DIR / "servers" / "synthetic_server.py"
@@ -234,32 +236,13 @@ def render(
 def splice(report: str, section: str) -> str:
     """``report`` with its protocol-era section replaced by ``section`` (or inserted before the
     plots and findings that close the report)."""
-    lines = report.rstrip("\n").split("\n")
-    body = [*section.rstrip("\n").split("\n"), ""]
-    if HEADING in lines:
-        start = lines.index(HEADING)
-        end = next(
-            (i for i in range(start + 1, len(lines)) if lines[i].startswith(("## ", "!["))),
-            len(lines),
-        )
-        return "\n".join(lines[:start] + body + lines[end:]) + "\n"
-    anchor = next(
-        (i for i, line in enumerate(lines) if line.startswith("![") or line == "## Findings"), len(lines)
-    )
-    return "\n".join(lines[:anchor] + body + lines[anchor:]) + "\n"
+    return sections.splice(report, HEADING, section, before=("![", "## Findings"))
 
 
 def carry_over(previous: str | None, regenerated: str) -> str:
     """Keep the protocol-era section of the report being replaced (``make bench`` does not measure it)."""
-    if previous is None or HEADING not in previous:
-        return regenerated
-    lines = previous.split("\n")
-    start = lines.index(HEADING)
-    end = next(
-        (i for i in range(start + 1, len(lines)) if lines[i].startswith(("## ", "!["))),
-        len(lines),
-    )
-    return splice(regenerated, "\n".join(lines[start:end]))
+    kept = None if previous is None else sections.section_of(previous, HEADING)
+    return regenerated if kept is None else splice(regenerated, kept)
 
 
 async def _measure_connections(workspace: Path) -> tuple[dict[str, list[float]], dict[str, Any]]:

@@ -15,7 +15,7 @@ NODE22_VERSION := 22.23.5
 # One stamp per pinned pair, so changing a version reinstalls over an older .tools/conformance.
 CONFORMANCE_SUITE := .tools/conformance/.installed-$(CONFORMANCE_VERSION)-node-$(NODE22_VERSION)
 
-.PHONY: demo test lint typecheck pytest conformance bench clean
+.PHONY: demo test lint typecheck pytest conformance bench bench-smoke bench-gateway clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -53,13 +53,18 @@ conformance: $(STAMP) $(CONFORMANCE_SUITE)
 pytest: $(STAMP) $(EVERYTHING) conformance
 	$(BIN)/pytest -q --ignore=tests/conformance
 
-# Benchmarks against the peers (~15 min on 2 cores): creates each peer's venv under .tools/bench-venvs,
-# writes BENCHMARKS.md and docs/bench-*.png. Not part of `make test`; its 30 s smoke version is.
+# Benchmarks against the peers (~25 min on 2 cores, the gateway part ~5): creates each peer's venv under
+# .tools/bench-venvs and mcp-hub (npm) under .tools/mcp-hub, writes BENCHMARKS.md and docs/bench-*.png.
+# Not part of `make test`; its ~1 min smoke version is (tests/test_bench_smoke.py, bounded at 4 min).
 bench: $(STAMP)
 	$(BIN)/python -m bench.run
 
 bench-smoke: $(STAMP)
 	$(BIN)/python -m bench.run --smoke
+
+# Only the gateway part (`mcpfleet serve` against its peers): rewrites its section of BENCHMARKS.md.
+bench-gateway: $(STAMP)
+	$(BIN)/python -m bench.gateway --write
 
 clean:
 	rm -rf $(VENV) .tools .pytest_cache .mypy_cache .ruff_cache

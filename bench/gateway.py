@@ -154,7 +154,9 @@ def _print_run(scenario: str, gateway: Gateway, result: dict[str, Any]) -> None:
 def run(smoke: bool, scratch: Path, log: Path) -> dict[str, Any]:
     """Install what is missing, measure every scenario, and return the results for the report."""
     scenarios, reps = plan(smoke)
-    gateways = tuple(dict.fromkeys(gateway for scenario in scenarios for gateway in scenario.gateways))
+    gateways = tuple(
+        {gateway.key: gateway for scenario in scenarios for gateway in scenario.gateways}.values()
+    )
     print("gateway benchmark", flush=True)
     started = time.perf_counter()
     load_before = os.getloadavg()

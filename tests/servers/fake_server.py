@@ -5,8 +5,9 @@ Speaks line-delimited JSON-RPC on stdin/stdout, handshake era (``initialize``; w
 a dual-era server does; of the 2026-07-28 result fields only ``tools/list`` carries them).
 Answers
 ``ping``, ``tools/list`` (paginated with ``--page-size``), ``tools/call``,
-``resources/list``, ``resources/read``, ``prompts/list`` and ``prompts/get``; unknown
-methods get -32601 unless ``--drop-unknown``.
+``resources/list``, ``resources/templates/list`` (``fake://notes/{id}``), ``resources/read``,
+``prompts/list``, ``prompts/get`` and ``completion/complete`` (the prompt's ``who`` and the
+template's ``id``); unknown methods get -32601 unless ``--drop-unknown``.
 
 Tools (all by default; ``--tool NAME`` keeps only the named ones, repeatable):
   echo {message}            text + structuredContent {"message"}
@@ -18,11 +19,15 @@ Tools (all by default; ``--tool NAME`` keeps only the named ones, repeatable):
   crash {code=1}            the process exits at once with that code
   env {name}                structuredContent {"value": os.environ.get(name), "cwd": os.getcwd()}
   roots {}                  asks the client for roots/list and returns its answer as text
+  log {level=info, message} sends notifications/message (logger "fake-internal") then answers
 ``--tools N`` adds N more echo-like tools ``tool_0`` … ``tool_<N-1>``.
 ``--hostile-tools`` adds three that misbehave:
   big {bytes}               a text result of that many bytes ("x" repeated)
   hang {}                   never answers (a notifications/cancelled is still logged)
   wrong_id {}               answers, but under another request id
+``--rich-tools`` adds one tool that carries every optional field a tool may have:
+  fancy {}                  title, icons, annotations, outputSchema, execution and _meta
+                            (``RICH_TOOL``), answering structuredContent {"ok": true}
 
 Flags:
   --name NAME               serverInfo name and instructions (default "fake")
@@ -61,6 +66,10 @@ Flags:
   --request-log PATH        append the method of every request received to PATH, one per line
   --exit-if-exists PATH     when PATH exists, wait --delay-start seconds, then exit with --exit-code
                             without reading stdin (one config, two outcomes: switched by a file)
+
+  --extra-tool-if-exists PATH
+                            list one more echo-like tool, "extra", when PATH exists at start
+  --cancel-log PATH         append "cancelled <id>" to PATH for every notifications/cancelled received
 
 Every received notifications/cancelled is logged on stderr as ``cancelled request <id>``.
 """
@@ -112,7 +121,30 @@ TOOL_SCHEMAS: dict[str, dict[str, Any]] = {
         "description": "Ask the client for its roots",
         "inputSchema": {"type": "object", "properties": {}},
     },
+    "log": {
+        "description": "Send a log message to the client",
+        "inputSchema": {
+            "type": "object",
+            "properties": {"level": {"type": "string"}, "message": {"type": "string"}},
+        },
+    },
 }
+RICH_TOOL: dict[str, Any] = {
+    "name": "fancy",
+    "title": "A Fancy Tool",
+    "description": "Carries every optional field",
+    "inputSchema": {
+        "type": "object",
+        "properties": {"level": {"type": "integer", "minimum": 1, "description": "how fancy"}},
+        "additionalProperties": False,
+    },
+    "outputSchema": {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]},
+    "icons": [{"src": "https://example.com/fancy.png", "mimeType": "image/png", "sizes": ["48x48"]}],
+    "annotations": {"title": "Fancy", "readOnlyHint": True, "idempotentHint": True, "openWorldHint": False},
+    "execution": {"taskSupport": "forbidden"},
+    "_meta": {"example.com/owner": "tests", "example.com/rank": 3},
+}
+NOTE_TEMPLATE = {"uriTemplate": "fake://notes/{id}", "name": "note", "mimeType": "text/plain"}
 HOSTILE_TOOL_SCHEMAS: dict[str, dict[str, Any]] = {
     "big": {
         "description": "Answer with a large text",
@@ -139,6 +171,10 @@ class FakeServer:
         self.tool_names += [f"tool_{index}" for index in range(options.tools)]
         if options.hostile_tools:
             self.tool_names += list(HOSTILE_TOOL_SCHEMAS)
+        if options.rich_tools:
+            self.tool_names.append(RICH_TOOL["name"])
+        if options.extra_tool_if_exists and os.path.exists(options.extra_tool_if_exists):
+            self.tool_names.append("extra")
 
     # -- output -------------------------------------------------------------------------------------------
     def send(self, message: dict[str, Any]) -> None:
@@ -173,6 +209,9 @@ class FakeServer:
     def tool_list(self) -> list[dict[str, Any]]:
         tools = []
         for name in self.tool_names:
+            if name == RICH_TOOL["name"]:
+                tools.append(RICH_TOOL)
+                continue
             schema = TOOL_SCHEMAS.get(name) or HOSTILE_TOOL_SCHEMAS.get(name) or TOOL_SCHEMAS["echo"]
             tools.append({"name": name, **schema})
             if name in self.options.duplicate_tool:
@@ -199,7 +238,7 @@ class FakeServer:
         try:
             if name not in self.tool_names:
                 self.reply_error(request_id, -32602, f"Unknown tool: {name}")
-            elif name in ("echo", "late_tool") or str(name).startswith("tool_"):
+            elif name in ("echo", "late_tool", "extra") or str(name).startswith("tool_"):
                 message = str(arguments.get("message", ""))
                 self.reply(
                     request_id,
@@ -228,6 +267,21 @@ class FakeServer:
                     {
                         "content": [{"type": "text", "text": str(value)}],
                         "structuredContent": {"value": value, "cwd": os.getcwd()},
+                    },
+                )
+            elif name == "log":
+                message = str(arguments.get("message", ""))
+                level = str(arguments.get("level", "info"))
+                self.notify(
+                    "notifications/message", {"level": level, "logger": "fake-internal", "data": message}
+                )
+                self.reply(request_id, {"content": [{"type": "text", "text": f"logged {message}"}]})
+            elif name == RICH_TOOL["name"]:
+                self.reply(
+                    request_id,
+                    {
+                        "content": [{"type": "text", "text": '{"ok": true}'}],
+                        "structuredContent": {"ok": True},
                     },
                 )
             elif name == "roots":
@@ -298,6 +352,7 @@ class FakeServer:
                         ),
                         "prompts": {},
                         "logging": {},
+                        "completions": {},
                     },
                     "serverInfo": {"name": self.options.name, "version": "1.2.3"},
                     "instructions": f"fake server {self.options.name}",
@@ -339,9 +394,16 @@ class FakeServer:
             if method == "resources/subscribe":
                 uri = params.get("uri")
                 threading.Timer(0.1, self.notify, ("notifications/resources/updated", {"uri": uri})).start()
+        elif method == "resources/templates/list":
+            self.reply(request_id, {"resourceTemplates": [NOTE_TEMPLATE]})
+        elif method == "completion/complete":
+            self.reply(request_id, {"completion": self.complete(params)})
         elif method == "resources/read":
             uri = params.get("uri")
-            if uri != "fake://readme":
+            if isinstance(uri, str) and uri.startswith("fake://notes/"):
+                note = f"note {uri.removeprefix('fake://notes/')} of {self.options.name}"
+                self.reply(request_id, {"contents": [{"uri": uri, "mimeType": "text/plain", "text": note}]})
+            elif uri != "fake://readme":
                 self.reply_error(request_id, -32002, f"Resource not found: {uri}")
             else:
                 text = f"readme of {self.options.name}"
@@ -359,11 +421,27 @@ class FakeServer:
         else:
             self.reply_error(request_id, -32601, f"Method not found: {method}")
 
+    def complete(self, params: dict[str, Any]) -> dict[str, Any]:
+        ref = params.get("ref") or {}
+        argument = params.get("argument") or {}
+        if ref.get("type") == "ref/prompt" and ref.get("name") == "greet":
+            candidates = ["alice", "bob", f"{self.options.name}-friend"]
+        elif ref.get("type") == "ref/resource" and ref.get("uri") == NOTE_TEMPLATE["uriTemplate"]:
+            candidates = ["1", "2", "10"]
+        else:
+            candidates = []
+        prefix = str(argument.get("value", ""))
+        values = [value for value in candidates if value.startswith(prefix)]
+        return {"values": values, "total": len(values), "hasMore": False}
+
     def handle_notification(self, method: str, params: dict[str, Any]) -> None:
         if method == "notifications/cancelled":
             request_id = params.get("requestId")
             sys.stderr.write(f"cancelled request {request_id}\n")
             sys.stderr.flush()
+            if self.options.cancel_log:
+                with self.state_lock, open(self.options.cancel_log, "a") as log:
+                    log.write(f"cancelled {request_id}\n")
             event = self.cancelled.get(request_id)
             if event is not None:
                 event.set()
@@ -430,6 +508,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--tool", action="append")
     parser.add_argument("--tools", type=int, default=0)
     parser.add_argument("--hostile-tools", action="store_true")
+    parser.add_argument("--rich-tools", action="store_true")
     parser.add_argument("--delay-start", type=float, default=0.0)
     parser.add_argument("--start-when-exists")
     parser.add_argument("--exit-code", type=int, default=0)
@@ -455,6 +534,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--duplicate-tool", action="append", default=[])
     parser.add_argument("--request-log")
     parser.add_argument("--exit-if-exists")
+    parser.add_argument("--extra-tool-if-exists")
+    parser.add_argument("--cancel-log")
     return parser.parse_args(argv)
 
 

@@ -204,6 +204,13 @@ class ServerConnection:
         )
         return [_dump(resource) for page in pages for resource in page.resources]
 
+    async def list_resource_templates(self) -> list[dict[str, Any]]:
+        pages = await self._paginate(
+            "resources/templates/list",
+            lambda session, params: session.list_resource_templates(params=params),
+        )
+        return [_dump(template) for page in pages for template in page.resource_templates]
+
     async def read_resource(self, uri: str) -> dict[str, Any]:
         client = self._live_client()
         result = await self._request("resources/read", lambda: client.read_resource(uri))
@@ -231,6 +238,22 @@ class ServerConnection:
     async def get_prompt(self, name: str, arguments: dict[str, str] | None = None) -> dict[str, Any]:
         client = self._live_client()
         result = await self._request("prompts/get", lambda: client.get_prompt(name, arguments or None))
+        return _dump(result)
+
+    async def complete(
+        self, ref: dict[str, Any], argument: dict[str, str], context_arguments: dict[str, str] | None = None
+    ) -> dict[str, Any]:
+        """``completion/complete`` for a prompt (``{"type": "ref/prompt", "name"}``) or a resource
+        template (``{"type": "ref/resource", "uri"}``) argument."""
+        client = self._live_client()
+        reference: mcp_types.ResourceTemplateReference | mcp_types.PromptReference = (
+            mcp_types.PromptReference.model_validate(ref)
+            if ref.get("type") == "ref/prompt"
+            else mcp_types.ResourceTemplateReference.model_validate(ref)
+        )
+        result = await self._request(
+            "completion/complete", lambda: client.complete(reference, argument, context_arguments)
+        )
         return _dump(result)
 
     async def ping(self) -> None:

@@ -77,6 +77,19 @@ CREATE TABLE IF NOT EXISTS server_tools (
 """
 
 
+_CREATE_LISTINGS_TABLE = """
+CREATE TABLE IF NOT EXISTS server_listings (
+    server_name TEXT PRIMARY KEY,
+    fingerprint TEXT NOT NULL,
+    payload TEXT NOT NULL,
+    written_at REAL NOT NULL
+)
+"""
+"""What a server listed beside its tools (resources, resource templates, prompts), as JSON by
+kind, so the gateway serves those lists too before the server is up. A table of its own: a
+catalog that changes without the tools changing never rewrites the tools' row."""
+
+
 @dataclass(frozen=True)
 class CachedServer:
     """What one server listed the last time any process connected to it."""
@@ -242,12 +255,68 @@ class MCPToolCache:
         with self._lock:
             return self._run("write", server_name, compare_and_set) is True
 
+    def get_listings(self, server_name: str, fingerprint: str) -> dict[str, list[dict[str, Any]]] | None:
+        """What ``server_name`` last listed beside its tools, by kind (``resources``,
+        ``resource_templates``, ``prompts``), for this config fingerprint; ``None`` if unknown."""
+        with self._lock:
+            row = self._run(
+                "read",
+                server_name,
+                lambda connection: connection.execute(
+                    "SELECT fingerprint, payload, written_at FROM server_listings WHERE server_name = ?",
+                    (server_name,),
+                ).fetchone(),
+            )
+        if row is None or row[0] != fingerprint:
+            return None
+        try:
+            if self._clock() - float(row[2]) >= self.ttl_seconds:
+                return None
+            data = json.loads(row[1])
+        except (ValueError, TypeError):
+            logger.warning("MCP tool cache listings of server %r failed to parse; ignoring them", server_name)
+            return None
+        if not isinstance(data, dict):
+            return None
+        return {
+            kind: [item for item in items if isinstance(item, dict)]
+            for kind, items in data.items()
+            if isinstance(kind, str) and isinstance(items, list)
+        }
+
+    def put_listings(
+        self, server_name: str, fingerprint: str, listings: dict[str, list[dict[str, Any]]]
+    ) -> bool:
+        """Store what ``server_name`` listed beside its tools; ``False`` when it failed."""
+        now = self._clock()
+        try:
+            payload = json.dumps(listings, separators=(",", ":"))
+        except (TypeError, ValueError) as error:
+            logger.warning("MCP tool cache cannot store the listings of server %r: %s", server_name, error)
+            return False
+
+        def replace_row(connection: sqlite3.Connection) -> bool:
+            with _write_transaction(connection):
+                connection.execute(
+                    "INSERT OR REPLACE INTO server_listings (server_name, fingerprint, payload, written_at) "
+                    "VALUES (?, ?, ?, ?)",
+                    (server_name, fingerprint, payload, now),
+                )
+                connection.execute(
+                    "DELETE FROM server_listings WHERE written_at <= ?", (now - self.ttl_seconds,)
+                )
+            return True
+
+        with self._lock:
+            return self._run("write", server_name, replace_row) is True
+
     def delete(self, server_name: str) -> None:
         """Forget one server (best effort)."""
 
         def delete_row(connection: sqlite3.Connection) -> None:
             with _write_transaction(connection):
                 connection.execute("DELETE FROM server_tools WHERE server_name = ?", (server_name,))
+                connection.execute("DELETE FROM server_listings WHERE server_name = ?", (server_name,))
 
         with self._lock:
             self._run("delete", server_name, delete_row)
@@ -258,6 +327,7 @@ class MCPToolCache:
         def delete_rows(connection: sqlite3.Connection) -> None:
             with _write_transaction(connection):
                 connection.execute("DELETE FROM server_tools")
+                connection.execute("DELETE FROM server_listings")
 
         with self._lock:
             self._run("clear", None, delete_rows)
@@ -326,7 +396,9 @@ class MCPToolCache:
                         SCHEMA_VERSION,
                     )
                     connection.execute("DROP TABLE IF EXISTS server_tools")
+                    connection.execute("DROP TABLE IF EXISTS server_listings")
                 connection.execute(_CREATE_TABLE)
+                connection.execute(_CREATE_LISTINGS_TABLE)
                 connection.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         except BaseException:
             connection.close()

@@ -32,7 +32,7 @@ from mcpfleet.fleet import settings as defaults
 from mcpfleet.fleet.cache import MCPToolCache
 from mcpfleet.fleet.catalog import AnyTool, build_tools
 from mcpfleet.fleet.events import DEFAULT_STREAM_BUFFER, EventHub, EventListener, EventStream, ManagerEvent
-from mcpfleet.fleet.notifications import Notifications, ResourceListener
+from mcpfleet.fleet.notifications import LogListener, Notifications, ResourceListener
 from mcpfleet.fleet.recovery import Recovery
 from mcpfleet.fleet.reload import ConfigWatcher, apply_reload
 from mcpfleet.fleet.server import Attempt, ConnectionStatus, Phase, ServerRegistry, ServerState
@@ -179,6 +179,11 @@ class MCPManager(anyio.AsyncContextManagerMixin):
         """Call ``listener`` on every state change, in place; returns the function that unsubscribes."""
         return self._events.subscribe(listener)
 
+    def subscribe_logs(self, listener: LogListener) -> Callable[[], None]:
+        """Call ``listener(server, params)`` on each ``notifications/message`` of any server;
+        returns the function that unsubscribes."""
+        return self._notifications.subscribe_logs(listener)
+
     def events(self, buffer: int = DEFAULT_STREAM_BUFFER) -> AbstractAsyncContextManager[EventStream]:
         """``async with manager.events() as stream: async for event in stream`` (see ``fleet.events``)."""
         return self._events.stream(buffer)
@@ -323,6 +328,9 @@ class MCPManager(anyio.AsyncContextManagerMixin):
         """Every resource ``server`` lists (all pages), once it is connected (as ``call_tool``)."""
         return await (await self._ready_connection(server)).list_resources()
 
+    async def list_resource_templates(self, server: str) -> list[dict[str, Any]]:
+        return await (await self._ready_connection(server)).list_resource_templates()
+
     async def read_resource(self, server: str, uri: str) -> dict[str, Any]:
         return await (await self._ready_connection(server)).read_resource(uri)
 
@@ -333,6 +341,16 @@ class MCPManager(anyio.AsyncContextManagerMixin):
         self, server: str, name: str, arguments: dict[str, str] | None = None
     ) -> dict[str, Any]:
         return await (await self._ready_connection(server)).get_prompt(name, arguments)
+
+    async def complete(
+        self,
+        server: str,
+        ref: dict[str, Any],
+        argument: dict[str, str],
+        context_arguments: dict[str, str] | None = None,
+    ) -> dict[str, Any]:
+        """``completion/complete`` on ``server`` (see ``ServerConnection.complete``)."""
+        return await (await self._ready_connection(server)).complete(ref, argument, context_arguments)
 
     async def subscribe_resource(
         self, server: str, uri: str, listener: ResourceListener

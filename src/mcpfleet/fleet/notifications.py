@@ -33,6 +33,8 @@ LIST_CHANGED_FLOOD_WARNING = 100
 
 ResourceListener = Callable[[str, str], Awaitable[None] | None]
 """Called with ``(server, uri)`` when a subscribed resource changes."""
+LogListener = Callable[[str, dict[str, Any]], Awaitable[None] | None]
+"""Called with ``(server, params)`` for each ``notifications/message`` a server sends."""
 
 
 class Notifications:
@@ -42,6 +44,7 @@ class Notifications:
         self._registry = registry
         self._settings = settings
         self._resource_listeners: dict[tuple[str, str], list[ResourceListener]] = {}
+        self._log_listeners: list[LogListener] = []
 
     def handler_for(self, attempt: Attempt) -> Callable[[str, dict[str, Any] | None], None]:
         """The notification callback of the connection ``attempt`` opens."""
@@ -62,6 +65,9 @@ class Notifications:
                 uri = (params or {}).get("uri")
                 if isinstance(uri, str):
                     self._deliver_resource_update(slot.name, uri)
+            elif method == "notifications/message" and params is not None:
+                for listener in list(self._log_listeners):
+                    registry.events.call(listener, slot.name, params, what=f"log message of {slot.name}")
             else:
                 logger.debug("notification %s from %s", method, slot.name)
 
@@ -134,6 +140,18 @@ class Notifications:
             folded,
             self._settings.list_changed_min_interval_s,
         )
+
+    # -- log messages ------------------------------------------------------------------
+
+    def subscribe_logs(self, listener: LogListener) -> Callable[[], None]:
+        """Call ``listener(server, params)`` on every server's ``notifications/message``."""
+        self._log_listeners.append(listener)
+
+        def unsubscribe() -> None:
+            if listener in self._log_listeners:
+                self._log_listeners.remove(listener)
+
+        return unsubscribe
 
     # -- resource subscriptions --------------------------------------------------------
 

@@ -3,16 +3,26 @@ translation between the wire and ``Gateway``.
 
 ``build_server(gateway)`` returns a ``Server`` that any SDK transport can serve in both
 protocol eras (``Server.run`` over a stream pair serves the ``initialize`` era and the
-2026-07-28 per-request era alike). Handlers never wait for a backend that is still starting
-to answer a list; a call does wait for its backend, bounded by the fleet's policy.
+2026-07-28 per-request era alike). Lists are answered from the gateway's current catalog,
+never by waiting for a backend; a call, a read or a prompt waits for its backend, bounded by
+the fleet's policy. A name or URI the gateway does not serve is a JSON-RPC error
+(``Invalid params``), and so is a backend's own refusal of a read, a prompt or a completion
+(its message says which server refused).
+
+Change notifications reach handshake-era clients on their session (``ClientSessions``) and
+2026-07-28 clients on the ``subscriptions/listen`` streams they open; a listen stream that
+asks for resource URIs subscribes the backends behind them for as long as it stays open.
 
 This module imports the SDK: import it only to serve.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
 
+import anyio
 import mcp_types
 from mcp.server.caching import CacheHint
 from mcp.server.context import ServerRequestContext
@@ -24,17 +34,18 @@ from mcp.server.subscriptions import (
     ListenHandler,
     PromptsListChanged,
     ResourcesListChanged,
+    ResourceUpdated,
     ServerEvent,
     ToolsListChanged,
 )
 from mcp.shared.exceptions import MCPError
 
 from mcpfleet import __version__
+from mcpfleet.errors import MCPFleetError
 from mcpfleet.gateway.catalog import ListKind
-from mcpfleet.gateway.core import SERVER_NAME, Gateway, UnknownToolError
-
-if TYPE_CHECKING:
-    from collections.abc import Callable
+from mcpfleet.gateway.core import SERVER_NAME, Gateway, LogRelay, UnknownNameError
+from mcpfleet.gateway.sessions import LOG_LEVELS
+from mcpfleet.redaction import redact_text
 
 Context = ServerRequestContext[Any, Any]
 
@@ -53,26 +64,98 @@ _LISTEN_EVENTS: dict[ListKind, Callable[[], ServerEvent]] = {
 def build_server(gateway: Gateway) -> Server[Any]:
     """The lowlevel ``Server`` that serves ``gateway`` (enter the gateway first)."""
     bus = InMemorySubscriptionBus()
+    listen_streams = ListenHandler(bus)
 
-    async def publish(kind: ListKind) -> None:
+    async def publish_list_changed(kind: ListKind) -> None:
         await bus.publish(_LISTEN_EVENTS[kind]())
 
-    gateway.on_list_changed(publish)
+    async def publish_resource_updated(uri: str) -> None:
+        await bus.publish(ResourceUpdated(uri=uri))
+
+    gateway.on_list_changed(publish_list_changed)
+    gateway.on_resource_updated(publish_resource_updated)
 
     async def list_tools(ctx: Context, params: mcp_types.PaginatedRequestParams) -> dict[str, Any]:
         gateway.sessions.session_for(ctx)
-        return {"tools": list(gateway.catalog.tools), "resultType": "complete"}
+        return _complete({"tools": list(gateway.catalog.tools)})
 
     async def call_tool(ctx: Context, params: mcp_types.CallToolRequestParams) -> Any:
-        gateway.sessions.session_for(ctx)
+        client = gateway.sessions.session_for(ctx)
 
         async def relay_progress(progress: float, total: float | None, message: str | None) -> None:
             await ctx.session.report_progress(progress, total, message)
 
+        with _as_jsonrpc_errors():
+            return await gateway.call_tool(
+                params.name,
+                params.arguments or {},
+                on_progress=relay_progress,
+                client=client,
+                on_log=_request_scoped_logs(ctx) if not client.registered else None,
+            )
+
+    async def list_resources(ctx: Context, params: mcp_types.PaginatedRequestParams) -> dict[str, Any]:
+        gateway.sessions.session_for(ctx)
+        return _complete({"resources": list(gateway.catalog.resources)})
+
+    async def list_resource_templates(
+        ctx: Context, params: mcp_types.PaginatedRequestParams
+    ) -> dict[str, Any]:
+        gateway.sessions.session_for(ctx)
+        return _complete({"resourceTemplates": list(gateway.catalog.resource_templates)})
+
+    async def read_resource(ctx: Context, params: mcp_types.ReadResourceRequestParams) -> dict[str, Any]:
+        gateway.sessions.session_for(ctx)
+        with _as_jsonrpc_errors():
+            return _complete(await gateway.read_resource(params.uri))
+
+    async def subscribe(ctx: Context, params: mcp_types.SubscribeRequestParams) -> dict[str, Any]:
+        with _as_jsonrpc_errors():
+            await gateway.subscribe_resource(gateway.sessions.session_for(ctx), params.uri)
+        return {}
+
+    async def unsubscribe(ctx: Context, params: mcp_types.UnsubscribeRequestParams) -> dict[str, Any]:
+        await gateway.unsubscribe_resource(gateway.sessions.session_for(ctx), params.uri)
+        return {}
+
+    async def listen(ctx: Context, params: mcp_types.SubscriptionsListenRequestParams) -> Any:
+        """A 2026-07-28 listen stream; the resources it names are subscribed while it is open."""
+        client = gateway.sessions.session_for(ctx)
+        uris = list(params.notifications.resource_subscriptions or ())
+        subscribed: list[str] = []
         try:
-            return await gateway.call_tool(params.name, params.arguments or {}, on_progress=relay_progress)
-        except UnknownToolError as error:
-            raise MCPError(code=mcp_types.INVALID_PARAMS, message=str(error)) from None
+            for uri in uris:
+                with _as_jsonrpc_errors():
+                    await gateway.subscribe_resource(client, uri)
+                subscribed.append(uri)
+            return await listen_streams(ctx, params)
+        finally:
+            with anyio.CancelScope(shield=True):
+                for uri in subscribed:
+                    await gateway.unsubscribe_resource(client, uri)
+
+    async def list_prompts(ctx: Context, params: mcp_types.PaginatedRequestParams) -> dict[str, Any]:
+        gateway.sessions.session_for(ctx)
+        return _complete({"prompts": list(gateway.catalog.prompts)})
+
+    async def get_prompt(ctx: Context, params: mcp_types.GetPromptRequestParams) -> dict[str, Any]:
+        gateway.sessions.session_for(ctx)
+        with _as_jsonrpc_errors():
+            return _complete(await gateway.get_prompt(params.name, params.arguments))
+
+    async def complete(ctx: Context, params: mcp_types.CompleteRequestParams) -> dict[str, Any]:
+        gateway.sessions.session_for(ctx)
+        ref = params.ref.model_dump(by_alias=True, mode="json", exclude_none=True)
+        argument = {"name": params.argument.name, "value": params.argument.value}
+        context_arguments = params.context.arguments if params.context is not None else None
+        with _as_jsonrpc_errors():
+            return _complete(await gateway.complete(ref, argument, context_arguments))
+
+    async def set_logging_level(ctx: Context, params: mcp_types.SetLevelRequestParams) -> dict[str, Any]:
+        if params.level not in LOG_LEVELS:
+            raise MCPError(code=mcp_types.INVALID_PARAMS, message=f"unknown log level {params.level!r}")
+        gateway.sessions.session_for(ctx).log_level = params.level
+        return {}
 
     server: Server[Any] = Server(
         SERVER_NAME,
@@ -86,11 +169,51 @@ def build_server(gateway: Gateway) -> Server[Any]:
             "prompts/list": NEVER_FRESH,
             "server/discover": NEVER_FRESH,
         },
-        on_subscriptions_listen=ListenHandler(bus),
     )
-    server.add_request_handler("tools/list", mcp_types.PaginatedRequestParams, list_tools)
-    server.add_request_handler("tools/call", mcp_types.CallToolRequestParams, call_tool)
+    handlers: list[tuple[str, type[Any], Any]] = [
+        ("tools/list", mcp_types.PaginatedRequestParams, list_tools),
+        ("tools/call", mcp_types.CallToolRequestParams, call_tool),
+        ("resources/list", mcp_types.PaginatedRequestParams, list_resources),
+        ("resources/templates/list", mcp_types.PaginatedRequestParams, list_resource_templates),
+        ("resources/read", mcp_types.ReadResourceRequestParams, read_resource),
+        ("resources/subscribe", mcp_types.SubscribeRequestParams, subscribe),
+        ("resources/unsubscribe", mcp_types.UnsubscribeRequestParams, unsubscribe),
+        ("subscriptions/listen", mcp_types.SubscriptionsListenRequestParams, listen),
+        ("prompts/list", mcp_types.PaginatedRequestParams, list_prompts),
+        ("prompts/get", mcp_types.GetPromptRequestParams, get_prompt),
+        ("completion/complete", mcp_types.CompleteRequestParams, complete),
+        ("logging/setLevel", mcp_types.SetLevelRequestParams, set_logging_level),
+    ]
+    for method, params_type, handler in handlers:
+        server.add_request_handler(method, params_type, handler)
+
+    async def initialized(ctx: Context, params: mcp_types.NotificationParams) -> None:
+        # Registered from its handshake on, so a client that has asked nothing yet still
+        # hears of every list change.
+        gateway.sessions.session_for(ctx)
+
+    server.add_notification_handler("notifications/initialized", mcp_types.NotificationParams, initialized)
     return server
+
+
+def _request_scoped_logs(ctx: Context) -> LogRelay | None:
+    """A 2026-07-28 client gets log messages only on a request that opted in (the
+    ``logLevel`` key of its ``_meta``), at that level or above, on that request's stream."""
+    requested = (ctx.meta or {}).get(mcp_types.LOG_LEVEL_META_KEY)
+    if requested not in LOG_LEVELS:
+        return None
+    least = LOG_LEVELS.index(requested)
+
+    async def relay(params: dict[str, Any]) -> None:
+        level = params.get("level")
+        if level not in LOG_LEVELS or LOG_LEVELS.index(level) < least:
+            return
+        notification = mcp_types.server_notification_adapter.validate_python(
+            {"method": "notifications/message", "params": params}, by_name=False
+        )
+        await ctx.session.send_notification(notification, related_request_id=ctx.request_id)
+
+    return relay
 
 
 def initialization_options(server: Server[Any]) -> InitializationOptions:
@@ -98,3 +221,27 @@ def initialization_options(server: Server[Any]) -> InitializationOptions:
     return server.create_initialization_options(
         NotificationOptions(prompts_changed=True, resources_changed=True, tools_changed=True)
     )
+
+
+def _complete(result: dict[str, Any]) -> dict[str, Any]:
+    """A final answer: the 2026-07-28 wire wants ``resultType`` on every result (a handshake-era
+    backend's answers have none; the handshake era's sieve drops it again)."""
+    result.setdefault("resultType", "complete")
+    return result
+
+
+@contextmanager
+def _as_jsonrpc_errors() -> Iterator[None]:
+    """Turn a name the gateway does not serve, or a backend's refusal, into a JSON-RPC error.
+
+    A backend's own JSON-RPC error keeps its code (``Resource not found`` stays -32002), with
+    mcpfleet's message, which names the server.
+    """
+    try:
+        yield
+    except UnknownNameError as error:
+        raise MCPError(code=mcp_types.INVALID_PARAMS, message=str(error)) from None
+    except MCPFleetError as error:
+        cause = error.__cause__
+        code = cause.code if isinstance(cause, MCPError) else mcp_types.INTERNAL_ERROR
+        raise MCPError(code=code, message=redact_text(str(error))) from None

@@ -31,6 +31,13 @@ logger = logging.getLogger(__name__)
 
 ClientEra = Literal["legacy", "modern"]
 
+LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
+"""MCP's log levels (RFC 5424), least severe first."""
+
+
+def _severity(level: str) -> int:
+    return LOG_LEVELS.index(level) if level in LOG_LEVELS else len(LOG_LEVELS)
+
 
 @dataclass(eq=False)
 class ClientSession:
@@ -44,18 +51,34 @@ class ClientSession:
     capabilities: dict[str, Any] = field(default_factory=dict)
     """What the client declared (``sampling``, ``elicitation``, ``roots``…), as JSON."""
     client_name: str | None = None
+    log_level: str | None = None
+    """The least severe backend log level the client asked for (``logging/setLevel``); ``None``
+    until it asks, and then every level is relayed."""
 
     @property
     def registered(self) -> bool:
         """Whether it lives in the registry (handshake era) rather than for one request."""
         return self.era == "legacy"
 
-    async def notify(self, method: str) -> None:
-        """Send a parameterless notification on the client's standalone channel; never raises:
-        a client that went away misses it, as the protocol allows."""
+    def wants_log(self, level: str) -> bool:
+        """Whether a backend log message at ``level`` goes to this client."""
+        if self.log_level is None:
+            return True
+        return _severity(level) >= _severity(self.log_level)
+
+    async def notify(self, method: str, params: dict[str, Any] | None = None) -> None:
+        """Send a notification on the client's standalone channel; never raises: a client that
+        went away misses it, as the protocol allows."""
         import mcp_types
 
-        notification = mcp_types.server_notification_adapter.validate_python({"method": method})
+        message: dict[str, Any] = {"method": method}
+        if params is not None:
+            message["params"] = params
+        try:
+            notification = mcp_types.server_notification_adapter.validate_python(message, by_name=False)
+        except ValueError as error:
+            logger.warning("not relaying a malformed %s: %s", method, error)
+            return
         try:
             await self.sdk_session.send_notification(notification)
         except Exception as error:
@@ -77,11 +100,17 @@ class ClientSessions:
         return len(self._by_connection)
 
     def session_for(self, ctx: ServerRequestContext[Any, Any]) -> ClientSession:
-        """The client behind one request: registered on its first message (handshake era),
-        or made for this request alone (2026-07-28 era)."""
+        """The client behind one request (or notification): registered on its first message
+        (handshake era), or made for this request alone (2026-07-28 era)."""
         from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
         sdk_session = ctx.session
+        modern = ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
+        connection = None if modern else server_connection_of(sdk_session)
+        if connection is not None:
+            known = self._by_connection.get(connection)
+            if known is not None:
+                return known
         capabilities = sdk_session.client_capabilities
         params = sdk_session.client_params
         declared = (
@@ -90,13 +119,8 @@ class ClientSessions:
             else {}
         )
         client_name = params.client_info.name if params is not None else None
-        if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+        if connection is None:
             return ClientSession("modern", ctx.protocol_version, sdk_session, declared, client_name)
-        connection = server_connection_of(sdk_session)
-        known = self._by_connection.get(connection)
-        if known is not None:
-            known.sdk_session = sdk_session
-            return known
         session = ClientSession("legacy", ctx.protocol_version, sdk_session, declared, client_name)
         self._by_connection[connection] = session
         connection.exit_stack.callback(self._forget, connection)
@@ -109,6 +133,6 @@ class ClientSessions:
             logger.info("client %s disconnected", session.client_name or "(unnamed)")
 
     async def notify_all(self, method: str) -> None:
-        """Send ``method`` (a parameterless notification) to every registered client."""
+        """Send the parameterless notification ``method`` to every registered client."""
         for session in self:
             await session.notify(method)

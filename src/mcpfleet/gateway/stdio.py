@@ -1,16 +1,235 @@
-"""Serving the gateway on this process's stdin and stdout."""
+"""Serving the gateway on this process's stdin and stdout: JSON-RPC, one message per line.
+
+The SDK's ``stdio_server`` reads lines of any length and drops a line that does not parse
+without a word. A host must get an answer to everything it sends, and a gateway must not be
+made to hold an unbounded line, so this transport:
+
+* frames stdin with the fleet's own ``LineFramer``: a line longer than
+  ``MAX_MESSAGE_BYTES`` (16 MiB) is never held, and if it was a request its id is read from
+  either end and the request gets an ``Invalid Request`` error naming the limit;
+* answers a line that is not JSON with ``Parse error`` (id ``null``) and a JSON value that
+  is not a JSON-RPC message with ``Invalid Request`` (with the id when it has a usable one),
+  and carries on with the next line;
+* owns the two descriptors while it serves: fd 0 then reads ``/dev/null`` and fd 1 writes
+  to stderr, so a stray ``print`` or a child process that inherits them can never write into
+  the protocol (both are put back on exit);
+* ends the session when stdin ends (the host went away or closed the pipe).
+
+Pipes and sockets are read and written without blocking the event loop; anything else (a
+regular file given as stdin) is read in a worker thread.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import json
+import logging
+import os
+import stat
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import anyio.to_thread
+
 from mcpfleet.gateway.core import Gateway
+from mcpfleet.transport.stdio import LineFramer, OversizedLine, describe_size, oversized_request_id
+
+if TYPE_CHECKING:
+    from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+    from mcp.shared.message import SessionMessage
+
+logger = logging.getLogger(__name__)
+
+MAX_MESSAGE_BYTES = 16 * 1024 * 1024
+"""The largest message a client may send the gateway on stdin."""
+READ_BYTES = 256 * 1024
+"""The most one read of stdin takes."""
 
 
-async def serve_stdio(gateway: Gateway) -> None:
+async def serve_stdio(gateway: Gateway, *, max_message_bytes: int = MAX_MESSAGE_BYTES) -> None:
     """Serve ``gateway`` on stdin/stdout until stdin ends."""
-    from mcp.server.stdio import stdio_server
-
     from mcpfleet.gateway.server import build_server, initialization_options
 
     server = build_server(gateway)
-    async with stdio_server() as (read_stream, write_stream):
-        await server.run(read_stream, write_stream, initialization_options(server))
+    with claimed_standard_streams() as (wire_in, wire_out):
+        async with wire_streams(wire_in, wire_out, max_message_bytes=max_message_bytes) as (reads, writes):
+            await server.run(reads, writes, initialization_options(server))
+
+
+@contextlib.contextmanager
+def claimed_standard_streams() -> Iterator[tuple[int, int]]:
+    """Private copies of fd 0 and fd 1 for the protocol; meanwhile fd 0 reads ``/dev/null``
+    and fd 1 writes to stderr. Both are restored on exit."""
+    import fcntl
+
+    wire_in = fcntl.fcntl(0, fcntl.F_DUPFD_CLOEXEC, 3)
+    wire_out = fcntl.fcntl(1, fcntl.F_DUPFD_CLOEXEC, 3)
+    null = os.open(os.devnull, os.O_RDONLY)
+    try:
+        os.dup2(null, 0)
+        os.dup2(2, 1)
+    finally:
+        os.close(null)
+    try:
+        yield wire_in, wire_out
+    finally:
+        os.dup2(wire_in, 0)
+        os.dup2(wire_out, 1)
+        os.close(wire_in)
+        os.close(wire_out)
+
+
+@asynccontextmanager
+async def wire_streams(
+    wire_in: int, wire_out: int, *, max_message_bytes: int = MAX_MESSAGE_BYTES
+) -> AsyncIterator[
+    tuple[MemoryObjectReceiveStream[SessionMessage | Exception], MemoryObjectSendStream[SessionMessage]]
+]:
+    """The SDK's two message streams over two descriptors of JSON-RPC lines (see the module)."""
+    from mcp.shared.message import SessionMessage
+
+    read_send, read_receive = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+    write_send, write_receive = anyio.create_memory_object_stream[SessionMessage](0)
+    reader = _Wire(wire_in, "stdin")
+    writer = _Wire(wire_out, "stdout")
+    async with anyio.create_task_group() as task_group:
+        task_group.start_soon(_read_messages, reader, read_send, write_send.clone(), max_message_bytes)
+        task_group.start_soon(_write_messages, writer, write_receive)
+        try:
+            yield read_receive, write_send
+        finally:
+            task_group.cancel_scope.cancel()
+            reader.restore()
+            writer.restore()
+
+
+class _Wire:
+    """One descriptor of the protocol: without blocking when it is a pipe or a socket."""
+
+    def __init__(self, fd: int, label: str) -> None:
+        self.fd = fd
+        self.label = label
+        self._was_blocking = os.get_blocking(fd)
+        mode = os.fstat(fd).st_mode
+        self.pollable = stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
+        if self.pollable:
+            os.set_blocking(fd, False)
+
+    def restore(self) -> None:
+        if self.pollable:
+            with contextlib.suppress(OSError):
+                os.set_blocking(self.fd, self._was_blocking)
+
+    async def read(self) -> bytes:
+        """The next bytes; empty at the end of the stream."""
+        if not self.pollable:
+            return await anyio.to_thread.run_sync(os.read, self.fd, READ_BYTES, abandon_on_cancel=True)
+        while True:
+            try:
+                return os.read(self.fd, READ_BYTES)
+            except BlockingIOError:
+                await anyio.wait_readable(self.fd)
+
+    async def write_all(self, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            if not self.pollable:
+                written = await anyio.to_thread.run_sync(os.write, self.fd, view)
+            else:
+                try:
+                    written = os.write(self.fd, view)
+                except BlockingIOError:
+                    await anyio.wait_writable(self.fd)
+                    continue
+            view = view[written:]
+
+
+async def _read_messages(
+    wire: _Wire,
+    messages: MemoryObjectSendStream[SessionMessage | Exception],
+    replies: MemoryObjectSendStream[SessionMessage],
+    max_message_bytes: int,
+) -> None:
+    framer = LineFramer(max_message_bytes)
+    async with messages, replies:
+        while True:
+            try:
+                chunk = await wire.read()
+            except OSError as error:
+                if error.errno not in (errno.EPIPE, errno.ECONNRESET, errno.EBADF):
+                    logger.warning("reading %s failed: %s; the session ends", wire.label, error)
+                return
+            if not chunk:
+                return
+            for line in framer.feed(chunk):
+                message, reply = _decode(line, max_message_bytes)
+                if message is not None:
+                    await messages.send(message)
+                elif reply is not None:
+                    await replies.send(reply)
+
+
+async def _write_messages(wire: _Wire, outgoing: MemoryObjectReceiveStream[SessionMessage]) -> None:
+    async with outgoing:
+        async for session_message in outgoing:
+            data = session_message.message.model_dump_json(by_alias=True, exclude_unset=True) + "\n"
+            try:
+                await wire.write_all(data.encode())
+            except OSError as error:
+                # The host closed its end: nothing more can reach it; stdin's end closes the session.
+                logger.info("writing %s failed: %s", wire.label, error)
+                return
+
+
+def _decode(
+    line: bytearray | OversizedLine, max_message_bytes: int
+) -> tuple[SessionMessage | None, SessionMessage | None]:
+    """``(message, None)`` for a JSON-RPC message, ``(None, error reply)`` for anything a client
+    must be told about, ``(None, None)`` for a blank line."""
+    import mcp_types
+    from mcp.shared.message import SessionMessage
+    from pydantic import ValidationError
+
+    if isinstance(line, OversizedLine):
+        return None, _error_reply(
+            oversized_request_id(line),
+            mcp_types.INVALID_REQUEST,
+            f"message of {line.size} bytes is over the gateway's limit of {describe_size(max_message_bytes)}",
+        )
+    if not line.strip():
+        return None, None
+    try:
+        return SessionMessage(mcp_types.jsonrpc_message_adapter.validate_json(line, by_name=False)), None
+    except (ValidationError, ValueError, RecursionError):
+        pass
+    # Only a line that is not a message pays for a second look, to say what is wrong with it.
+    try:
+        data = json.loads(line)
+    except (ValueError, RecursionError):
+        return None, _error_reply(None, mcp_types.PARSE_ERROR, "Parse error: the line is not JSON")
+    return None, _error_reply(
+        _request_id_of(data), mcp_types.INVALID_REQUEST, "Invalid Request: not a JSON-RPC 2.0 message"
+    )
+
+
+def _request_id_of(data: Any) -> int | str | None:
+    """The id of something shaped like a request, when it is one a response can carry."""
+    if not isinstance(data, dict) or "method" not in data:
+        return None
+    request_id = data.get("id")
+    if isinstance(request_id, bool) or not isinstance(request_id, int | str):
+        return None
+    return request_id
+
+
+def _error_reply(request_id: int | str | None, code: int, message: str) -> SessionMessage:
+    import mcp_types
+    from mcp.shared.message import SessionMessage
+
+    error = mcp_types.JSONRPCError(
+        jsonrpc="2.0", id=request_id, error=mcp_types.ErrorData(code=code, message=message)
+    )
+    return SessionMessage(error)

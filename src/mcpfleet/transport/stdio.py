@@ -205,6 +205,21 @@ def oversized_response_id(line: OversizedLine) -> int | str | None:
     return request_id
 
 
+def oversized_request_id(line: OversizedLine) -> int | str | None:
+    """The id of the request a line over the limit carried, if its ``method`` and ``id`` are
+    at either end of it (a client writes them around its large ``params``); ``None`` for a
+    response, a notification or anything else."""
+    try:
+        members, _ = _leading_members(bytes(line.head))
+        members.update(_trailing_members(bytes(line.tail)))
+    except (ValueError, RecursionError):
+        return None
+    request_id = members.get("id")
+    if "method" not in members or isinstance(request_id, bool) or not isinstance(request_id, int | str):
+        return None
+    return request_id
+
+
 def describe_size(size: int) -> str:
     """``64 MiB``, ``512 KiB`` or ``1000 bytes``."""
     for unit, factor in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
@@ -448,4 +463,7 @@ __all__ = [
     "MessageReader",
     "OversizedLine",
     "StdioTransport",
+    "describe_size",
+    "oversized_request_id",
+    "oversized_response_id",
 ]

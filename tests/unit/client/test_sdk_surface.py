@@ -30,6 +30,7 @@ from mcpfleet.client._sdk import (
     oauth_is_initialized,
     oauth_refresh_request,
     pending_request_ids,
+    server_connection_of,
 )
 
 pytestmark = pytest.mark.anyio
@@ -54,6 +55,35 @@ async def test_pending_request_ids_hold_a_request_until_it_is_answered() -> None
 def test_a_moved_attribute_is_reported_by_name() -> None:
     with pytest.raises(PrivateApiMovedError, match=r"the mcp SDK no longer has ClientSession\._dispatcher"):
         pending_request_ids(object())  # type: ignore[arg-type]
+
+
+async def test_every_request_of_one_client_reaches_the_gateway_on_one_connection() -> None:
+    from mcp.server.connection import Connection
+    from mcp.server.lowlevel import Server
+
+    seen: list[Connection] = []
+
+    async def list_tools(ctx: Any, params: Any) -> mcp_types.ListToolsResult:
+        seen.append(server_connection_of(ctx.session))
+        return mcp_types.ListToolsResult(tools=[])
+
+    server: Server[Any] = Server("canary", on_list_tools=list_tools)
+    to_server, server_reads = anyio.create_memory_object_stream[SessionMessage | Exception](8)
+    server_writes, from_server = anyio.create_memory_object_stream[SessionMessage | Exception](8)
+    async with anyio.create_task_group() as group:
+        group.start_soon(server.run, server_reads, server_writes, server.create_initialization_options())
+        async with ClientSession(from_server, to_server) as session:  # type: ignore[arg-type]
+            with anyio.fail_after(5):
+                await session.initialize()
+                await session.list_tools()
+                await session.list_tools()
+        group.cancel_scope.cancel()
+    assert len(seen) == 2 and seen[0] is seen[1]
+
+
+def test_a_moved_server_session_attribute_is_reported_by_name() -> None:
+    with pytest.raises(PrivateApiMovedError, match=r"the mcp SDK no longer has ServerSession\._connection"):
+        server_connection_of(object())  # type: ignore[arg-type]
 
 
 class MemoryTokens:

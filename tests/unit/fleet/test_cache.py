@@ -423,3 +423,45 @@ def test_tools_that_cannot_be_serialised_are_skipped_with_a_warning(
         assert cache.put("files", FINGERPRINT, unserialisable) is False
     assert "'files'" in caplog.text
     assert cache.get("files", FINGERPRINT) is None
+
+
+def test_a_tool_is_kept_exactly_as_the_server_listed_it(cache: MCPToolCache) -> None:
+    listed = {
+        "name": "fancy",
+        "inputSchema": {"type": "object"},
+        "icons": [{"src": "https://example.com/i.png"}],
+        "_meta": {"example.com/k": 1},
+        "execution": {"taskSupport": "forbidden"},
+    }
+    tool = ToolDefinition(name="fancy", raw=listed)
+    cache.put("files", FINGERPRINT, (tool,))
+
+    cached = cache.get("files", FINGERPRINT)
+
+    assert cached is not None and cached.tools[0].raw == listed
+
+
+def test_listings_beside_the_tools_round_trip_per_config(cache: MCPToolCache, clock: FakeClock) -> None:
+    listings = {
+        "resources": [{"uri": "fake://readme", "name": "readme"}],
+        "resource_templates": [{"uriTemplate": "fake://notes/{id}", "name": "note"}],
+        "prompts": [{"name": "greet", "arguments": [{"name": "who"}]}],
+    }
+    assert cache.get_listings("files", FINGERPRINT) is None
+    assert cache.put_listings("files", FINGERPRINT, listings) is True
+
+    assert cache.get_listings("files", FINGERPRINT) == listings
+    assert cache.get_listings("files", OTHER_FINGERPRINT) is None
+    clock.now += cache.ttl_seconds
+    assert cache.get_listings("files", FINGERPRINT) is None
+
+
+def test_forgetting_a_server_forgets_its_listings_too(cache: MCPToolCache) -> None:
+    cache.put("files", FINGERPRINT, TOOLS)
+    cache.put_listings("files", FINGERPRINT, {"prompts": [{"name": "greet"}]})
+    cache.delete("files")
+    assert cache.get_listings("files", FINGERPRINT) is None
+
+    cache.put_listings("files", FINGERPRINT, {"prompts": [{"name": "greet"}]})
+    cache.clear()
+    assert cache.get_listings("files", FINGERPRINT) is None

@@ -33,7 +33,7 @@ import socket
 import statistics
 import subprocess
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -155,7 +155,7 @@ def memory(gateway_pids: list[int]) -> dict[str, Any]:
 
 
 @contextlib.contextmanager
-def launched(command: list[str], env: dict[str, str], log_path: Path) -> Any:
+def launched(command: list[str], env: dict[str, str], log_path: Path) -> Iterator[subprocess.Popen[bytes]]:
     """An HTTP gateway's process, stopped at the end (SIGTERM, then SIGKILL after a grace)."""
     with log_path.open("a") as log:
         process = subprocess.Popen(command, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log)

@@ -19,6 +19,7 @@ Tools (all by default; ``--tool NAME`` keeps only the named ones, repeatable):
   crash {code=1}            the process exits at once with that code
   env {name}                structuredContent {"value": os.environ.get(name), "cwd": os.getcwd()}
   roots {}                  asks the client for roots/list and returns its answer as text
+``--tool log`` (only when named) adds:
   log {level=info, message} sends notifications/message (logger "fake-internal") then answers
 ``--tools N`` adds N more echo-like tools ``tool_0`` … ``tool_<N-1>``.
 ``--hostile-tools`` adds three that misbehave:
@@ -121,6 +122,8 @@ TOOL_SCHEMAS: dict[str, dict[str, Any]] = {
         "description": "Ask the client for its roots",
         "inputSchema": {"type": "object", "properties": {}},
     },
+}
+OPT_IN_TOOL_SCHEMAS: dict[str, dict[str, Any]] = {
     "log": {
         "description": "Send a log message to the client",
         "inputSchema": {
@@ -212,7 +215,12 @@ class FakeServer:
             if name == RICH_TOOL["name"]:
                 tools.append(RICH_TOOL)
                 continue
-            schema = TOOL_SCHEMAS.get(name) or HOSTILE_TOOL_SCHEMAS.get(name) or TOOL_SCHEMAS["echo"]
+            schema = (
+                TOOL_SCHEMAS.get(name)
+                or HOSTILE_TOOL_SCHEMAS.get(name)
+                or OPT_IN_TOOL_SCHEMAS.get(name)
+                or TOOL_SCHEMAS["echo"]
+            )
             tools.append({"name": name, **schema})
             if name in self.options.duplicate_tool:
                 tools.append({"name": name, **schema, "description": "a second definition of the same name"})

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -51,17 +52,28 @@ _imported: dict[str, ModuleType] = {}
 module that another thread is still importing, half initialised."""
 
 
+_import_lock = threading.Lock()
+"""Held by the worker thread that imports: one first import at a time. Two threads importing
+different modules that import each other (the SDK's client and server halves do) can meet
+the interpreter's deadlock detection, which hands one of them a half-initialised module."""
+
+
 async def import_off_loop(module_name: str) -> ModuleType:
     """A module that imports the SDK, imported in a worker thread the first time.
 
-    Concurrent first calls each wait in their own thread on the interpreter's import lock,
-    so every caller gets the module fully initialised.
+    First imports run one after another (``_import_lock``), so every caller gets the module
+    fully initialised, whichever other SDK modules are being imported at the same time.
     """
     module = _imported.get(module_name)
     if module is None:
-        module = await anyio.to_thread.run_sync(importlib.import_module, module_name)
+        module = await anyio.to_thread.run_sync(_import_serially, module_name)
         _imported[module_name] = module
     return module
+
+
+def _import_serially(module_name: str) -> ModuleType:
+    with _import_lock:
+        return importlib.import_module(module_name)
 
 
 KNOWN_TRANSPORTS = ("stdio", "http", "sse")

@@ -51,12 +51,14 @@ READ_BYTES = 256 * 1024
 
 async def serve_stdio(gateway: Gateway, *, max_message_bytes: int = MAX_MESSAGE_BYTES) -> None:
     """Serve ``gateway`` on stdin/stdout until stdin ends."""
-    from mcpfleet.gateway.server import build_server, initialization_options
+    from mcpfleet.client.opening import import_off_loop
 
-    server = build_server(gateway)
+    # Off the loop and after any SDK import the fleet has under way (see ``import_off_loop``).
+    serving = await import_off_loop("mcpfleet.gateway.server")
+    server = serving.build_server(gateway)
     with claimed_standard_streams() as (wire_in, wire_out):
         async with wire_streams(wire_in, wire_out, max_message_bytes=max_message_bytes) as (reads, writes):
-            await server.run(reads, writes, initialization_options(server))
+            await server.run(reads, writes, serving.initialization_options(server))
 
 
 @contextlib.contextmanager

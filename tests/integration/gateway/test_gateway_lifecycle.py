@@ -97,7 +97,10 @@ async def test_a_warm_cache_answers_at_once_then_list_changed_brings_the_live_li
             else:
                 gate.touch()
                 await wait_until(lambda: changes.tools >= 1)
-                assert await live_list_has_the_extra_tool()
+                assert await live_list_has_the_extra_tool(), (
+                    [t.name for t in (await client.list_tools()).tools],
+                    run.stderr,
+                )
         assert deferred_results[0].structured_content == {"message": "worth the wait"}
         called = await client.call_tool("slow_extra", {"message": "from the live backend"})
         assert called.structured_content == {"message": "from the live backend"}

@@ -11,6 +11,7 @@ import anyio
 import mcp_types
 import pytest
 from mcp.shared.exceptions import MCPError
+from mcp.shared.subscriptions import ResourceUpdated
 from tests.integration.gateway.gateway_harness import ERAS, MODERN, fake, open_gateway, wait_until
 from tests.servers.fake_server import NOTE_TEMPLATE, RICH_TOOL
 
@@ -187,3 +188,36 @@ async def test_backend_logs_reach_the_client_with_the_server_as_logger(
     if mode == "legacy":
         expected.insert(0, ("warning", "chatty", "disk almost full"))
     assert [(m.level, m.logger, m.data) for m in messages] == expected
+
+
+@pytest.mark.parametrize("mode", ERAS)
+async def test_a_subscribed_resource_update_reaches_the_client_under_its_served_uri(
+    isolated_home: Path, mode: str
+) -> None:
+    served = "mcpfleet://watched/fake://readme"
+    updates: list[str] = []
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, mcp_types.ResourceUpdatedNotification):
+            updates.append(message.params.uri)
+
+    # The backend answers resources/subscribe, then announces an update of that URI 0.1 s later.
+    servers = {"watched": fake("watched", "--tool", "echo", "--resource-updates")}
+    async with open_gateway(
+        isolated_home, servers, mode=mode, global_args=WAIT_FOR_ALL, message_handler=on_message
+    ) as run:
+        client = run.client
+        await wait_until(lambda: _lists(client, served))
+        if mode == MODERN:
+            async with client.listen(resource_subscriptions=[served]) as subscription:
+                with anyio.fail_after(20):
+                    event = await subscription.__anext__()
+            assert event == ResourceUpdated(uri=served)
+        else:
+            await client.subscribe_resource(served)
+            await wait_until(lambda: bool(updates))
+            assert updates == [served]
+
+
+async def _lists(client: Any, uri: str) -> bool:
+    return uri in {resource.uri for resource in (await client.list_resources()).resources}

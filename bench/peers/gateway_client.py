@@ -7,8 +7,9 @@ start) and measures, from the moment the gateway is launched:
 - the first answered ``tools/list`` and how many backend tools it held;
 - the first ``tools/list`` that held every backend tool (listing again on each
   ``notifications/tools/list_changed``, and every ``POLL_S`` in case none comes);
-- the latency of sequential ``tools/call`` through the gateway (or straight to the backend, the
-  ``direct`` variant), bounded in count and in time;
+- the latency of sequential ``tools/call`` through the gateway, each followed by the same call
+  straight to a backend of the same kind (what the gateway adds is their difference within the
+  run, whatever else the machine is doing), bounded in count and in time;
 - the resident memory of the gateway process (and of any helper process it started) apart from
   that of the backends it started.
 
@@ -226,26 +227,60 @@ async def until_full(client: Client, watch: ToolListWatch, expected: int, starte
 # -- calls ----------------------------------------------------------------------------------------------
 
 
-async def call_latency(call: Callable[[str], Awaitable[str]], params: dict[str, Any]) -> dict[str, Any]:
-    """Sequential calls after a warm-up, as many as ``calls`` or as fit in ``call_budget_s``."""
+async def call_latency(
+    call: Callable[[str], Awaitable[str]],
+    params: dict[str, Any],
+    reference: Callable[[str], Awaitable[str]] | None = None,
+) -> dict[str, Any]:
+    """Sequential calls after a warm-up, as many as ``calls`` or as fit in ``call_budget_s``.
+
+    With a ``reference`` (the same tool of a backend reached with no gateway) each call through
+    the gateway is followed by one to the reference, so both see the same load on the machine and
+    the latency the gateway adds is their difference within the run.
+    """
     if not params["calls"]:
         return {}
+    calls = [call] if reference is None else [call, reference]
     budget_end = time.perf_counter() + params["call_budget_s"]
     for _ in range(params["warmup_calls"]):
         if time.perf_counter() > budget_end:
             break
-        await expect_echo(call)
-    samples = []
-    while len(samples) < params["calls"] and (len(samples) < 2 or time.perf_counter() < budget_end):
-        began = time.perf_counter()
-        await expect_echo(call)
-        samples.append((time.perf_counter() - began) * 1000)
-    return {
-        "calls": len(samples),
-        "p50_ms": percentile(samples, 0.5),
-        "p99_ms": percentile(samples, 0.99),
-        "mean_ms": statistics.fmean(samples),
+        for each in calls:
+            await expect_echo(each)
+    samples: list[list[float]] = [[] for _ in calls]
+    while len(samples[0]) < params["calls"] and (len(samples[0]) < 2 or time.perf_counter() < budget_end):
+        for each, taken in zip(calls, samples, strict=True):
+            began = time.perf_counter()
+            await expect_echo(each)
+            taken.append((time.perf_counter() - began) * 1000)
+    figures = {
+        "calls": len(samples[0]),
+        "p50_ms": percentile(samples[0], 0.5),
+        "p99_ms": percentile(samples[0], 0.99),
+        "mean_ms": statistics.fmean(samples[0]),
     }
+    if reference is not None:
+        figures["direct_p50_ms"] = percentile(samples[1], 0.5)
+        figures["direct_p99_ms"] = percentile(samples[1], 0.99)
+        figures["added_p50_ms"] = figures["p50_ms"] - figures["direct_p50_ms"]
+    return figures
+
+
+@contextlib.asynccontextmanager
+async def direct_reference(params: dict[str, Any]) -> AsyncIterator[Callable[[str], Awaitable[str]]]:
+    """``tool_0`` of one more backend like ``s0``, reached with no gateway in between."""
+    argv = backend_argvs(params)["s0"]
+    server = StdioServerParameters(command=argv[0], args=argv[1:], env=dict(os.environ))
+    async with Client(server, mode="legacy", cache=None) as client:
+        yield tool_caller(client, "tool_0")
+
+
+async def gateway_latency(client: Client, gateway: dict[str, Any], params: dict[str, Any]) -> dict[str, Any]:
+    """Calls through the gateway, paired with direct calls to a backend of the same kind."""
+    if not params["calls"]:
+        return {}
+    async with direct_reference(params) as reference:
+        return await call_latency(tool_caller(client, gateway["call_tool"]), params, reference)
 
 
 async def expect_echo(call: Callable[[str], Awaitable[str]]) -> None:
@@ -285,7 +320,7 @@ async def run_stdio(params: dict[str, Any], started_at: list[float]) -> dict[str
     async with Client(server, mode="legacy", cache=None, message_handler=watch.handle) as client:
         figures = await until_full(client, watch, params["servers"] * params["tools"], started)
         figures.update(memory(descendants(os.getpid())))
-        figures.update(await call_latency(tool_caller(client, gateway["call_tool"]), params))
+        figures.update(await gateway_latency(client, gateway, params))
         figures["list_changed"] = watch.notifications
         closing = time.perf_counter()
     figures["close_s"] = time.perf_counter() - closing
@@ -344,7 +379,7 @@ async def run_http(params: dict[str, Any], started_at: list[float]) -> dict[str,
             async with http_client(url, gateway["transport"], watch) as client:
                 figures = await until_full(client, watch, expected, started)
                 figures.update(memory([process.pid]))
-                figures.update(await call_latency(tool_caller(client, gateway["call_tool"]), params))
+                figures.update(await gateway_latency(client, gateway, params))
                 figures["list_changed"] = watch.notifications
             return figures
         names = list(backend_argvs(params))
@@ -363,7 +398,7 @@ async def run_http(params: dict[str, Any], started_at: list[float]) -> dict[str,
             if backend_tools(first_names) + sum(counts[1:]) < expected:
                 raise AssertionError(f"{sum(counts)} tools over {len(names)} endpoints, expected {expected}")
             figures.update(memory([process.pid]))
-            figures.update(await call_latency(tool_caller(client, gateway["call_tool"]), params))
+            figures.update(await gateway_latency(client, gateway, params))
         return figures
 
 

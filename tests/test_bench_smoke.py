@@ -123,6 +123,8 @@ def test_the_gateway_serves_every_backend_tool_and_relays_calls(smoke: tuple[dic
         assert 0 < run["p50_ms"] <= run["p99_ms"] < 1000
     for key in ("mcpfleet-cold", "mcpfleet-warm"):
         assert 5 < slow[key][0]["gateway_rss_mb"] < 1000
+        # Calls through the gateway alternate with direct calls, the reference of the added latency.
+        assert 0 < slow[key][0]["direct_p50_ms"] < 1000
     # With no cache the gateway cannot list the slow backend's tools before that backend answers,
     # and it started after the clock did; with the cache filled, the first answer has every tool.
     assert slow["mcpfleet-cold"][0]["full_list_s"] >= gateway["slow_start_s"]

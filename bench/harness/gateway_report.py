@@ -89,6 +89,7 @@ def _method(results: dict[str, Any]) -> list[str]:
     slow = results["slow_start_s"]
     servers, tools = results["servers"], results["tools_per_server"]
     latency = results["latency"]["slow"]
+    limits = results["repeat_limit_s"]
     how = "smoke run" if results["smoke"] else "also run by `make bench`"
     return [
         f"Measured by `python -m bench.gateway` ({how}) in {results['seconds']:.0f} s. Machine:"
@@ -116,7 +117,7 @@ def _method(results: dict[str, Any]) -> list[str]:
         " them. mcpfleet *cold* starts with an empty tool"
         " cache every run; *warm* shares one cache per scenario, filled by an unmeasured start."
         f" Medians of up to {results['reps']} runs, interleaved; a run whose first list took more than"
-        f" {results['repeat_limit_s']:g} s is not repeated.",
+        f" {limits['slow']:g} s (*slow*) or {limits['none']:g} s (*none*) is not repeated.",
         "",
         "| virtualenv / package | versions |",
         "|---|---|",

@@ -67,8 +67,11 @@ def test_cold_start_waits_for_the_servers_and_connects_them_in_parallel(
         ten = only_run(data, "cold-10", peer)
         assert one["tools"] == 5 and ten["tools"] == 50
         assert delay <= one["seconds"] < 10
-        # Ten servers started one after another would take at least 10 × the delay.
-        assert delay <= ten["seconds"] < 10 * delay, peer
+        # Ten servers started one after another would take at least 9 × the delay more than one.
+        # mcpfleet's figures include the SDK's lazy import (seconds when the cores are shared), so the
+        # difference, where the import cancels out, is what tells parallel from sequential.
+        assert delay <= ten["seconds"], peer
+        assert ten["seconds"] - one["seconds"] < 9 * delay, peer
         assert 5 < ten["rss_mb"] < 1000
 
 

@@ -91,7 +91,14 @@ def ensure_installed(gateways: tuple[Gateway, ...], log: Path) -> dict[str, dict
     return versions
 
 
-def run_scenario(scenario: Scenario, reps: int, scratch: Path, log: Path) -> dict[str, list[dict[str, Any]]]:
+def max_runs(gateway: Gateway, reps: int, smoke: bool) -> int:
+    """The smoke run gives every gateway one run; the full run gives some more than ``reps``."""
+    return reps if smoke else reps + gateway.extra_runs
+
+
+def run_scenario(
+    scenario: Scenario, reps: int, smoke: bool, scratch: Path, log: Path
+) -> dict[str, list[dict[str, Any]]]:
     gateways = scenario.gateways
     folder = scratch / f"gateway-{scenario.key}"
     pid_dir = folder / "pids"
@@ -123,9 +130,9 @@ def run_scenario(scenario: Scenario, reps: int, scratch: Path, log: Path) -> dic
             raise RuntimeError(f"priming mcpfleet's tool cache failed: {primed['error']} (see {log})")
     runs: dict[str, list[dict[str, Any]]] = {gateway.key: [] for gateway in gateways}
     finished: set[str] = set()
-    for _ in range(reps):
+    for rep in range(max(max_runs(gateway, reps, smoke) for gateway in gateways)):
         for gateway in gateways:
-            if gateway.key in finished:
+            if gateway.key in finished or rep >= max_runs(gateway, reps, smoke):
                 continue
             result = run_peer(
                 gateway.peer,
@@ -167,7 +174,7 @@ def run(smoke: bool, scratch: Path, log: Path) -> dict[str, Any]:
     started = time.perf_counter()
     load_before = os.getloadavg()
     versions = ensure_installed(gateways, log)
-    measured = {scenario.key: run_scenario(scenario, reps, scratch, log) for scenario in scenarios}
+    measured = {scenario.key: run_scenario(scenario, reps, smoke, scratch, log) for scenario in scenarios}
     return {
         "smoke": smoke,
         "servers": SERVERS,
@@ -177,7 +184,12 @@ def run(smoke: bool, scratch: Path, log: Path) -> dict[str, Any]:
         "reps": reps,
         "latency": {scenario.key: scenario.latency for scenario in scenarios},
         "gateways": {
-            gateway.key: {"label": gateway.label, "transport": gateway.transport, "warm": gateway.warm}
+            gateway.key: {
+                "label": gateway.label,
+                "transport": gateway.transport,
+                "warm": gateway.warm,
+                "max_runs": max_runs(gateway, reps, smoke),
+            }
             for gateway in gateways
         },
         "versions": versions,

@@ -116,7 +116,8 @@ def _method(results: dict[str, Any]) -> list[str]:
         " tool was listed: the gateway's processes (its helpers included) apart from the backends below"
         " them. mcpfleet *cold* starts with an empty tool"
         " cache every run; *warm* shares one cache per scenario, filled by an unmeasured start."
-        f" Medians of up to {results['reps']} runs, interleaved; a run whose first list took more than"
+        f" Medians of up to {results['reps']} runs{_more_runs(results)}, interleaved; a run whose first"
+        " list took more than"
         f" {limits['slow']:g} s (*slow*) or {limits['none']:g} s (*none*) is not repeated.",
         "",
         "| virtualenv / package | versions |",
@@ -127,6 +128,16 @@ def _method(results: dict[str, Any]) -> list[str]:
         ),
         "",
     ]
+
+
+def _more_runs(results: dict[str, Any]) -> str:
+    """Which gateways got more runs than the others (those whose figures the goals judge)."""
+    more = [
+        f"{gateway['max_runs']} for {gateway['label'].replace('**', '')}"
+        for gateway in results["gateways"].values()
+        if gateway.get("max_runs", results["reps"]) > results["reps"]
+    ]
+    return f" ({'; '.join(more)}, whose figures the goals judge)" if more else ""
 
 
 def _verdict(met: bool | None) -> str:

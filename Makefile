@@ -22,7 +22,7 @@ INSPECTOR := .tools/inspector/.installed-$(INSPECTOR_VERSION)
 CLAUDE_CODE_VERSION := 2.1.332
 CLAUDE_CODE := .tools/claude-code/.installed-$(CLAUDE_CODE_VERSION)
 
-.PHONY: demo test lint typecheck pytest conformance bench bench-integrations clean
+.PHONY: demo test lint typecheck pytest conformance bench bench-smoke bench-gateway bench-integrations clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -71,19 +71,24 @@ conformance: $(STAMP) $(CONFORMANCE_SUITE)
 pytest: $(STAMP) $(EVERYTHING) $(INSPECTOR) $(CLAUDE_CODE) conformance
 	$(BIN)/pytest -q --ignore=tests/conformance
 
-# Benchmarks against the peers (~15 min on 2 cores): creates each peer's venv under .tools/bench-venvs,
-# writes BENCHMARKS.md and docs/bench-*.png, then the gateway's tool budget (its own section, ~1 min).
-# Not part of `make test`; its 30 s smoke version is.
+# Benchmarks against the peers (~25 min on 2 cores, the gateway part ~5): creates each peer's venv under
+# .tools/bench-venvs and mcp-hub (npm) under .tools/mcp-hub, writes BENCHMARKS.md and docs/bench-*.png.
+# Then the gateway's tool budget (its own section, ~1 min). Not part of `make test`; its ~1 min smoke
+# version is (tests/test_bench_smoke.py, bounded at 4 min).
 bench: $(STAMP)
 	$(BIN)/python -m bench.run
 	$(BIN)/python -m bench.tool_budget --write
 
-# Native MCP integrations of the agent frameworks against mcpfleet's (BENCHMARKS.md section 8, ~3 min).
+# Native MCP integrations of the agent frameworks against mcpfleet's (BENCHMARKS.md section 9, ~3 min).
 bench-integrations: $(STAMP)
 	$(BIN)/python -m bench.integrations --write
 
 bench-smoke: $(STAMP)
 	$(BIN)/python -m bench.run --smoke
+
+# Only the gateway part (`mcpfleet serve` against its peers): rewrites its section of BENCHMARKS.md.
+bench-gateway: $(STAMP)
+	$(BIN)/python -m bench.gateway --write
 
 clean:
 	rm -rf $(VENV) .tools .pytest_cache .mypy_cache .ruff_cache

@@ -1,4 +1,4 @@
-"""The framework-integration figures of BENCHMARKS.md (section 8), measured in this process on the
+"""The framework-integration figures of BENCHMARKS.md (section 9), measured in this process on the
 project's venv (where `make test` installed the frameworks).
 
     python -m bench.integrations            # print the section
@@ -38,11 +38,11 @@ from collections.abc import AsyncGenerator, AsyncIterator, Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
-from bench import protocol_eras
+from bench.harness import sections
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SYNTHETIC_SERVER = REPO_ROOT / "bench" / "servers" / "synthetic_server.py"
-HEADING = "## 8. Framework integrations"
+HEADING = "## 9. Framework integrations"
 SERVERS = 10
 TOOLS_PER_SERVER = 5
 SLOW_START_S = 5.0
@@ -316,7 +316,7 @@ def section(results: dict[str, dict[str, list[float]]]) -> str:
 
 def write_section(text: str) -> None:
     path = REPO_ROOT / "BENCHMARKS.md"
-    path.write_text(protocol_eras.splice(path.read_text(encoding="utf-8"), text, HEADING), encoding="utf-8")
+    path.write_text(sections.splice(path.read_text(encoding="utf-8"), HEADING, text), encoding="utf-8")
 
 
 def main() -> None:

@@ -36,6 +36,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench.harness import sections
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 BENCH_DIR = REPO_ROOT / "bench"
 SYNTHETIC_SERVER = BENCH_DIR / "servers" / "synthetic_server.py"
@@ -231,53 +233,15 @@ def render(
     return "\n".join(lines)
 
 
-def splice(report: str, section: str, heading: str = HEADING, *, at_end: bool = False) -> str:
-    """``report`` with its section under ``heading`` (the protocol eras' by default) replaced by
-    ``section`` (or inserted before the plots and findings that close the report; ``at_end``:
-    after them, so that two carried sections never trade places)."""
-    lines = report.rstrip("\n").split("\n")
-    body = [*section.rstrip("\n").split("\n"), ""]
-    if heading in lines:
-        start = lines.index(heading)
-        end = next(
-            (i for i in range(start + 1, len(lines)) if lines[i].startswith(("## ", "!["))),
-            len(lines),
-        )
-        return "\n".join(lines[:start] + body + lines[end:]).rstrip("\n") + "\n"
-    anchor = len(lines)
-    if not at_end:
-        anchor = next(
-            (
-                i
-                for i, line in enumerate(lines)
-                if line.startswith("![") or line == "## Findings" or _number(line) > _number(heading)
-            ),
-            len(lines),
-        )
-    return "\n".join(lines[:anchor] + body + lines[anchor:]).rstrip("\n") + "\n"
+def splice(report: str, section: str) -> str:
+    """``report`` with its protocol-era section replaced by ``section`` (or inserted before the
+    plots and findings that close the report)."""
+    return sections.splice(report, HEADING, section, before=("![", "## Findings"))
 
 
-def _number(line: str) -> int:
-    """The number of a ``## N. Title`` section heading (0 for any other line), so a section
-    inserted anew lands in its numbered place."""
-    number, dot, _ = line.removeprefix("## ").partition(".")
-    return int(number) if line.startswith("## ") and dot and number.isdigit() else 0
-
-
-def carry_over(
-    previous: str | None, regenerated: str, heading: str = HEADING, *, at_end: bool = False
-) -> str:
-    """Keep the section under ``heading`` (the protocol eras' by default) of the report being
-    replaced: ``make bench`` does not measure it (``at_end`` as for ``splice``)."""
-    if previous is None or heading not in previous.split("\n"):
-        return regenerated
-    lines = previous.split("\n")
-    start = lines.index(heading)
-    end = next(
-        (i for i in range(start + 1, len(lines)) if lines[i].startswith(("## ", "!["))),
-        len(lines),
-    )
-    return splice(regenerated, "\n".join(lines[start:end]), heading, at_end=at_end)
+def carry_over(previous: str | None, regenerated: str) -> str:
+    """Keep the protocol-era section of the report being replaced (``make bench`` does not measure it)."""
+    return sections.carry_over(previous, regenerated, HEADING, before=("![", "## Findings"))
 
 
 async def _measure_connections(workspace: Path) -> tuple[dict[str, list[float]], dict[str, Any]]:

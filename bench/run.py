@@ -1,7 +1,10 @@
 """Benchmarks mcpfleet against the Python MCP client libraries, side by side, and writes BENCHMARKS.md.
 
-    python -m bench.run            # everything: creates the peers' venvs, ~10-15 min on 2 cores
-    python -m bench.run --smoke    # ~30 s: mcpfleet, the SDK raw floor and the no-library floor only
+    python -m bench.run            # everything: creates the peers' venvs, ~20-25 min on 2 cores
+    python -m bench.run --smoke    # ~60 s: mcpfleet, the SDK raw floor and the no-library floor only
+
+Both end with the gateway benchmark (``bench/gateway.py``: ``mcpfleet serve`` against the MCP
+gateways, ~5 min; its smoke version: mcpfleet and direct calls only).
 
 Every scenario runs each peer in a fresh subprocess from the peer's own virtualenv, against the
 same synthetic stdio server (bench/servers/synthetic_server.py), interleaving the peers run by run
@@ -25,8 +28,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bench import gateway as gateway_bench
 from bench import integrations, protocol_eras, tool_budget
-from bench.harness import report
+from bench.harness import gateway_report, report, sections
 from bench.harness.peers import (
     COMPETITORS,
     FLOOR,
@@ -262,12 +266,13 @@ def make_plots(results_path: Path, docs: Path, log: Path) -> list[str]:
 
 
 def _write_report(target: Path, text: str) -> None:
-    """Write the report, keeping the sections that ``bench.protocol_eras``,
-    ``bench.integrations`` and ``bench.tool_budget`` measure (``make bench`` does not)."""
+    """Write the report, keeping the sections measured by their own commands (protocol eras,
+    framework integrations, tool budget), and the gateway section when ``text`` was rendered
+    from results that have none."""
     previous = target.read_text(encoding="utf-8") if target.exists() else None
-    text = protocol_eras.carry_over(previous, text)
-    text = protocol_eras.carry_over(previous, text, integrations.HEADING)
-    text = protocol_eras.carry_over(previous, text, tool_budget.HEADING, at_end=True)
+    text = protocol_eras.carry_over(previous, gateway_report.carry_over(previous, text))
+    text = sections.carry_over(previous, text, integrations.HEADING)
+    text = sections.carry_over(previous, text, tool_budget.HEADING)
     target.write_text(text, encoding="utf-8")
 
 
@@ -315,6 +320,7 @@ def main(argv: list[str] | None = None) -> int:
             scenarios[scenario.key] = run_scenario(scenario, scratch, log)
         print("import time", flush=True)
         imports = run_imports(smoke, scratch)
+        gateway = gateway_bench.run(smoke, scratch, log)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
@@ -328,6 +334,7 @@ def main(argv: list[str] | None = None) -> int:
         "params": {scenario.key: scenario.params for scenario in plan},
         "scenarios": scenarios,
         "imports": imports,
+        "gateway": {**gateway, "machine": machine_info(), "source": source},
         "gate_ms": GATE_MS,
         "cold_start_delay_s": COLD_START_DELAY_S,
     }

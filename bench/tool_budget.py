@@ -28,14 +28,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench import protocol_eras
+from bench.harness import sections
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SERVERS = REPO_ROOT / "tests" / "servers"
 REFERENCE_TOOLS = SERVERS / "reference_tools.json"
 QUERIES = SERVERS / "tool_search_queries.json"
 REFERENCE_SERVER = SERVERS / "reference_catalog_server.py"
-HEADING = "## Tool budget"
+HEADING = "## 10. Tool budget"
 COPIES = 5
 BYTES_PER_TOKEN = 4
 
@@ -210,7 +210,7 @@ def main() -> None:
     if options.write:
         target = REPO_ROOT / "BENCHMARKS.md"
         target.write_text(
-            protocol_eras.splice(target.read_text(encoding="utf-8"), section, HEADING, at_end=True),
+            sections.splice(target.read_text(encoding="utf-8"), HEADING, section),
             encoding="utf-8",
         )
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from bench.harness.sections import carry_over
 from bench.protocol_eras import HEADING as ERAS_HEADING
-from bench.protocol_eras import carry_over
 from bench.tool_budget import HEADING
 
 REPORT = Path(__file__).resolve().parent.parent / "BENCHMARKS.md"
@@ -18,4 +18,4 @@ def test_a_regenerated_report_keeps_both_carried_sections_in_their_places() -> N
     start = lines.index(HEADING)
     end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith(("## ", "!["))), len(lines))
     regenerated = "\n".join(lines[:start] + lines[end:]).rstrip("\n") + "\n"
-    assert carry_over(current, regenerated, HEADING, at_end=True) == current
+    assert carry_over(current, regenerated, HEADING) == current

@@ -8,6 +8,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from bench.harness import gateway_report
+
 Runs = list[dict[str, Any]]
 
 COLD_GOAL = 1.3
@@ -132,6 +134,8 @@ def render(results: dict[str, Any], *, plots: list[str], report_dir: Path) -> st
     for plot in plots:
         relative = os.path.relpath(plot, report_dir)
         report.add(f"![{Path(plot).stem}]({relative})", "")
+    if "gateway" in results:
+        report.add(gateway_report.render(results["gateway"]))
     _findings(report)
     return "\n".join(report.lines).rstrip() + "\n"
 

@@ -1,0 +1,223 @@
+"""What goes over the daemon's socket: one hello each way, then messages, one JSON per line.
+
+A connection opens with the client's hello, a JSON object on one line::
+
+    {"mcpfleet": 1, "version": "0.1.0", "kind": "session" | "control",
+     "fleet": {...FleetSpec...}, "env": {...}, "host": "claude", "pid": 4242}
+
+and the daemon's answer, one line: ``{"ok": true, "pid", "version", "session"}``, or
+``{"ok": false, "code", "message"}`` before it closes the connection (``REFUSAL_CODES``).
+
+After that, a ``session`` connection carries the host's MCP messages unchanged, JSON-RPC one
+per line in both directions, exactly as on the host's stdio: the shim only copies lines. A
+``control`` connection carries requests ``{"id": 1, "op": "tools", ...}`` answered by
+``{"id": 1, "result": {...}}`` or ``{"id": 1, "error": {"message", "exit"}}`` (``exit`` is
+the exit code a command should end with), in any order, and events the daemon pushes
+``{"event": "tools_changed"}`` (``CONTROL_OPS`` lists the requests).
+
+``env`` carries the variables that decide which config files a fleet reads
+(``CONFIG_ENVIRONMENT``): a session whose values differ from the daemon's would see other
+servers, so the daemon refuses it (``environment-mismatch``) and the shim serves in-process.
+
+Standard library only: the shim imports this.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+PROTOCOL = 1
+"""Bumped whenever a hello, an answer or a control message changes shape."""
+MAX_HELLO_BYTES = 1024 * 1024
+"""The longest hello line either side reads."""
+MAX_CONTROL_LINE_BYTES = 64 * 1024 * 1024
+"""The longest control request or answer (a tool call's arguments or result)."""
+
+ConnectionKind = Literal["session", "control"]
+CONNECTION_KINDS: tuple[ConnectionKind, ...] = ("session", "control")
+
+CONFIG_ENVIRONMENT: tuple[str, ...] = (
+    "HOME",
+    "XDG_CONFIG_HOME",
+    "XDG_STATE_HOME",
+    "XDG_CACHE_HOME",
+    "XDG_DATA_HOME",
+    "MCPFLEET_HOME",
+    "CODEX_HOME",
+    "CLAUDE_CONFIG_DIR",
+)
+"""Variables that decide which config, approval and cache files a fleet uses."""
+
+REFUSAL_CODES = {
+    "version-mismatch": "the daemon runs another mcpfleet version; it drains and exits, start a new one",
+    "environment-mismatch": "the session reads other config files than the daemon does",
+    "bad-hello": "the first line was not a hello this daemon understands",
+    "draining": "the daemon is stopping; start a new one",
+    "refused": "the daemon cannot serve this session (the message says why)",
+}
+
+CONTROL_OPS: dict[str, str] = {
+    "ping": "-> {pid, version, since}",
+    "status": "-> the `daemon status --json` document",
+    "stop": "-> {} then the daemon closes every server and exits",
+    "fleet_status": "{fleet} -> the `status --json` document of that fleet",
+    "tools": "{fleet, server?} -> the `tools --json` document of that fleet",
+    "call": "{fleet, tool, arguments} -> the `call --json` document",
+    "watch": '{fleet} -> {} then {"event": "tools_changed"} whenever that fleet\'s tools change',
+}
+
+
+class WireError(ValueError):
+    """A line that is not what the other side must send at that point."""
+
+
+@dataclass(frozen=True)
+class FleetSpec:
+    """Which fleet a session sees and how it is served: the options of ``mcpfleet serve``
+    (and the global ones) that a host's command line can carry."""
+
+    cwd: str
+    trust_project: bool = False
+    enable_project_config: bool = True
+    startup_timeout_ms: int = 250
+    profile: str | None = None
+    prefix: str = "always"
+    max_name_length: int = 64
+    tools: str = "auto"
+    max_tools: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "cwd": self.cwd,
+            "trust_project": self.trust_project,
+            "enable_project_config": self.enable_project_config,
+            "startup_timeout_ms": self.startup_timeout_ms,
+            "profile": self.profile,
+            "prefix": self.prefix,
+            "max_name_length": self.max_name_length,
+            "tools": self.tools,
+            "max_tools": self.max_tools,
+        }
+
+    @classmethod
+    def from_json(cls, raw: Any) -> FleetSpec:
+        if not isinstance(raw, Mapping) or not isinstance(raw.get("cwd"), str):
+            raise WireError('"fleet" must be an object with a "cwd" string')
+        values: dict[str, Any] = {"cwd": raw["cwd"]}
+        for name, expected in _FLEET_FIELD_TYPES.items():
+            value = raw.get(name)
+            if value is None:
+                continue
+            if isinstance(value, bool) != (expected is bool) or not isinstance(value, expected):
+                raise WireError(f'"fleet.{name}" must be {expected.__name__}, got {type(value).__name__}')
+            values[name] = value
+        return cls(**values)
+
+
+_FLEET_FIELD_TYPES: dict[str, type] = {
+    "trust_project": bool,
+    "enable_project_config": bool,
+    "startup_timeout_ms": int,
+    "profile": str,
+    "prefix": str,
+    "max_name_length": int,
+    "tools": str,
+    "max_tools": int,
+}
+
+
+@dataclass(frozen=True)
+class Hello:
+    """The first line of a connection, from the client."""
+
+    kind: ConnectionKind
+    version: str
+    fleet: FleetSpec | None
+    env: Mapping[str, str] = field(default_factory=dict)
+    host: str | None = None
+    pid: int | None = None
+    protocol: int = PROTOCOL
+
+    def encode(self) -> bytes:
+        document: dict[str, Any] = {
+            "mcpfleet": self.protocol,
+            "version": self.version,
+            "kind": self.kind,
+            "env": dict(self.env),
+            "host": self.host,
+            "pid": self.pid,
+        }
+        if self.fleet is not None:
+            document["fleet"] = self.fleet.to_json()
+        return encode_line(document)
+
+
+def config_environment(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The ``CONFIG_ENVIRONMENT`` variables of ``environ`` (this process's by default)."""
+    source = os.environ if environ is None else environ
+    return {name: source[name] for name in CONFIG_ENVIRONMENT if name in source}
+
+
+def parse_hello(line: bytes) -> Hello:
+    """The client's hello; ``WireError`` says what is wrong with it."""
+    document = decode_line(line, limit=MAX_HELLO_BYTES)
+    protocol = document.get("mcpfleet")
+    if not isinstance(protocol, int) or isinstance(protocol, bool):
+        raise WireError('a hello needs "mcpfleet": the protocol number')
+    kind = document.get("kind")
+    if kind not in CONNECTION_KINDS:
+        raise WireError(f'"kind" must be one of {", ".join(CONNECTION_KINDS)}')
+    version = document.get("version")
+    if not isinstance(version, str):
+        raise WireError('"version" must be a string')
+    env = document.get("env", {})
+    if not isinstance(env, Mapping) or not all(
+        isinstance(name, str) and isinstance(value, str) for name, value in env.items()
+    ):
+        raise WireError('"env" must be an object of strings')
+    host, pid = document.get("host"), document.get("pid")
+    fleet = FleetSpec.from_json(document["fleet"]) if document.get("fleet") is not None else None
+    if kind == "session" and fleet is None:
+        raise WireError('a session hello needs "fleet"')
+    return Hello(
+        kind=kind,
+        version=version,
+        fleet=fleet,
+        env=dict(env),
+        host=host if isinstance(host, str) else None,
+        pid=pid if isinstance(pid, int) and not isinstance(pid, bool) else None,
+        protocol=protocol,
+    )
+
+
+def accepted(*, pid: int, version: str, session: str) -> bytes:
+    """The daemon's answer to a hello it takes."""
+    return encode_line({"ok": True, "pid": pid, "version": version, "session": session})
+
+
+def refused(code: str, message: str) -> bytes:
+    """The daemon's answer to a hello it does not take (``code`` from ``REFUSAL_CODES``)."""
+    if code not in REFUSAL_CODES:
+        raise ValueError(f"unknown refusal code {code!r}")
+    return encode_line({"ok": False, "code": code, "message": message})
+
+
+def encode_line(document: Mapping[str, Any]) -> bytes:
+    return json.dumps(document, separators=(",", ":"), ensure_ascii=False).encode() + b"\n"
+
+
+def decode_line(line: bytes, *, limit: int = MAX_CONTROL_LINE_BYTES) -> dict[str, Any]:
+    """One JSON object from one line; ``WireError`` for anything else."""
+    if len(line) > limit:
+        raise WireError(f"line of {len(line)} bytes is over the limit of {limit}")
+    try:
+        document = json.loads(line)
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise WireError(f"not JSON: {error}") from None
+    if not isinstance(document, dict):
+        raise WireError("not a JSON object")
+    return document

@@ -86,17 +86,25 @@ def claimed_standard_streams() -> Iterator[tuple[int, int]]:
 
 @asynccontextmanager
 async def wire_streams(
-    wire_in: int, wire_out: int, *, max_message_bytes: int = MAX_MESSAGE_BYTES
+    wire_in: int,
+    wire_out: int,
+    *,
+    max_message_bytes: int = MAX_MESSAGE_BYTES,
+    labels: tuple[str, str] = ("stdin", "stdout"),
 ) -> AsyncIterator[
     tuple[MemoryObjectReceiveStream[SessionMessage | Exception], MemoryObjectSendStream[SessionMessage]]
 ]:
-    """The SDK's two message streams over two descriptors of JSON-RPC lines (see the module)."""
+    """The SDK's two message streams over two descriptors of JSON-RPC lines (see the module).
+
+    The two may be one descriptor (a connected socket: the daemon serves a session on one);
+    ``labels`` name them in log lines. Neither is closed here: they are the caller's.
+    """
     from mcp.shared.message import SessionMessage
 
     read_send, read_receive = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     write_send, write_receive = anyio.create_memory_object_stream[SessionMessage](0)
-    reader = _Wire(wire_in, "stdin")
-    writer = _Wire(wire_out, "stdout")
+    reader = _Wire(wire_in, labels[0])
+    writer = _Wire(wire_out, labels[1])
     async with anyio.create_task_group() as task_group:
         task_group.start_soon(_read_messages, reader, read_send, write_send.clone(), max_message_bytes)
         task_group.start_soon(_write_messages, writer, write_receive)

@@ -79,6 +79,15 @@ class FleetView(anyio.AsyncContextManagerMixin):
     def get_tools(self) -> list[AnyTool]:
         return self._manager.get_tools()
 
+    def is_deferred(self, name: str) -> bool:
+        return self._manager.is_deferred(name)
+
+    def get_timings(self, name: str) -> dict[str, float]:
+        return self._manager.get_timings(name)
+
+    async def wait_for_connection(self, name: str) -> None:
+        await self._manager.wait_for_connection(name)
+
     def subscribe(self, listener: EventListener) -> Callable[[], None]:
         return self._manager.subscribe(listener)
 

@@ -94,8 +94,11 @@ class Operation:
 OperationHandler = Callable[[Operation], Awaitable[dict[str, Any]]]
 
 
-async def serve_control(service: DaemonService, connection: socket.socket, client: Client) -> None:
-    """Serve ``connection``'s requests until it ends; whatever still runs then is cancelled."""
+async def serve_control(
+    service: DaemonService, connection: socket.socket, client: Client, already_read: bytes = b""
+) -> None:
+    """Serve ``connection``'s requests until it ends; whatever still runs then is cancelled.
+    ``already_read``: what came right behind the hello (the first requests)."""
     lock = anyio.Lock()
 
     async def send(document: dict[str, Any]) -> None:
@@ -107,10 +110,8 @@ async def serve_control(service: DaemonService, connection: socket.socket, clien
 
     framer = LineFramer(wire.MAX_CONTROL_LINE_BYTES)
     async with anyio.create_task_group() as operations:
+        chunk = already_read
         while True:
-            chunk = await _receive(connection)
-            if not chunk:
-                break
             for line in framer.feed(chunk):
                 if isinstance(line, OversizedLine):
                     message = (
@@ -120,6 +121,9 @@ async def serve_control(service: DaemonService, connection: socket.socket, clien
                     await send({"id": None, "error": {"message": message, "exit": EXIT_USAGE}})
                 elif line.strip():
                     operations.start_soon(_run, service, client, bytes(line), send)
+            chunk = await _receive(connection)
+            if not chunk:
+                break
         operations.cancel_scope.cancel()
 
 

@@ -71,8 +71,7 @@ HELLO_TIMEOUT_S = 10.0
 LISTEN_BACKLOG = 128
 """Connections the kernel queues before the daemon accepts them: ten shims at once fit."""
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
-PARTIAL_HELLO_POLL_S = 0.01
-"""A hello split over several writes: how often to look for the rest (see ``_read_hello``)."""
+READ_BYTES = 256 * 1024
 
 
 class DaemonAlreadyRunning(RuntimeError):
@@ -373,13 +372,14 @@ class DaemonService:
             )
             return
         connection.setblocking(False)
-        line: bytes | None = None
+        received: tuple[bytes, bytes] | None = None
         with anyio.move_on_after(HELLO_TIMEOUT_S):
-            line = await _read_hello(connection)
-        if line is None:
+            received = await _read_hello(connection)
+        if received is None:
             logger.info("pid %d connected and sent no hello", credentials.pid)
             return
         try:
+            line, already_read = received
             hello = self._take_hello(line)
         except HelloRefused as refusal:
             logger.warning("refused pid %d (%s): %s", credentials.pid, refusal.code, refusal.message)
@@ -395,12 +395,12 @@ class DaemonService:
             if hello.kind == "session":
                 assert hello.fleet is not None, "parse_hello requires a session's fleet"
                 client.project = hello.fleet.cwd
-                await self._serve_session(connection, client, hello.fleet)
+                await self._serve_session(connection, client, hello.fleet, already_read)
             else:
                 from mcpfleet.daemon.control import serve_control
 
                 await send_all(connection, self._accepted(client))
-                await serve_control(self, connection, client)
+                await serve_control(self, connection, client, already_read)
 
     def _take_hello(self, line: bytes) -> wire.Hello:
         """The hello in ``line``, or the refusal it gets."""
@@ -439,7 +439,9 @@ class DaemonService:
 
     # -- sessions -----------------------------------------------------------------------------------
 
-    async def _serve_session(self, connection: socket.socket, client: Client, spec: wire.FleetSpec) -> None:
+    async def _serve_session(
+        self, connection: socket.socket, client: Client, spec: wire.FleetSpec, already_read: bytes
+    ) -> None:
         """Serve one host session: a gateway over the session's view of the fleet, on ``connection``."""
         from mcpfleet.client.opening import import_off_loop
         from mcpfleet.gateway.stdio import wire_streams
@@ -453,7 +455,10 @@ class DaemonService:
                 await send_all(connection, self._accepted(client))
                 answered = True
                 fd = connection.fileno()
-                async with wire_streams(fd, fd, labels=("socket", "socket")) as (reads, writes):
+                async with wire_streams(fd, fd, labels=("socket", "socket"), already_read=already_read) as (
+                    reads,
+                    writes,
+                ):
                     await server.run(reads, writes, serving.initialization_options(server))
         except Exception as error:
             if answered:
@@ -508,26 +513,28 @@ def _leaf_message(error: BaseException) -> str:
     return str(error) or type(error).__name__
 
 
-async def _read_hello(connection: socket.socket) -> bytes | None:
-    """The hello line, without its newline, leaving every byte after it in the socket (they are
-    the session's first messages); None when the peer closes first or sends a line too long."""
+async def _read_hello(connection: socket.socket) -> tuple[bytes, bytes] | None:
+    """The hello line (without its newline) and the bytes read after it (the start of what
+    follows: a client may send its first messages right behind its hello); None when the peer
+    closes first. A line over the limit is cut there (its parsing then says it is too long)."""
+    received = bytearray()
     while True:
-        await anyio.wait_readable(connection)
         try:
-            waiting = connection.recv(wire.MAX_HELLO_BYTES + 1, socket.MSG_PEEK)
+            chunk = connection.recv(READ_BYTES)
         except BlockingIOError:
+            await anyio.wait_readable(connection)
             continue
         except OSError:
             return None
-        if not waiting:
+        if not chunk:
             return None
-        end = waiting.find(b"\n")
+        searched = len(received)
+        received += chunk
+        end = received.find(b"\n", searched)
         if end >= 0:
-            return connection.recv(end + 1)[:end]
-        if len(waiting) > wire.MAX_HELLO_BYTES:
-            return None
-        # Part of a line: the socket stays readable, so wait a moment for the rest.
-        await anyio.sleep(PARTIAL_HELLO_POLL_S)
+            return bytes(received[:end]), bytes(received[end + 1 :])
+        if len(received) > wire.MAX_HELLO_BYTES:
+            return bytes(received), b""
 
 
 async def send_all(connection: socket.socket, data: bytes) -> None:

@@ -91,6 +91,7 @@ async def wire_streams(
     *,
     max_message_bytes: int = MAX_MESSAGE_BYTES,
     labels: tuple[str, str] = ("stdin", "stdout"),
+    already_read: bytes = b"",
 ) -> AsyncIterator[
     tuple[MemoryObjectReceiveStream[SessionMessage | Exception], MemoryObjectSendStream[SessionMessage]]
 ]:
@@ -98,6 +99,8 @@ async def wire_streams(
 
     The two may be one descriptor (a connected socket: the daemon serves a session on one);
     ``labels`` name them in log lines. Neither is closed here: they are the caller's.
+    ``already_read`` is what the caller read from ``wire_in`` past its own first line (the
+    daemon's hello): the start of the stream.
     """
     from mcp.shared.message import SessionMessage
 
@@ -106,7 +109,9 @@ async def wire_streams(
     reader = _Wire(wire_in, labels[0])
     writer = _Wire(wire_out, labels[1])
     async with anyio.create_task_group() as task_group:
-        task_group.start_soon(_read_messages, reader, read_send, write_send.clone(), max_message_bytes)
+        task_group.start_soon(
+            _read_messages, reader, read_send, write_send.clone(), max_message_bytes, already_read
+        )
         task_group.start_soon(_write_messages, writer, write_receive)
         try:
             yield read_receive, write_send
@@ -162,10 +167,18 @@ async def _read_messages(
     messages: MemoryObjectSendStream[SessionMessage | Exception],
     replies: MemoryObjectSendStream[SessionMessage],
     max_message_bytes: int,
+    already_read: bytes,
 ) -> None:
     framer = LineFramer(max_message_bytes)
     async with messages, replies:
+        chunk = already_read
         while True:
+            for line in framer.feed(chunk):
+                message, reply = _decode(line, max_message_bytes)
+                if message is not None:
+                    await messages.send(message)
+                elif reply is not None:
+                    await replies.send(reply)
             try:
                 chunk = await wire.read()
             except OSError as error:
@@ -174,12 +187,6 @@ async def _read_messages(
                 return
             if not chunk:
                 return
-            for line in framer.feed(chunk):
-                message, reply = _decode(line, max_message_bytes)
-                if message is not None:
-                    await messages.send(message)
-                elif reply is not None:
-                    await replies.send(reply)
 
 
 async def _write_messages(wire: _Wire, outgoing: MemoryObjectReceiveStream[SessionMessage]) -> None:

@@ -113,8 +113,15 @@ class Connection:
         return line
 
     def at_end(self, timeout_s: float = ANSWER_TIMEOUT_S) -> bool:
-        """True when the daemon closes the connection (within ``timeout_s``) without another line."""
-        return self.receive_line(timeout_s) is None
+        """True when the daemon closes the connection (within ``timeout_s``) with no line but
+        notifications (a session's ``list_changed``) before its end."""
+        while True:
+            line = self.receive_line(timeout_s)
+            if line is None:
+                return True
+            message = json.loads(line)
+            if "method" not in message or "id" in message:
+                return False
 
     # -- a session: MCP ---------------------------------------------------------------------
 

@@ -56,6 +56,9 @@ def isolated_home(
         "MCPFLEET_GATEWAY_URL",
     ):
         monkeypatch.delenv(variable, raising=False)
+    # `mcpfleet serve` serves in its own process, as every gateway test expects; the daemon's
+    # tests (tests/integration/daemon/) take this away and use a runtime folder of their own.
+    monkeypatch.setenv("MCPFLEET_NO_DAEMON", "1")
     yield home
 
 

@@ -56,6 +56,8 @@ def isolated_home(
         "MCPFLEET_GATEWAY_URL",
     ):
         monkeypatch.delenv(variable, raising=False)
+    # Serve in-process: a test that means the daemon says so (tests/unit/daemon, integration/daemon).
+    monkeypatch.setenv("MCPFLEET_NO_DAEMON", "1")
     yield home
 
 

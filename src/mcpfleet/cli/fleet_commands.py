@@ -1,7 +1,10 @@
 """Commands that connect the fleet: ``status``, ``tools``, ``call``, ``shell``, ``demo``.
 
 Each one starts the fleet the way an agent session would (discovery, parallel connect,
-the start-up gate), reports, and shuts every server down before it exits.
+the start-up gate), reports, and shuts every server down before it exits. ``status``,
+``tools`` and ``call`` first ask the user's daemon when one runs (``cli.through_daemon``):
+it holds that fleet already. Either way one document is built, ``--json`` prints it and the
+text report is drawn from it.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from mcpfleet.cli.main import strict_option
 from mcpfleet.cli.options import FleetOptions
 from mcpfleet.cli.output import EXIT_FAILED, EXIT_OK, EXIT_USAGE, emit_json, error_line, output_line
+from mcpfleet.cli.through_daemon import CommandFailed, ask_daemon
 
 if TYPE_CHECKING:
     from mcpfleet.config.model import DiscoveryResult
@@ -23,7 +27,7 @@ if TYPE_CHECKING:
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     status = subparsers.add_parser("status", help="connect every server like an agent would and report")
     strict_option(status, "exit 1 when any server failed")
-    status.set_defaults(handler=_run_async(status_command))
+    status.set_defaults(handler=status_command)
 
     tools = subparsers.add_parser("tools", help="the tools an agent would see")
     tools.add_argument("--server", help="only this server's tools")
@@ -41,12 +45,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--limit", type=int, default=8, metavar="N", help="with --search: how many tools at most (default 8)"
     )
     strict_option(tools, "exit 1 when any server failed")
-    tools.set_defaults(handler=_run_async(tools_command))
+    tools.set_defaults(handler=tools_command)
 
     call = subparsers.add_parser("call", help="call one tool and print its result")
     call.add_argument("tool", help="tool name: mcp_<server>_<tool>, <server>/<tool> or mcp__<server>__<tool>")
     call.add_argument("arguments", nargs="?", default="{}", help="JSON object of arguments (default {})")
-    call.set_defaults(handler=_run_async(call_command))
+    call.set_defaults(handler=call_command)
 
     shell = subparsers.add_parser("shell", help="interactive session: /mcp …, /tools, /call, /exit")
     shell.set_defaults(handler=_run_async(shell_command))
@@ -57,12 +61,16 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def _run_async(command: Any) -> Any:
     def handler(args: argparse.Namespace) -> int:
-        import anyio
-
-        result: int = anyio.run(command, args)
+        result: int = _in_process(command, args)
         return result
 
     return handler
+
+
+def _in_process(command: Any, *args: Any) -> Any:
+    import anyio
+
+    return anyio.run(command, *args)
 
 
 async def _connect_with_progress(
@@ -83,7 +91,26 @@ async def _connect_with_progress(
     return result
 
 
-async def status_command(args: argparse.Namespace) -> int:
+def status_command(args: argparse.Namespace) -> int:
+    try:
+        document = ask_daemon(args, "fleet_status", {})
+    except CommandFailed as failure:
+        error_line(failure.message)
+        return failure.exit_code
+    if document is None:
+        document = _in_process(status_document, args)
+    if args.json:
+        emit_json(document)
+    else:
+        from mcpfleet.cli.render import print_status
+
+        print_status(document)
+    failed = any(server.get("status") == "failed" for server in document.get("servers", []))
+    return EXIT_FAILED if args.strict and failed else EXIT_OK
+
+
+async def status_document(args: argparse.Namespace) -> dict[str, Any]:
+    """The ``status --json`` document of the fleet, started in this process."""
     from mcpfleet.cli import documents
 
     manager = FleetOptions.from_args(args).manager()
@@ -93,23 +120,35 @@ async def status_command(args: argparse.Namespace) -> int:
     async with manager:
         result = await _connect_with_progress(args, manager, discovery, settle=True)
         rows = documents.server_rows(discovery, manager, result)
-    errors = documents.error_rows(discovery.errors)
-    if args.json:
-        emit_json(documents.status_document(rows, errors))
-    else:
-        from mcpfleet.cli.render import print_status
-
-        print_status(rows, errors)
-    failed = any(row.status == "failed" for row in rows)
-    return EXIT_FAILED if args.strict and failed else EXIT_OK
+    return documents.status_document(rows, documents.error_rows(discovery.errors))
 
 
-async def tools_command(args: argparse.Namespace) -> int:
+def tools_command(args: argparse.Namespace) -> int:
     if args.profile is not None or args.search is not None:
         from mcpfleet.cli.served_tools import served_tools_command
 
-        return await served_tools_command(args, _connect_with_progress)
+        result: int = _in_process(served_tools_command, args, _connect_with_progress)
+        return result
+    try:
+        document = ask_daemon(args, "tools", {} if args.server is None else {"server": args.server})
+    except CommandFailed as failure:
+        error_line(failure.message)
+        return failure.exit_code
+    if document is None:
+        document = _in_process(tools_document, args)
+    if args.json:
+        emit_json(document)
+    else:
+        from mcpfleet.cli.render import print_tools
 
+        print_tools(document)
+    # --strict counts servers that failed (their rows read mcp:<name>), not unreadable files.
+    failed = any(str(error.get("path", "")).startswith("mcp:") for error in document.get("errors", []))
+    return EXIT_FAILED if args.strict and failed else EXIT_OK
+
+
+async def tools_document(args: argparse.Namespace) -> dict[str, Any]:
+    """The ``tools --json`` document of the fleet, started in this process."""
     from mcpfleet.cli import documents
 
     manager = FleetOptions.from_args(args).manager()
@@ -117,14 +156,7 @@ async def tools_command(args: argparse.Namespace) -> int:
     async with manager:
         result = await _connect_with_progress(args, manager, discovery)
         tools = documents.tool_rows(manager.get_tools(), server=args.server)
-    errors = documents.error_rows([*discovery.errors, *result.failures])
-    if args.json:
-        emit_json(documents.tools_document(tools, errors))
-    else:
-        from mcpfleet.cli.render import print_tools
-
-        print_tools(tools, errors)
-    return EXIT_FAILED if args.strict and result.errors else EXIT_OK
+    return documents.tools_document(tools, documents.error_rows([*discovery.errors, *result.failures]))
 
 
 def parse_arguments(text: str) -> dict[str, Any] | None:
@@ -140,23 +172,38 @@ def parse_arguments(text: str) -> dict[str, Any] | None:
     return value
 
 
-async def call_command(args: argparse.Namespace) -> int:
+def call_command(args: argparse.Namespace) -> int:
     arguments = parse_arguments(args.arguments)
     if arguments is None:
         return EXIT_USAGE
+    try:
+        document = ask_daemon(args, "call", {"tool": args.tool, "arguments": arguments}, repeatable=False)
+        if document is None:
+            document = _in_process(call_document, args, arguments)
+    except CommandFailed as failure:
+        error_line(failure.message)
+        return failure.exit_code
+    if args.json:
+        emit_json(document)
+    else:
+        is_error = bool(document.get("is_error"))
+        output_line(
+            str(document.get("text", "")), multiline=True, stream=sys.stderr if is_error else sys.stdout
+        )
+    return EXIT_FAILED if document.get("is_error") else EXIT_OK
+
+
+async def call_document(args: argparse.Namespace, arguments: dict[str, Any]) -> dict[str, Any]:
+    """The ``call --json`` document of one call, on the fleet started in this process."""
     from mcpfleet.cli import documents
 
     async with FleetOptions.from_args(args).open_session() as session:
         tool = session.get_tool(args.tool)
         if tool is None:
-            error_line(documents.unknown_tool_message(args.tool, [t.name for t in session.tools]))
-            return EXIT_FAILED
+            message = documents.unknown_tool_message(args.tool, [t.name for t in session.tools])
+            raise CommandFailed(message, EXIT_FAILED)
         result = await tool.execute(arguments)
-    if args.json:
-        emit_json(documents.call_document(result))
-    else:
-        output_line(result.text, multiline=True, stream=sys.stderr if result.is_error else sys.stdout)
-    return EXIT_FAILED if result.is_error else EXIT_OK
+    return documents.call_document(result)
 
 
 async def shell_command(args: argparse.Namespace) -> int:

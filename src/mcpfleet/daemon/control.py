@@ -12,7 +12,9 @@ still runs on it (a ``call`` is cancelled at its backend, a ``watch`` ends).
 fleet for the request's ``fleet`` (a ``FleetSpec``): the CLI prints what it is given.
 ``watch`` keeps such a view for as long as it runs and pushes ``{"event": "tools_changed",
 "id": <the watch's id>}`` after each change of that fleet's tools (a burst of changes
-gives one event: the reader lists the tools again anyway).
+gives one event: the reader lists the tools again anyway). ``cancel`` ends one request of
+the same connection (a ``call``, a ``watch``), which is answered with an error (``exit``
+130) if it was still running.
 """
 
 from __future__ import annotations
@@ -40,6 +42,8 @@ logger = logging.getLogger(__name__)
 READ_BYTES = 256 * 1024
 EXIT_FAILED = 1
 EXIT_USAGE = 2
+EXIT_CANCELLED = 130
+"""What a command cancelled by its user (Ctrl-C) exits with."""
 
 
 class ControlError(Exception):
@@ -63,6 +67,8 @@ class Operation:
     id: int | str
     request: dict[str, Any]
     send: Send
+    running: dict[int | str, anyio.CancelScope]
+    """The requests of this connection still running, by id (what ``cancel`` looks in)."""
     answered: bool = False
     after_answer: list[Callable[[], None]] = field(default_factory=list)
 
@@ -109,6 +115,7 @@ async def serve_control(
             await send_all(connection, data)
 
     framer = LineFramer(wire.MAX_CONTROL_LINE_BYTES)
+    running: dict[int | str, anyio.CancelScope] = {}
     async with anyio.create_task_group() as operations:
         chunk = already_read
         while True:
@@ -120,7 +127,7 @@ async def serve_control(
                     )
                     await send({"id": None, "error": {"message": message, "exit": EXIT_USAGE}})
                 elif line.strip():
-                    operations.start_soon(_run, service, client, bytes(line), send)
+                    operations.start_soon(_run, service, client, bytes(line), send, running)
             chunk = await _receive(connection)
             if not chunk:
                 break
@@ -140,39 +147,48 @@ async def _receive(connection: socket.socket) -> bytes:
             return b""
 
 
-async def _run(service: DaemonService, client: Client, line: bytes, send: Send) -> None:
+async def _run(
+    service: DaemonService,
+    client: Client,
+    line: bytes,
+    send: Send,
+    running: dict[int | str, anyio.CancelScope],
+) -> None:
     try:
         request = wire.decode_line(line)
     except wire.WireError as error:
         await send({"id": None, "error": {"message": f"not a request: {error}", "exit": EXIT_USAGE}})
         return
     request_id = request.get("id")
-    if isinstance(request_id, bool) or not isinstance(request_id, int | str):
-        await send(
-            {
-                "id": None,
-                "error": {"message": 'a request needs an "id" (a number or a string)', "exit": EXIT_USAGE},
-            }
-        )
+    if isinstance(request_id, bool) or not isinstance(request_id, int | str) or request_id in running:
+        message = 'a request needs an "id" (a number or a string) that none of its running requests has'
+        await send({"id": None, "error": {"message": message, "exit": EXIT_USAGE}})
         return
     op = request.get("op")
     handler = OPERATIONS.get(op) if isinstance(op, str) else None
-    operation = Operation(service, client, request_id, request, send)
-    try:
-        if handler is None:
-            raise ControlError(f"unknown op {op!r}: one of {', '.join(OPERATIONS)}", EXIT_USAGE)
-        result = await handler(operation)
-    except ControlError as error:
-        await send({"id": request_id, "error": {"message": error.message, "exit": error.exit_code}})
-        return
-    except Exception as error:
-        logger.exception("control op %s failed", op)
+    operation = Operation(service, client, request_id, request, send, running)
+    with anyio.CancelScope() as scope:
+        running[request_id] = scope
+        try:
+            if handler is None:
+                raise ControlError(f"unknown op {op!r}: one of {', '.join(OPERATIONS)}", EXIT_USAGE)
+            result = await handler(operation)
+        except ControlError as error:
+            await send({"id": request_id, "error": {"message": error.message, "exit": error.exit_code}})
+            return
+        except Exception as error:
+            logger.exception("control op %s failed", op)
+            message = f"the daemon failed: {error}"
+            await send({"id": request_id, "error": {"message": message, "exit": EXIT_FAILED}})
+            return
+        finally:
+            del running[request_id]
+        if not operation.answered:
+            await operation.answer(result)
+    if scope.cancelled_caught:
         await send(
-            {"id": request_id, "error": {"message": f"the daemon failed: {error}", "exit": EXIT_FAILED}}
+            {"id": request_id, "error": {"message": "cancelled by the client", "exit": EXIT_CANCELLED}}
         )
-        return
-    if not operation.answered:
-        await operation.answer(result)
 
 
 # -- the operations -----------------------------------------------------------------------------------
@@ -258,6 +274,17 @@ async def _watch(operation: Operation) -> dict[str, Any]:
             stop_listening()
 
 
+async def _cancel(operation: Operation) -> dict[str, Any]:
+    target = operation.request.get("request")
+    if isinstance(target, bool) or not isinstance(target, int | str):
+        raise ControlError('"request" must be the id of a request of this connection', EXIT_USAGE)
+    scope = operation.running.get(target)
+    if scope is not None and target != operation.id:
+        scope.cancel()
+    # A request that already ended is not an error: the answer and the cancel crossed.
+    return {}
+
+
 OPERATIONS: dict[str, OperationHandler] = {
     "ping": _ping,
     "status": _status,
@@ -266,5 +293,6 @@ OPERATIONS: dict[str, OperationHandler] = {
     "tools": _tools,
     "call": _call,
     "watch": _watch,
+    "cancel": _cancel,
 }
 assert OPERATIONS.keys() == wire.CONTROL_OPS.keys(), "every op of the wire is served, and only those"

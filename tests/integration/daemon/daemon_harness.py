@@ -84,7 +84,10 @@ class Connection:
         self.sock.close()
 
     def send(self, message: Mapping[str, Any]) -> None:
-        self.sock.sendall(json.dumps(message).encode() + b"\n")
+        self.send_line(json.dumps(message).encode())
+
+    def send_line(self, line: bytes) -> None:
+        self.sock.sendall(line + b"\n")
 
     def receive(self, timeout_s: float = ANSWER_TIMEOUT_S) -> dict[str, Any]:
         line = self.receive_line(timeout_s)

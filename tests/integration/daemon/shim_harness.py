@@ -132,7 +132,9 @@ class ScriptedDaemon:
             self.changed.notify_all()
         if self.refusals:
             code = self.refusals.pop(0)
-            connection.sendall(json.dumps({"ok": False, "code": code, "message": f"scripted {code}"}).encode() + b"\n")
+            connection.sendall(
+                json.dumps({"ok": False, "code": code, "message": f"scripted {code}"}).encode() + b"\n"
+            )
             connection.close()
             return
         session = ScriptedSession(connection, hello)
@@ -253,7 +255,11 @@ class ShimHost:
     def initialize(self) -> dict[str, Any]:
         answer = self.call(
             "initialize",
-            {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test-host", "version": "1"}},
+            {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "test-host", "version": "1"},
+            },
         )
         self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
         return answer

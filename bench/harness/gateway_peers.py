@@ -68,7 +68,15 @@ class Gateway:
 
 
 def _mcpfleet_command() -> tuple[str, ...]:
-    return (str(PROJECT_PYTHON.parent / "mcpfleet"), "--config", "{config}", "--no-project-config", "serve")
+    # The in-process gateway, measured as it was: the daemon's figures are a section of their own.
+    return (
+        str(PROJECT_PYTHON.parent / "mcpfleet"),
+        "--config",
+        "{config}",
+        "--no-project-config",
+        "serve",
+        "--no-daemon",
+    )
 
 
 DIRECT = Gateway("direct", "direct: one SDK `Client` per backend, no gateway", "direct")

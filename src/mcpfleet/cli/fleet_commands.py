@@ -20,7 +20,6 @@ from mcpfleet.cli.output import EXIT_FAILED, EXIT_OK, EXIT_USAGE, emit_json, err
 from mcpfleet.cli.through_daemon import CommandFailed, ask_daemon
 
 if TYPE_CHECKING:
-    from mcpfleet.cli.render import ServerRow
     from mcpfleet.config.model import DiscoveryResult
     from mcpfleet.fleet.manager import MCPLoadResult, MCPManager
 
@@ -82,104 +81,14 @@ async def _connect_with_progress(
     ``settle`` then waits for every server the gate let through unfinished, so a report
     gives each server's final state rather than the cache's picture of it.
     """
+    from mcpfleet.cli import documents
     from mcpfleet.cli.progress import live_progress
 
     with live_progress(manager, enabled=not args.json and sys.stderr.isatty()):
         result = await manager.connect_servers(discovery.configs, discovery.sources)
         if settle:
-            await _settle(manager, result)
+            await documents.settle(manager, result)
     return result
-
-
-async def _settle(manager: MCPManager, result: MCPLoadResult) -> None:
-    """Wait, in parallel, for each server still starting after the gate, each within its own bound.
-
-    A server that does not come up in time gets that as its error in ``result``.
-    """
-    import anyio
-
-    from mcpfleet.errors import Failure, MCPFleetError
-
-    async def settle_one(name: str) -> None:
-        try:
-            await manager.wait_for_connection(name)
-        except MCPFleetError as error:
-            result.add_failure(Failure(name, "connect", str(error)))
-
-    async with anyio.create_task_group() as waiters:
-        for name in [*result.deferred_servers, *result.late_servers]:
-            waiters.start_soon(settle_one, name)
-
-
-def _at_gate(name: str, result: MCPLoadResult) -> str:
-    """How the start-up gate served one started server: ready in time, from the cache, or waited for."""
-    if name in result.deferred_servers or name in result.late_servers:
-        return "deferred"
-    if name in result.waited_servers:
-        return "waited"
-    return "live"
-
-
-def server_rows(discovery: DiscoveryResult, manager: MCPManager, result: MCPLoadResult) -> list[ServerRow]:
-    """One row per server an agent would try to run, with its state after the gate."""
-    from mcpfleet.cli.render import ServerRow
-
-    rows: list[ServerRow] = []
-    tool_counts: dict[str, int] = {}
-    for tool in manager.get_tools():
-        tool_counts[tool.server_name] = tool_counts.get(tool.server_name, 0) + 1
-    for entry in discovery.entries:
-        if entry.state in ("shadowed", "filtered"):
-            continue
-        error: str | None = None
-        status: str
-        state: str
-        stderr_tail: tuple[str, ...] = ()
-        at_gate: str | None = None
-        if entry.state == "active":
-            at_gate = _at_gate(entry.name, result)
-            health = manager.get_server_state(entry.name)
-            error = result.errors.get(entry.name) or health.last_error
-            status = "failed" if error else manager.get_connection_status(entry.name)
-            # ``status`` keeps the documented set; ``state`` adds reconnecting and suspended.
-            state = health.state if health.state in ("reconnecting", "suspended") else status
-            if state != "connected":
-                stderr_tail = tuple(health.stderr_tail)
-        elif entry.state == "invalid":
-            status, error = "failed", entry.reason
-            state = status
-        elif entry.state == "disabled":
-            # Switched off on purpose: the status says so, and there is no error to report.
-            status = state = "disabled"
-        else:
-            status, error = entry.state, entry.reason
-            state = status
-        era, protocol_version = _protocol_of(manager, entry.name)
-        rows.append(
-            ServerRow(
-                name=entry.name,
-                status=status,
-                state=state,
-                tools=tool_counts.get(entry.name, 0),
-                deferred=manager.is_deferred(entry.name),
-                at_gate=at_gate,
-                error=error,
-                stderr_tail=stderr_tail,
-                source=entry.source,
-                timings_ms={k: round(v, 1) for k, v in manager.get_timings(entry.name).items()},
-                era=era,
-                protocol_version=protocol_version,
-            )
-        )
-    return rows
-
-
-def _protocol_of(manager: MCPManager, name: str) -> tuple[str | None, str | None]:
-    """The era (``legacy`` / ``modern``) and protocol version a connected server speaks."""
-    connection = manager.get_connection(name)
-    if connection is None or not connection.protocol_version:
-        return None, None
-    return connection.era, connection.protocol_version
 
 
 def status_command(args: argparse.Namespace) -> int:
@@ -202,7 +111,7 @@ def status_command(args: argparse.Namespace) -> int:
 
 async def status_document(args: argparse.Namespace) -> dict[str, Any]:
     """The ``status --json`` document of the fleet, started in this process."""
-    from mcpfleet.cli.render import ErrorRow
+    from mcpfleet.cli import documents
 
     manager = FleetOptions.from_args(args).manager()
     # Discovery first, outside the manager's task group: a bad --config file is a usage
@@ -210,9 +119,8 @@ async def status_document(args: argparse.Namespace) -> dict[str, Any]:
     discovery = manager.discover()
     async with manager:
         result = await _connect_with_progress(args, manager, discovery, settle=True)
-        rows = server_rows(discovery, manager, result)
-    errors = [ErrorRow.of(error) for error in discovery.errors]
-    return {"servers": [row.to_json() for row in rows], "errors": [e.to_json() for e in errors]}
+        rows = documents.server_rows(discovery, manager, result)
+    return documents.status_document(rows, documents.error_rows(discovery.errors))
 
 
 def tools_command(args: argparse.Namespace) -> int:
@@ -241,26 +149,14 @@ def tools_command(args: argparse.Namespace) -> int:
 
 async def tools_document(args: argparse.Namespace) -> dict[str, Any]:
     """The ``tools --json`` document of the fleet, started in this process."""
-    from mcpfleet.cli.render import ErrorRow, ToolRow
+    from mcpfleet.cli import documents
 
     manager = FleetOptions.from_args(args).manager()
     discovery = manager.discover()
     async with manager:
         result = await _connect_with_progress(args, manager, discovery)
-        tools = [
-            ToolRow(
-                name=tool.name,
-                server=tool.server_name,
-                mcp_name=tool.mcp_tool_name,
-                description=tool.description,
-                deferred=tool.deferred,
-                input_schema=tool.parameters,
-            )
-            for tool in manager.get_tools()
-            if args.server is None or tool.server_name == args.server
-        ]
-    errors = [ErrorRow.of(failure) for failure in [*discovery.errors, *result.failures]]
-    return {"tools": [tool.to_json() for tool in tools], "errors": [e.to_json() for e in errors]}
+        tools = documents.tool_rows(manager.get_tools(), server=args.server)
+    return documents.tools_document(tools, documents.error_rows([*discovery.errors, *result.failures]))
 
 
 def parse_arguments(text: str) -> dict[str, Any] | None:
@@ -299,18 +195,15 @@ def call_command(args: argparse.Namespace) -> int:
 
 async def call_document(args: argparse.Namespace, arguments: dict[str, Any]) -> dict[str, Any]:
     """The ``call --json`` document of one call, on the fleet started in this process."""
+    from mcpfleet.cli import documents
+
     async with FleetOptions.from_args(args).open_session() as session:
         tool = session.get_tool(args.tool)
         if tool is None:
-            known = ", ".join(t.name for t in session.tools) or "none"
-            raise CommandFailed(f"no tool named {args.tool!r} (available: {known})", EXIT_FAILED)
+            message = documents.unknown_tool_message(args.tool, [t.name for t in session.tools])
+            raise CommandFailed(message, EXIT_FAILED)
         result = await tool.execute(arguments)
-    return {
-        "is_error": result.is_error,
-        "text": result.text,
-        "content": result.content,
-        "structured": result.structured,
-    }
+    return documents.call_document(result)
 
 
 async def shell_command(args: argparse.Namespace) -> int:

@@ -69,7 +69,7 @@ class FleetOptions:
             project_root=root.expanduser().resolve(),
             extra_config_paths=tuple(args.extra_configs),
             enable_project_config=not args.no_project_config,
-            trust_project=bool(args.trust_project) or _trusted_by_environment(),
+            trust_project=bool(args.trust_project) or trusted_by_environment(),
             startup_timeout_ms=args.startup_timeout,
             use_cache=not args.no_cache,
         )
@@ -116,5 +116,6 @@ class FleetOptions:
         return open_agent_session(self.project_root, **self.session_settings(), watch=watch)
 
 
-def _trusted_by_environment() -> bool:
+def trusted_by_environment() -> bool:
+    """Whether ``MCPFLEET_TRUST_PROJECT`` says what ``--trust-project`` does."""
     return os.environ.get(TRUST_PROJECT_VARIABLE, "") in ("1", "true", "yes")

@@ -1,5 +1,9 @@
 """``mcpfleet serve``: the whole fleet as one MCP server, on stdio or streamable HTTP.
 
+This is the in-process gateway: what ``--no-daemon``, ``--http`` and ``python -m
+mcpfleet.cli.main serve`` run. The console script sends a plain ``mcpfleet serve`` to the
+user's daemon through the shim instead (``mcpfleet.cli.entry``).
+
 stdout carries the protocol (stdio) and nothing else: every log line goes to stderr.
 SIGINT and SIGTERM stop the gateway; every backend is closed before it exits.
 """
@@ -74,6 +78,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--profile",
         metavar="NAME",
         help='serve the servers and tools of this profile ("profiles" in mcpfleet\'s user config)',
+    )
+    serve.add_argument(
+        "--no-daemon",
+        action="store_true",
+        help="serve from this process instead of through the user's daemon (also MCPFLEET_NO_DAEMON=1)",
     )
     serve.set_defaults(handler=serve_command)
 

@@ -1,0 +1,160 @@
+"""The ``mcpfleet`` console script: ``serve`` through the user's daemon when it can, else the CLI.
+
+Hosts launch ``mcpfleet serve`` for every session, so that command must start at once: it
+becomes the shim (``mcpfleet.daemon.shim``), which loads neither the SDK nor the CLI's
+modules. Everything else, and ``serve`` whenever the daemon cannot serve it, goes to
+``mcpfleet.cli.main``. ``serve`` stays in this process when
+
+* ``--no-daemon`` is given, or ``MCPFLEET_NO_DAEMON=1`` is set;
+* ``--http`` is given: the daemon serves stdio hosts, the HTTP gateway is its own process;
+* ``--no-cache`` or ``--config FILE`` is given: they change the fleet itself, which the
+  daemon shares; one line on stderr says so;
+* the command line is one that ``mcpfleet.cli.main`` would refuse or answer itself (a usage
+  error, ``--help``), or a gateway's mark says this serve was started by a gateway's backend
+  (``mcpfleet.cli.main`` refuses it);
+* the platform has no Unix sockets with peer credentials.
+
+The options are read by a parser of the same options as ``mcpfleet.cli.main``'s (a test keeps
+the two in step), so that a command line means the same thing either way.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, NoReturn
+
+if TYPE_CHECKING:
+    from mcpfleet.daemon.shim import ShimSettings
+
+SERVE = "serve"
+GATEWAY_PID_VARIABLE = "MCPFLEET_GATEWAY_PID"
+"""The gateway's mark (``mcpfleet.config.gateway_entry``; not imported: it loads discovery)."""
+FLEET_CHANGING_OPTIONS = {
+    "no_cache": "serve --no-cache runs in this process, not through the daemon (its fleet shares the "
+    "tool cache)",
+    "extra_configs": "serve --config runs in this process, not through the daemon (its fleet reads the "
+    "discovered config files only)",
+}
+"""Options that give this session a fleet of its own, which a shared daemon cannot serve, and
+the line on stderr that says so."""
+
+
+class _CommandLineError(Exception):
+    """Not a command line the shim takes; ``mcpfleet.cli.main`` says what is wrong with it."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise _CommandLineError(message)
+
+
+@dataclass(frozen=True)
+class ServeRoute:
+    """How ``serve`` runs: through the daemon with ``settings``, else in this process
+    (``notice``: the line on stderr that says why, when the user should know)."""
+
+    settings: ShimSettings | None = None
+    notice: str | None = None
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    if SERVE in arguments:
+        route = serve_route(arguments)
+        if route.settings is not None:
+            from mcpfleet.daemon.shim import run_shim
+
+            return run_shim(route.settings, in_process=lambda: _cli_main([*arguments, "--no-daemon"]))
+        if route.notice is not None:
+            sys.stderr.write(f"mcpfleet: {route.notice}\n")
+    return _cli_main(arguments)
+
+
+def _cli_main(arguments: list[str]) -> int:
+    from mcpfleet.cli.main import main as cli_main
+
+    return cli_main(arguments)
+
+
+def serve_route(arguments: Sequence[str]) -> ServeRoute:
+    """Whether ``mcpfleet <arguments>`` is a ``serve`` the daemon can take (see the module)."""
+    from mcpfleet.daemon.launch import daemon_disabled
+
+    try:
+        args = build_parser().parse_args(arguments)
+    except _CommandLineError:
+        return ServeRoute()
+    if args.command != SERVE or args.help or args.serve_help:
+        return ServeRoute()
+    if args.no_daemon or args.http is not None or args.auth_token is not None or daemon_disabled():
+        return ServeRoute()
+    if os.environ.get(GATEWAY_PID_VARIABLE) or not hasattr(socket, "SO_PEERCRED"):
+        return ServeRoute()
+    for name, notice in FLEET_CHANGING_OPTIONS.items():
+        if getattr(args, name):
+            return ServeRoute(notice=notice)
+    return ServeRoute(settings=_shim_settings(args))
+
+
+def _shim_settings(args: argparse.Namespace) -> ShimSettings:
+    from mcpfleet.cli.options import trusted_by_environment
+    from mcpfleet.daemon.shim import ShimSettings
+    from mcpfleet.daemon.wire import FleetSpec
+
+    cwd = os.getcwd() if args.cwd is None else os.path.expanduser(args.cwd)
+    fleet = FleetSpec(
+        cwd=os.path.realpath(cwd),
+        trust_project=args.trust_project or trusted_by_environment(),
+        enable_project_config=not args.no_project_config,
+        startup_timeout_ms=args.startup_timeout,
+        profile=args.profile,
+        prefix=args.prefix,
+        max_name_length=args.max_name_length,
+        tools=args.tool_mode,
+        max_tools=args.max_tools,
+    )
+    return ShimSettings(fleet=fleet, verbose=args.verbose > 0)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The options of ``mcpfleet [global options] serve [serve options]``, as in ``cli/main.py``
+    and ``cli/serve_commands.py``; values are checked by type only (a value out of range goes
+    to ``mcpfleet.cli.main``, which says what is wrong)."""
+    parser = _Parser(prog="mcpfleet", add_help=False)
+    parser.add_argument("-h", "--help", action="store_true")
+    parser.add_argument("--cwd")
+    parser.add_argument("--config", dest="extra_configs", action="append", default=[])
+    parser.add_argument("--no-project-config", action="store_true")
+    parser.add_argument("--trust-project", action="store_true")
+    parser.add_argument("--startup-timeout", type=_at_least(0), default=250)
+    parser.add_argument("--no-cache", action="store_true")
+    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--strict", action="store_true")
+    parser.add_argument("-v", "--verbose", action="count", default=0)
+    subparsers = parser.add_subparsers(dest="command")
+    serve = subparsers.add_parser(SERVE, add_help=False)
+    serve.add_argument("-h", "--help", dest="serve_help", action="store_true")
+    serve.add_argument("--prefix", choices=("always", "none"), default="always")
+    serve.add_argument("--max-name-length", type=_at_least(1), default=64)
+    serve.add_argument("--http")
+    serve.add_argument("--auth-token")
+    serve.add_argument("--tools", dest="tool_mode", choices=("all", "search", "auto"), default="auto")
+    serve.add_argument("--max-tools", type=_at_least(1))
+    serve.add_argument("--profile")
+    serve.add_argument("--no-daemon", action="store_true")
+    return parser
+
+
+def _at_least(minimum: int) -> Callable[[str], int]:
+    def whole_number(text: str) -> int:
+        value = int(text)
+        if value < minimum:
+            raise ValueError(text)
+        return value
+
+    return whole_number

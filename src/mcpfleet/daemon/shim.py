@@ -1,0 +1,729 @@
+"""The shim: ``mcpfleet serve`` as a relay between the host's stdio and the user's daemon.
+
+The host launches ``mcpfleet serve`` and speaks MCP on its stdin and stdout; the daemon serves
+the session over its socket (``daemon.wire``). The shim connects (starting the daemon when none
+runs, ``daemon.launch``), says which fleet the session sees in its hello, and from then on
+copies lines unchanged: host stdin to the socket, socket to host stdout. It imports neither the
+SDK nor anyio and starts in a few tens of milliseconds.
+
+It reads each line only to remember what a new daemon needs to carry the session on:
+
+* the host's ``initialize`` request and its ``notifications/initialized``, and which lists
+  the first answer said may change;
+* the ids of the host's requests still waiting for an answer;
+* the ids of the daemon's requests to the host still waiting for the host's answer.
+
+When the daemon goes away while the host is still there (killed, crashed, stopped), the shim
+answers each host request in flight with an error (``DAEMON_STOPPED``: the host may retry it),
+reconnects (starting a new daemon), replays ``initialize`` under an id of its own (swallowing
+the answer) and ``notifications/initialized``, drops the host's late answers to the old
+daemon's requests, and tells the host that its tool, resource and prompt lists changed: the
+host sees a list change, not a dead server. A daemon that goes away ``RECONNECT_LIMIT`` times
+within ``RECONNECT_WINDOW_S`` ends the shim with exit 1 and a line on stderr.
+
+A host line is held up to ``MAX_HOST_LINE_BYTES`` (the in-process gateway's limit); a longer
+one is dropped and, when it was a request, answered with ``Invalid Request``. The daemon's
+lines are copied as they arrive, never held: only the start and end of a long one are kept,
+enough to find its ``id``.
+
+Two threads copy (one per direction, each blocking on its own source, so a host that is slow
+to read never stops the other direction); the main thread waits for the end: host stdin at
+its end (exit 0), SIGTERM or SIGINT (exit 0, socket closed), or a daemon that cannot be
+reached again (exit 1).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from types import FrameType
+from typing import Any
+
+from mcpfleet import __version__
+from mcpfleet.cli.display import safe_text
+from mcpfleet.daemon import launch, wire
+from mcpfleet.transport.framing import LineFramer, OversizedLine, describe_size, edge_members
+
+MAX_HOST_LINE_BYTES = 16 * 1024 * 1024
+"""The longest line the host may send: the in-process gateway's ``MAX_MESSAGE_BYTES`` (a test
+keeps the two equal)."""
+PARSED_LINE_BYTES = 64 * 1024
+"""A line up to this size is parsed whole; a longer one only at its two ends (its id)."""
+READ_BYTES = 256 * 1024
+HELLO_TIMEOUT_S = 10.0
+"""How long the daemon has to answer the hello, and a replayed ``initialize``."""
+RECONNECT_LIMIT = 3
+RECONNECT_WINDOW_S = 30.0
+"""At most ``RECONNECT_LIMIT`` reconnections within this window; one more ends the shim."""
+RETRY_PAUSE_S = 0.5
+"""Between two failed tries to reach a new daemon."""
+
+DAEMON_STOPPED = -32603
+"""The error a host request in flight gets when the daemon goes away (JSON-RPC internal error)."""
+DAEMON_STOPPED_MESSAGE = "the mcpfleet daemon stopped while this request ran; retry it"
+INVALID_REQUEST = -32600
+REPLAY_ID_PREFIX = "mcpfleet-shim-initialize-"
+LIST_CHANGED: dict[str, str] = {
+    "tools": "notifications/tools/list_changed",
+    "resources": "notifications/resources/list_changed",
+    "prompts": "notifications/prompts/list_changed",
+}
+"""The notification the host gets after a reconnection, per capability its first answer declared."""
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+"""The exit codes of the CLI contract (``cli/output.py``; not imported: it loads logging)."""
+
+RESTART_CODES = frozenset({"version-mismatch", "draining"})
+"""Refusals after which a new daemon is started (the refusing one is on its way out)."""
+
+
+class ShimError(Exception):
+    """The shim cannot serve this session; ``exit_code`` says how it ends."""
+
+    def __init__(self, message: str, exit_code: int = EXIT_FAILED) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+class Refused(ShimError):
+    """The daemon refused the hello (``code`` from ``wire.REFUSAL_CODES``)."""
+
+    def __init__(self, code: str, message: str) -> None:
+        # A refusal about what the session asked for (a profile, a name length) is a usage error.
+        super().__init__(f"the mcpfleet daemon refused the session: {message}", _refusal_exit(code))
+        self.code = code
+
+
+class _Stopped(BaseException):
+    """SIGTERM or SIGINT reached the main thread."""
+
+
+@dataclass(frozen=True)
+class ShimSettings:
+    """Everything ``mcpfleet serve`` passes the shim."""
+
+    fleet: wire.FleetSpec
+    verbose: bool = False
+
+
+@dataclass
+class Session:
+    """An accepted session: its socket, the daemon's answer, and any bytes already read after it."""
+
+    connection: socket.socket
+    answer: dict[str, Any]
+    leftover: bytes = b""
+
+
+def run_shim(settings: ShimSettings, *, in_process: Callable[[], int]) -> int:
+    """Serve the host's stdio through the daemon until the host goes; the exit code.
+
+    ``in_process`` serves the session in this process instead: what a daemon that reads other
+    config files than this session (``environment-mismatch``) leaves.
+    """
+    with _stop_signals():
+        try:
+            outcome = _serve(settings)
+        except _Stopped:
+            return EXIT_OK
+    return in_process() if outcome is None else outcome
+
+
+def _serve(settings: ShimSettings) -> int | None:
+    """The exit code, or None when the session is to be served in this process."""
+    try:
+        session = open_session(settings)
+    except Refused as refusal:
+        if refusal.code != "environment-mismatch":
+            _say(str(refusal))
+            return refusal.exit_code
+        _say("the running daemon reads other config files than this session; serving in this process")
+        return None
+    except ShimError as error:
+        _say(str(error))
+        return error.exit_code
+    except OSError as error:  # launch.DaemonStartError, paths.RuntimeFolderError
+        _say(f"{error}; or run `mcpfleet serve --no-daemon`")
+        return EXIT_FAILED
+    if settings.verbose:
+        _say(f"serving through the mcpfleet daemon (pid {session.answer.get('pid')})")
+    return _Relay(settings, session).run()
+
+
+def open_session(settings: ShimSettings) -> Session:
+    """Connect to the daemon (starting it when needed) and have the session accepted.
+
+    A daemon of another version drains and exits when refused; a new one is started, once.
+    """
+    for attempt in range(2):
+        connection = launch.connect_or_start()
+        try:
+            return _hello(connection, settings.fleet)
+        except Refused as refusal:
+            connection.close()
+            if refusal.code not in RESTART_CODES or attempt == 1:
+                raise
+        except BaseException:
+            connection.close()
+            raise
+    raise AssertionError("unreachable: the second refusal is raised")
+
+
+def _hello(connection: socket.socket, fleet: wire.FleetSpec) -> Session:
+    hello = wire.Hello(
+        kind="session",
+        version=__version__,
+        fleet=fleet,
+        env=wire.config_environment(),
+        host=_parent_name(),
+        pid=os.getpid(),
+    )
+    connection.settimeout(HELLO_TIMEOUT_S)
+    try:
+        connection.sendall(hello.encode())
+        line, leftover = _read_line(connection, wire.MAX_HELLO_BYTES)
+        answer = wire.decode_line(line, limit=wire.MAX_HELLO_BYTES)
+    except TimeoutError:
+        raise ShimError(f"the mcpfleet daemon did not answer within {HELLO_TIMEOUT_S:.0f} s") from None
+    except (OSError, wire.WireError) as error:
+        raise ShimError(f"the mcpfleet daemon's answer to the hello: {error}") from error
+    connection.settimeout(None)
+    if answer.get("ok") is True:
+        return Session(connection, answer, leftover)
+    code, message = answer.get("code"), answer.get("message")
+    raise Refused(code if isinstance(code, str) else "refused", str(message))
+
+
+def _read_line(connection: socket.socket, limit: int) -> tuple[bytes, bytes]:
+    """One line (without its newline) and what came after it."""
+    received = bytearray()
+    while b"\n" not in received:
+        if len(received) > limit:
+            raise wire.WireError(f"no line within {limit} bytes")
+        chunk = connection.recv(READ_BYTES)
+        if not chunk:
+            raise wire.WireError("the daemon closed the connection")
+        received += chunk
+    line, _, rest = bytes(received).partition(b"\n")
+    return line, rest
+
+
+def _parent_name() -> str | None:
+    """The host's process name (``claude``, ``cursor``…), for ``daemon status``."""
+    try:
+        with open(f"/proc/{os.getppid()}/comm", encoding="utf-8", errors="replace") as comm:
+            return comm.read().strip() or None
+    except OSError:
+        return None
+
+
+def _refusal_exit(code: str) -> int:
+    return EXIT_USAGE if code == "refused" else EXIT_FAILED
+
+
+def _say(message: str) -> None:
+    """One line on stderr (the host logs it); text from the daemon shown as text."""
+    sys.stderr.write(f"mcpfleet: {safe_text(' '.join(message.split()))}\n")
+    sys.stderr.flush()
+
+
+@contextlib.contextmanager
+def _stop_signals() -> Iterator[None]:
+    """SIGTERM and SIGINT raise ``_Stopped`` in the main thread while the block runs."""
+
+    def stop(signal_number: int, frame: FrameType | None) -> None:
+        raise _Stopped
+
+    previous = {number: signal.signal(number, stop) for number in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+
+
+# --- what the shim remembers of the session ----------------------------------------------------
+
+_NO_ID = object()
+
+
+@dataclass(frozen=True)
+class _Message:
+    """What the shim reads of one line: its method and id, and the whole of a short one."""
+
+    method: str | None
+    id: Any
+    document: dict[str, Any] | None
+
+    @property
+    def is_request(self) -> bool:
+        return self.method is not None and self.id is not _NO_ID
+
+    @property
+    def is_response(self) -> bool:
+        return self.method is None and self.id is not _NO_ID
+
+
+def read_message(line: bytearray | OversizedLine) -> _Message | None:
+    """The method and id of a JSON-RPC line, or None when it is not a JSON object."""
+    if isinstance(line, OversizedLine):
+        members, _ = edge_members(line)
+        document = None
+    elif len(line) > PARSED_LINE_BYTES:
+        ends = OversizedLine()
+        ends.add(memoryview(line))
+        members, _ = edge_members(ends)
+        document = None
+    else:
+        try:
+            parsed = json.loads(line)
+        except (ValueError, RecursionError):
+            return None
+        if not isinstance(parsed, dict):
+            return None
+        members = document = parsed
+    if not members:
+        return None
+    method = members.get("method")
+    return _Message(
+        method=method if isinstance(method, str) else None, id=members.get("id", _NO_ID), document=document
+    )
+
+
+def _key(request_id: Any) -> str:
+    """Ids as they were written: ``1`` and ``"1"`` are two requests."""
+    return json.dumps(request_id)
+
+
+@dataclass
+class SessionMemory:
+    """What a new daemon needs to carry the host's session on (see the module)."""
+
+    initialize: bytes | None = None
+    initialize_key: str | None = None
+    initialize_answered: bool = False
+    initialized: bytes | None = None
+    list_changed: tuple[str, ...] = ()
+    host_requests: dict[str, Any] = field(default_factory=dict)
+    daemon_requests: set[str] = field(default_factory=set)
+    stale_daemon_requests: set[str] = field(default_factory=set)
+
+    def from_host(self, message: _Message | None, line: bytes | bytearray) -> bool:
+        """Note a host line; whether it goes to the daemon."""
+        if message is None:
+            return True  # the daemon tells the host what is wrong with it
+        if message.is_request:
+            key = _key(message.id)
+            self.host_requests[key] = message.id
+            if message.method == "initialize":
+                self.initialize, self.initialize_key = bytes(line), key
+                self.initialize_answered, self.list_changed = False, ()
+        elif message.method == "notifications/initialized":
+            self.initialized = bytes(line)
+        elif message.method == "notifications/cancelled":
+            # A cancelled request may never be answered: no error for it after a reconnection.
+            request_id = _cancelled_id(message)
+            if request_id is not _NO_ID:
+                self.host_requests.pop(_key(request_id), None)
+        elif message.is_response:
+            key = _key(message.id)
+            if key in self.daemon_requests:
+                self.daemon_requests.discard(key)
+            elif key in self.stale_daemon_requests:
+                # The answer to a daemon that is gone: the new one never asked.
+                self.stale_daemon_requests.discard(key)
+                return False
+        return True
+
+    def from_daemon(self, message: _Message | None) -> None:
+        """Note a daemon line before the host sees it."""
+        if message is None:
+            return
+        if message.is_request:
+            key = _key(message.id)
+            self.daemon_requests.add(key)
+            self.stale_daemon_requests.discard(key)  # the id is the new daemon's now
+        elif message.method == "notifications/cancelled":
+            request_id = _cancelled_id(message)
+            if request_id is not _NO_ID:
+                self.daemon_requests.discard(_key(request_id))
+        elif message.is_response:
+            key = _key(message.id)
+            self.host_requests.pop(key, None)
+            if key == self.initialize_key and not self.initialize_answered:
+                self.initialize_answered = True
+                self.list_changed = _changing_lists(message.document)
+
+    def connection_lost(self) -> list[Any]:
+        """Forget what the lost daemon owed; the ids of the host requests to answer with an error.
+
+        An ``initialize`` still unanswered is not among them: it is sent again as it came.
+        """
+        keep_initialize = self.initialize_key if not self.initialize_answered else None
+        lost = [request_id for key, request_id in self.host_requests.items() if key != keep_initialize]
+        self.host_requests = {
+            key: request_id for key, request_id in self.host_requests.items() if key == keep_initialize
+        }
+        self.stale_daemon_requests |= self.daemon_requests
+        self.daemon_requests = set()
+        return lost
+
+
+def _cancelled_id(message: _Message) -> Any:
+    params = message.document.get("params") if message.document is not None else None
+    return params.get("requestId", _NO_ID) if isinstance(params, dict) else _NO_ID
+
+
+def _changing_lists(answer: dict[str, Any] | None) -> tuple[str, ...]:
+    """The list-changed notifications an ``initialize`` answer's capabilities allow."""
+    result = answer.get("result") if answer is not None else None
+    capabilities = result.get("capabilities") if isinstance(result, dict) else None
+    if not isinstance(capabilities, dict):
+        return ()
+    declared = [
+        capability
+        for capability, options in capabilities.items()
+        if isinstance(options, dict) and options.get("listChanged") is True
+    ]
+    return tuple(LIST_CHANGED[capability] for capability in LIST_CHANGED if capability in declared)
+
+
+def _encode(document: dict[str, Any]) -> bytes:
+    return json.dumps(document, separators=(",", ":")).encode() + b"\n"
+
+
+def _error_line(request_id: Any, code: int, message: str) -> bytes:
+    return _encode({"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message}})
+
+
+# --- the two directions ------------------------------------------------------------------------
+
+
+class _HostOutput:
+    """The host's stdout, written by both threads: whole lines only, except the daemon's copy.
+
+    The daemon's bytes are copied as they come, so a line may be half written when the shim
+    has a line of its own to send (an error answer, a list change): that line waits for the
+    end of the daemon's, and never lands in the middle of it.
+    """
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+        self._lock = threading.Lock()
+        self._mid_line = False
+        self._waiting: list[bytes] = []
+
+    def copy(self, chunk: bytes) -> None:
+        with self._lock:
+            end = chunk.rfind(b"\n") + 1
+            if self._waiting and end:
+                self._write(chunk[:end] + b"".join(self._waiting))
+                self._waiting.clear()
+                chunk = chunk[end:]
+            if chunk:
+                self._write(chunk)
+                self._mid_line = not chunk.endswith(b"\n")
+
+    def send(self, line: bytes) -> None:
+        with self._lock:
+            if self._mid_line:
+                self._waiting.append(line)
+            else:
+                self._write(line)
+
+    def end_cut_line(self) -> None:
+        """The daemon went away mid-line: end the line, so the host can read the next one."""
+        with self._lock:
+            if self._mid_line:
+                self._write(b"\n" + b"".join(self._waiting))
+                self._waiting.clear()
+                self._mid_line = False
+
+    def _write(self, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(self._fd, view) :]
+
+
+class _Connection:
+    """One socket to a daemon. Closing it wakes a send in progress before the descriptor goes."""
+
+    def __init__(self, connection: socket.socket) -> None:
+        self.socket = connection
+        self._send_lock = threading.Lock()
+
+    def send(self, data: bytes | bytearray) -> None:
+        with self._send_lock:
+            self.socket.sendall(data)
+
+    def shutdown(self) -> None:
+        with contextlib.suppress(OSError):
+            self.socket.shutdown(socket.SHUT_RDWR)
+
+    def close(self) -> None:
+        self.shutdown()
+        with self._send_lock:
+            self.socket.close()
+
+
+class _Relay:
+    def __init__(self, settings: ShimSettings, session: Session) -> None:
+        self._settings = settings
+        self._output = _HostOutput(sys.stdout.fileno())
+        self._memory = SessionMemory()
+        self._lock = threading.Lock()
+        self._connected = threading.Condition(self._lock)
+        self._connection: _Connection | None = _Connection(session.connection)
+        self._leftover = session.leftover
+        self._finished = threading.Event()
+        self._exit_code = EXIT_OK
+        self._reconnections: deque[float] = deque()
+        self._last_problem = ""
+        self._replays = 0
+
+    def run(self) -> int:
+        for target, name in ((self._from_host, "host"), (self._from_daemon, "daemon")):
+            threading.Thread(target=self._guarded(target), name=f"mcpfleet-shim-{name}", daemon=True).start()
+        try:
+            self._finished.wait()
+        except _Stopped:
+            self._finish(EXIT_OK)
+        finally:
+            with self._lock:
+                connection, self._connection = self._connection, None
+                self._connected.notify_all()
+            if connection is not None:
+                connection.close()
+        return self._exit_code
+
+    def _guarded(self, target: Callable[[], None]) -> Callable[[], None]:
+        def run() -> None:
+            try:
+                target()
+            except BaseException as error:
+                self._finish(EXIT_FAILED, f"the shim stopped: {type(error).__name__}: {error}")
+
+        return run
+
+    def _finish(self, code: int, message: str | None = None) -> None:
+        with self._lock:
+            if self._finished.is_set():
+                return
+            self._exit_code = code
+            self._finished.set()
+            self._connected.notify_all()
+        if message is not None:
+            _say(message)
+
+    # host -> daemon
+
+    def _from_host(self) -> None:
+        framer = LineFramer(MAX_HOST_LINE_BYTES)
+        while True:
+            try:
+                chunk = os.read(sys.stdin.fileno(), READ_BYTES)
+            except OSError:
+                chunk = b""
+            if not chunk:
+                self._finish(EXIT_OK)  # the host went away, or closed our stdin: the session ends
+                return
+            for line in framer.feed(chunk):
+                if isinstance(line, OversizedLine):
+                    self._refuse_oversized(line)
+                else:
+                    message = read_message(line)
+                    line += b"\n"
+                    self._to_daemon(message, line)
+
+    def _to_daemon(self, message: _Message | None, line: bytearray) -> None:
+        with self._lock:
+            while self._connection is None and not self._finished.is_set():
+                self._connected.wait()  # a reconnection is under way
+            connection = self._connection
+            if connection is None or not self._memory.from_host(message, line):
+                return
+        try:
+            connection.send(line)
+        except OSError:
+            # The daemon is gone: the other thread reconnects, and answers this request (noted
+            # above as in flight) with an error.
+            connection.shutdown()
+
+    def _refuse_oversized(self, line: OversizedLine) -> None:
+        message = read_message(line)
+        if message is None or not message.is_request:
+            return
+        limit = describe_size(MAX_HOST_LINE_BYTES)
+        text = f"message of {line.size} bytes is over the gateway's limit of {limit}"
+        self._output.send(_error_line(message.id, INVALID_REQUEST, text))
+
+    # daemon -> host
+
+    def _from_daemon(self) -> None:
+        framer = LineFramer(PARSED_LINE_BYTES)
+        pending, self._leftover = self._leftover, b""
+        while True:
+            with self._lock:
+                connection = self._connection
+            if connection is None:
+                return
+            if pending:
+                chunk, pending = pending, b""
+            else:
+                try:
+                    chunk = connection.socket.recv(READ_BYTES)
+                except OSError:
+                    chunk = b""
+            if not chunk:
+                if self._finished.is_set():
+                    return
+                framer = LineFramer(PARSED_LINE_BYTES)
+                resumed = self._reconnect(connection)
+                if resumed is None:
+                    return
+                pending = resumed
+                continue
+            self._to_host(framer, chunk)
+
+    def _to_host(self, framer: LineFramer, chunk: bytes) -> None:
+        messages = [read_message(line) for line in framer.feed(chunk)]
+        with self._lock:
+            # Noted before the host can see them: an answer already given never gets an error too.
+            for message in messages:
+                self._memory.from_daemon(message)
+        try:
+            self._output.copy(chunk)
+        except OSError:
+            self._finish(EXIT_OK)  # nobody reads our stdout any more: the host is gone
+
+    def _reconnect(self, lost: _Connection) -> bytes | None:
+        """Carry the session on with a new daemon; what it sent after the replay, or None when
+        the shim ends."""
+        with self._lock:
+            if self._finished.is_set():
+                return None
+            self._connection = None
+            unanswered = self._memory.connection_lost()
+        lost.close()
+        try:
+            self._output.end_cut_line()
+            for request_id in unanswered:
+                self._output.send(_error_line(request_id, DAEMON_STOPPED, DAEMON_STOPPED_MESSAGE))
+        except OSError:
+            self._finish(EXIT_OK)
+            return None
+        if self._settings.verbose:
+            _say("the mcpfleet daemon closed the session; reconnecting")
+        while True:
+            problem = self._count_reconnection()
+            if problem is not None:
+                self._finish(EXIT_FAILED, problem)
+                return None
+            try:
+                session = open_session(self._settings)
+                leftover = self._replay(session)
+            except Refused as refusal:
+                if refusal.code == "environment-mismatch":
+                    self._finish(EXIT_FAILED, f"{refusal}; restart the session")
+                    return None
+                self._last_problem = str(refusal)
+            except (ShimError, OSError) as error:
+                self._last_problem = str(error)
+            else:
+                break
+            time.sleep(RETRY_PAUSE_S)
+        with self._lock:
+            if self._finished.is_set():
+                session.connection.close()
+                return None
+            self._connection = _Connection(session.connection)
+            self._connected.notify_all()
+            changed = self._memory.list_changed
+        _say(f"the mcpfleet daemon went away; the session goes on with pid {session.answer.get('pid')}")
+        try:
+            for notification in changed:
+                self._output.send(_encode({"jsonrpc": "2.0", "method": notification}))
+        except OSError:
+            self._finish(EXIT_OK)
+            return None
+        return leftover
+
+    def _count_reconnection(self) -> str | None:
+        """None while reconnections stay within the budget, else why the shim ends."""
+        now = time.monotonic()
+        while self._reconnections and now - self._reconnections[0] > RECONNECT_WINDOW_S:
+            self._reconnections.popleft()
+        if len(self._reconnections) >= RECONNECT_LIMIT:
+            last = f" (last: {self._last_problem})" if self._last_problem else ""
+            return (
+                f"the mcpfleet daemon went away {RECONNECT_LIMIT} times within {RECONNECT_WINDOW_S:.0f} s"
+                f"{last}; see `mcpfleet daemon logs`, or serve with `mcpfleet serve --no-daemon`"
+            )
+        self._reconnections.append(now)
+        return None
+
+    def _replay(self, session: Session) -> bytes:
+        """Bring the new daemon's session to where the host's was; what it sent after that."""
+        with self._lock:
+            initialize, answered = self._memory.initialize, self._memory.initialize_answered
+            initialized = self._memory.initialized
+        if initialize is None:
+            return session.leftover
+        connection = session.connection
+        leftover = session.leftover
+        if not answered:
+            connection.sendall(initialize)  # the host still waits for this answer: it gets it
+        else:
+            self._replays += 1
+            private_id = f"{REPLAY_ID_PREFIX}{self._replays}"
+            request = json.loads(initialize)
+            request["id"] = private_id
+            connection.sendall(_encode(request))
+            leftover = self._swallow_answer(connection, leftover, private_id)
+        if initialized is not None:
+            connection.sendall(initialized)
+        return leftover
+
+    def _swallow_answer(self, connection: socket.socket, received: bytes, request_id: str) -> bytes:
+        """Read up to the answer to our own request, which the host must not see; lines
+        before it go to the host as any would; what follows it is returned."""
+        buffer = bytearray(received)
+        framer = LineFramer(PARSED_LINE_BYTES)
+        connection.settimeout(HELLO_TIMEOUT_S)
+        try:
+            while True:
+                newline = buffer.find(b"\n")
+                while newline >= 0:
+                    line = bytes(buffer[: newline + 1])
+                    del buffer[: newline + 1]
+                    message = read_message(bytearray(line[:-1]))
+                    if message is not None and message.is_response and message.id == request_id:
+                        error = (message.document or {}).get("error")
+                        if error is not None:
+                            raise ShimError(f"the new daemon refused the session's initialize: {error}")
+                        return bytes(buffer)
+                    self._to_host(framer, line)
+                    newline = buffer.find(b"\n")
+                if len(buffer) > wire.MAX_HELLO_BYTES:
+                    raise ShimError("the new daemon did not answer the session's initialize")
+                chunk = connection.recv(READ_BYTES)
+                if not chunk:
+                    raise ShimError("the new daemon closed the session during its initialize")
+                buffer += chunk
+        except TimeoutError:
+            raise ShimError(
+                f"the new daemon did not answer the session's initialize within {HELLO_TIMEOUT_S:.0f} s"
+            ) from None
+        finally:
+            connection.settimeout(None)

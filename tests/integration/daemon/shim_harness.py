@@ -1,0 +1,272 @@
+"""What the shim's tests run it against: a scripted daemon, and a host on the shim's stdio.
+
+``ScriptedDaemon`` is a real Unix socket server on the daemon's socket path, in a thread of the
+test: it reads the hello, answers it (or refuses it, as told), and then answers a handful of
+MCP requests the way the daemon's gateway would, recording every line it receives. It can drop
+its sessions (what a daemon that dies does to its shims) and keep listening, so the shim's
+reconnection finds it again as "the new daemon". The shim is what is under test; this peer
+only speaks the wire.
+
+``ShimHost`` runs the real console script (``mcpfleet serve``) as a host does, and reads its
+stdout line by line with bounded waits.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import queue
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+MCPFLEET = Path(sys.executable).parent / "mcpfleet"
+WAIT_S = 20.0
+"""Bound of every wait for a line or a state: generous, the machine is shared."""
+CAPABILITIES = {
+    "tools": {"listChanged": True},
+    "resources": {"listChanged": True, "subscribe": True},
+    "prompts": {"listChanged": True},
+}
+ECHO_TOOL = {"name": "scripted_echo", "inputSchema": {"type": "object"}}
+
+
+@pytest.fixture
+def runtime_dir(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A short private runtime folder (a socket path has 107 bytes at most), and the daemon on."""
+    folder = Path(tempfile.mkdtemp(prefix="mf-", dir="/tmp"))
+    monkeypatch.setenv("MCPFLEET_RUNTIME_DIR", str(folder))
+    monkeypatch.delenv("MCPFLEET_NO_DAEMON", raising=False)
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+@dataclass
+class ScriptedSession:
+    """One accepted connection: the hello it opened with and every line after it."""
+
+    connection: socket.socket
+    hello: dict[str, Any]
+    lines: list[dict[str, Any]] = field(default_factory=list)
+    requests_sent: int = 0
+
+    def send(self, document: dict[str, Any]) -> None:
+        self.connection.sendall(json.dumps(document).encode() + b"\n")
+
+
+class ScriptedDaemon:
+    """A stand-in daemon on ``socket_path`` (see the module)."""
+
+    def __init__(self, socket_path: Path, *, refusals: tuple[str, ...] = ()) -> None:
+        self.socket_path = socket_path
+        self.refusals = list(refusals)
+        self.sessions: list[ScriptedSession] = []
+        self.hellos: list[dict[str, Any]] = []
+        self.changed = threading.Condition()
+        self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._threads: list[threading.Thread] = []
+        self._closed = False
+
+    def __enter__(self) -> ScriptedDaemon:
+        self.socket_path.parent.mkdir(mode=0o700, exist_ok=True)
+        self._listener.bind(os.fspath(self.socket_path))
+        self._listener.listen(16)
+        self._start(self._accept)
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._closed = True
+        with contextlib.suppress(OSError):
+            self._listener.shutdown(socket.SHUT_RDWR)
+        self._listener.close()
+        self.drop_sessions()
+        for thread in self._threads:
+            thread.join(WAIT_S)
+        with contextlib.suppress(FileNotFoundError):
+            self.socket_path.unlink()
+
+    def drop_sessions(self) -> None:
+        """Close every session's socket, as a daemon that dies does."""
+        for session in list(self.sessions):
+            with contextlib.suppress(OSError):
+                session.connection.shutdown(socket.SHUT_RDWR)
+            session.connection.close()
+
+    def wait_until(self, predicate: Any, what: str) -> None:
+        with self.changed:
+            if not self.changed.wait_for(predicate, WAIT_S):
+                raise AssertionError(f"the scripted daemon never saw {what}")
+
+    def session(self, index: int) -> ScriptedSession:
+        self.wait_until(lambda: len(self.sessions) > index, f"session {index + 1}")
+        return self.sessions[index]
+
+    def _start(self, target: Any, *args: Any) -> None:
+        thread = threading.Thread(target=target, args=args, daemon=True)
+        self._threads.append(thread)
+        thread.start()
+
+    def _accept(self) -> None:
+        while not self._closed:
+            try:
+                connection, _ = self._listener.accept()
+            except OSError:
+                return
+            self._start(self._serve, connection)
+
+    def _serve(self, connection: socket.socket) -> None:
+        reader = connection.makefile("rb")
+        hello = json.loads(reader.readline())
+        with self.changed:
+            self.hellos.append(hello)
+            self.changed.notify_all()
+        if self.refusals:
+            code = self.refusals.pop(0)
+            connection.sendall(json.dumps({"ok": False, "code": code, "message": f"scripted {code}"}).encode() + b"\n")
+            connection.close()
+            return
+        session = ScriptedSession(connection, hello)
+        with self.changed:
+            self.sessions.append(session)
+            pid = 1000 + len(self.sessions)
+            self.changed.notify_all()
+        session.send({"ok": True, "pid": pid, "version": hello["version"], "session": f"s{pid}"})
+        try:
+            for raw in reader:
+                message = json.loads(raw)
+                with self.changed:
+                    session.lines.append(message)
+                    self.changed.notify_all()
+                self._answer(session, message)
+        except (OSError, ValueError):
+            return
+
+    def _answer(self, session: ScriptedSession, message: dict[str, Any]) -> None:
+        method, request_id = message.get("method"), message.get("id")
+        if method is None or request_id is None:
+            return
+        result: dict[str, Any]
+        if method == "initialize":
+            result = {
+                "protocolVersion": message["params"]["protocolVersion"],
+                "capabilities": CAPABILITIES,
+                "serverInfo": {"name": "scripted-daemon", "version": "1"},
+            }
+        elif method == "tools/list":
+            result = {"tools": [ECHO_TOOL]}
+        elif method == "tools/call":
+            arguments = message["params"].get("arguments", {})
+            action = arguments.get("action")
+            if action == "hang":
+                return  # in flight until the daemon goes
+            if action == "ask":
+                session.requests_sent += 1
+                session.send({"jsonrpc": "2.0", "id": session.requests_sent, "method": "roots/list"})
+                return
+            if action == "big":
+                text = "x" * arguments["size"]
+            else:
+                text = str(arguments.get("text", ""))
+            result = {"content": [{"type": "text", "text": text}]}
+        else:
+            result = {}
+        session.send({"jsonrpc": "2.0", "id": request_id, "result": result})
+
+
+class ShimHost:
+    """``mcpfleet serve`` run as a host runs it: its stdin and stdout are the session."""
+
+    def __init__(self, *arguments: str, env: dict[str, str] | None = None, cwd: Path | None = None) -> None:
+        self.process = subprocess.Popen(
+            [str(MCPFLEET), *arguments],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+            cwd=cwd,
+        )
+        self._lines: queue.Queue[bytes] = queue.Queue()
+        self._stderr: list[bytes] = []
+        threading.Thread(target=self._read_stdout, daemon=True).start()
+        threading.Thread(target=self._read_stderr, daemon=True).start()
+        self._next_id = 0
+
+    def __enter__(self) -> ShimHost:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait(WAIT_S)
+
+    @property
+    def stderr(self) -> str:
+        return b"".join(self._stderr).decode(errors="replace")
+
+    def send(self, document: dict[str, Any]) -> None:
+        self.send_raw(json.dumps(document).encode() + b"\n")
+
+    def send_raw(self, data: bytes) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.write(data)
+        self.process.stdin.flush()
+
+    def close_stdin(self) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.close()
+
+    def request(self, method: str, params: dict[str, Any] | None = None) -> int:
+        """Send a request; its id."""
+        self._next_id += 1
+        self.send({"jsonrpc": "2.0", "id": self._next_id, "method": method, "params": params or {}})
+        return self._next_id
+
+    def receive_line(self) -> bytes:
+        try:
+            return self._lines.get(timeout=WAIT_S)
+        except queue.Empty:
+            raise AssertionError(f"no line from the shim within {WAIT_S} s; stderr:\n{self.stderr}") from None
+
+    def receive(self) -> dict[str, Any]:
+        document: dict[str, Any] = json.loads(self.receive_line())
+        return document
+
+    def answer(self, request_id: int) -> dict[str, Any]:
+        """The next line, which must be the answer to ``request_id``."""
+        document = self.receive()
+        assert document.get("id") == request_id, document
+        return document
+
+    def call(self, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
+        return self.answer(self.request(method, params))
+
+    def initialize(self) -> dict[str, Any]:
+        answer = self.call(
+            "initialize",
+            {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test-host", "version": "1"}},
+        )
+        self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        return answer
+
+    def wait_exit(self) -> int:
+        return self.process.wait(WAIT_S)
+
+    def _read_stdout(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self._lines.put(line)
+
+    def _read_stderr(self) -> None:
+        assert self.process.stderr is not None
+        for line in self.process.stderr:
+            self._stderr.append(line)

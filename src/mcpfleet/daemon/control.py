@@ -12,7 +12,9 @@ still runs on it (a ``call`` is cancelled at its backend, a ``watch`` ends).
 fleet for the request's ``fleet`` (a ``FleetSpec``): the CLI prints what it is given.
 ``watch`` keeps such a view for as long as it runs and pushes ``{"event": "tools_changed",
 "id": <the watch's id>}`` after each change of that fleet's tools (a burst of changes
-gives one event: the reader lists the tools again anyway).
+gives one event: the reader lists the tools again anyway). ``cancel`` cancels one request
+of the same connection (a call its client gave up on), which then answers with an error
+(exit 130, as a command interrupted by Ctrl-C); the connection goes on.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ logger = logging.getLogger(__name__)
 READ_BYTES = 256 * 1024
 EXIT_FAILED = 1
 EXIT_USAGE = 2
+EXIT_CANCELLED = 130
 
 
 class ControlError(Exception):
@@ -63,6 +66,8 @@ class Operation:
     id: int | str
     request: dict[str, Any]
     send: Send
+    running: dict[int | str, anyio.CancelScope]
+    """The requests of this connection still running, by id (what ``cancel`` can reach)."""
     answered: bool = False
     after_answer: list[Callable[[], None]] = field(default_factory=list)
 
@@ -109,6 +114,7 @@ async def serve_control(
             await send_all(connection, data)
 
     framer = LineFramer(wire.MAX_CONTROL_LINE_BYTES)
+    running: dict[int | str, anyio.CancelScope] = {}
     async with anyio.create_task_group() as operations:
         chunk = already_read
         while True:
@@ -120,7 +126,7 @@ async def serve_control(
                     )
                     await send({"id": None, "error": {"message": message, "exit": EXIT_USAGE}})
                 elif line.strip():
-                    operations.start_soon(_run, service, client, bytes(line), send)
+                    operations.start_soon(_run, service, client, bytes(line), send, running)
             chunk = await _receive(connection)
             if not chunk:
                 break
@@ -140,7 +146,13 @@ async def _receive(connection: socket.socket) -> bytes:
             return b""
 
 
-async def _run(service: DaemonService, client: Client, line: bytes, send: Send) -> None:
+async def _run(
+    service: DaemonService,
+    client: Client,
+    line: bytes,
+    send: Send,
+    running: dict[int | str, anyio.CancelScope],
+) -> None:
     try:
         request = wire.decode_line(line)
     except wire.WireError as error:
@@ -157,11 +169,15 @@ async def _run(service: DaemonService, client: Client, line: bytes, send: Send) 
         return
     op = request.get("op")
     handler = OPERATIONS.get(op) if isinstance(op, str) else None
-    operation = Operation(service, client, request_id, request, send)
+    operation = Operation(service, client, request_id, request, send, running)
+    scope = running[request_id] = anyio.CancelScope()
     try:
-        if handler is None:
-            raise ControlError(f"unknown op {op!r}: one of {', '.join(OPERATIONS)}", EXIT_USAGE)
-        result = await handler(operation)
+        with scope:
+            if handler is None:
+                raise ControlError(f"unknown op {op!r}: one of {', '.join(OPERATIONS)}", EXIT_USAGE)
+            result = await handler(operation)
+        if scope.cancelled_caught and not operation.answered:
+            raise ControlError(f"{op} cancelled by its client", EXIT_CANCELLED)
     except ControlError as error:
         await send({"id": request_id, "error": {"message": error.message, "exit": error.exit_code}})
         return
@@ -171,6 +187,9 @@ async def _run(service: DaemonService, client: Client, line: bytes, send: Send) 
             {"id": request_id, "error": {"message": f"the daemon failed: {error}", "exit": EXIT_FAILED}}
         )
         return
+    finally:
+        if running.get(request_id) is scope:
+            del running[request_id]
     if not operation.answered:
         await operation.answer(result)
 
@@ -258,6 +277,17 @@ async def _watch(operation: Operation) -> dict[str, Any]:
             stop_listening()
 
 
+async def _cancel(operation: Operation) -> dict[str, Any]:
+    target = operation.request.get("request")
+    if isinstance(target, bool) or not isinstance(target, int | str):
+        raise ControlError('"request" must be the id of a request of this connection', EXIT_USAGE)
+    scope = operation.running.get(target)
+    if scope is not None and target != operation.id:
+        scope.cancel()
+    # A request that already ended has nothing left to cancel: that is no error.
+    return {}
+
+
 OPERATIONS: dict[str, OperationHandler] = {
     "ping": _ping,
     "status": _status,
@@ -266,5 +296,6 @@ OPERATIONS: dict[str, OperationHandler] = {
     "tools": _tools,
     "call": _call,
     "watch": _watch,
+    "cancel": _cancel,
 }
 assert OPERATIONS.keys() == wire.CONTROL_OPS.keys(), "every op of the wire is served, and only those"

@@ -380,3 +380,29 @@ async def test_a_config_edit_reaches_the_sessions_that_see_the_server(
 
 async def _listed(each: Session, tool: str) -> bool:
     return tool in await each.tool_names()
+
+
+async def test_a_user_server_that_names_the_workspace_runs_once_per_project(
+    isolated_home: Path, tmp_path: Path, projects: tuple[Path, Path]
+) -> None:
+    """Cursor's ``${workspaceFolder}`` in a user-level entry: sharing one backend would hand one
+    project's folder to the other's sessions, so each project gets its own."""
+    alpha, beta = projects
+    pids = tmp_path / "pids"
+    entry = fake("files", pids / "files", "--tool", "env", env={"ROOT": "${workspaceFolder}"})
+    cursor_file = isolated_home / ".cursor" / "mcp.json"
+    cursor_file.parent.mkdir()
+    cursor_file.write_text(json.dumps({"mcpServers": {"files": entry}}))
+    async with (
+        SharedFleet(DaemonSettings(), cache=None) as fleet,
+        session(fleet, alpha, "a1") as a1,
+        session(fleet, alpha, "a2") as a2,
+        session(fleet, beta, "b") as b,
+    ):
+        for each, root in ((a1, alpha), (a2, alpha), (b, beta)):
+            result = await each.client.call_tool("files_env", {"name": "ROOT"})
+            assert result.structured_content is not None
+            assert result.structured_content["value"] == str(root)
+        shared = sorted((row["share"], row["project"], row["sessions"]) for row in rows(fleet, "files"))
+        assert shared == [("project", str(alpha), 2), ("project", str(beta), 1)]
+    assert started(pids / "files") == 2

@@ -34,8 +34,8 @@ from mcpfleet.transport.stdio import LineFramer, OversizedLine, describe_size
 
 if TYPE_CHECKING:
     from mcpfleet.config.model import DiscoveryResult
-    from mcpfleet.daemon.fleet import FleetView
     from mcpfleet.daemon.service import Client, DaemonService
+    from mcpfleet.daemon.view import FleetView
     from mcpfleet.fleet.events import ManagerEvent
     from mcpfleet.fleet.startup import StartupReport
 

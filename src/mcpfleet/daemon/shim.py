@@ -49,7 +49,6 @@ from types import FrameType
 from typing import Any
 
 from mcpfleet import __version__
-from mcpfleet.cli.display import safe_text
 from mcpfleet.daemon import launch, wire
 from mcpfleet.transport.framing import LineFramer, OversizedLine, describe_size, edge_members
 
@@ -234,6 +233,8 @@ def _refusal_exit(code: str) -> int:
 
 def _say(message: str) -> None:
     """One line on stderr (the host logs it); text from the daemon shown as text."""
+    from mcpfleet.cli.display import safe_text
+
     sys.stderr.write(f"mcpfleet: {safe_text(' '.join(message.split()))}\n")
     sys.stderr.flush()
 

@@ -17,18 +17,13 @@ import contextlib
 import json
 import os
 import queue
-import shutil
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 MCPFLEET = Path(sys.executable).parent / "mcpfleet"
 WAIT_S = 20.0
@@ -41,22 +36,13 @@ CAPABILITIES = {
 ECHO_TOOL = {"name": "scripted_echo", "inputSchema": {"type": "object"}}
 
 
-@pytest.fixture
-def runtime_dir(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    """A short private runtime folder (a socket path has 107 bytes at most), and the daemon on."""
-    folder = Path(tempfile.mkdtemp(prefix="mf-", dir="/tmp"))
-    monkeypatch.setenv("MCPFLEET_RUNTIME_DIR", str(folder))
-    monkeypatch.delenv("MCPFLEET_NO_DAEMON", raising=False)
-    yield folder
-    shutil.rmtree(folder, ignore_errors=True)
-
-
 @dataclass
 class ScriptedSession:
     """One accepted connection: the hello it opened with and every line after it."""
 
     connection: socket.socket
     hello: dict[str, Any]
+    index: int
     lines: list[dict[str, Any]] = field(default_factory=list)
     requests_sent: int = 0
 
@@ -67,14 +53,25 @@ class ScriptedSession:
 class ScriptedDaemon:
     """A stand-in daemon on ``socket_path`` (see the module)."""
 
-    def __init__(self, socket_path: Path, *, refusals: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self,
+        socket_path: Path,
+        *,
+        refusals: tuple[str, ...] = (),
+        capabilities: dict[str, Any] | None = None,
+        silent_initialize: int = 0,
+    ) -> None:
         self.socket_path = socket_path
+        self.silent_initialize = silent_initialize
+        """How many sessions, the first ones, never answer ``initialize``."""
         self.refusals = list(refusals)
+        self.capabilities = CAPABILITIES if capabilities is None else capabilities
         self.sessions: list[ScriptedSession] = []
         self.hellos: list[dict[str, Any]] = []
         self.changed = threading.Condition()
         self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self._threads: list[threading.Thread] = []
+        self._accepted = 0
         self._closed = False
 
     def __enter__(self) -> ScriptedDaemon:
@@ -132,15 +129,22 @@ class ScriptedDaemon:
             self.changed.notify_all()
         if self.refusals:
             code = self.refusals.pop(0)
-            connection.sendall(json.dumps({"ok": False, "code": code, "message": f"scripted {code}"}).encode() + b"\n")
+            connection.sendall(
+                json.dumps({"ok": False, "code": code, "message": f"scripted {code}"}).encode() + b"\n"
+            )
             connection.close()
             return
-        session = ScriptedSession(connection, hello)
+        with self.changed:
+            session = ScriptedSession(connection, hello, index=self._accepted)
+            self._accepted += 1
+        pid = 1001 + session.index
+        try:
+            session.send({"ok": True, "pid": pid, "version": hello["version"], "session": f"s{pid}"})
+        except OSError:
+            return
         with self.changed:
             self.sessions.append(session)
-            pid = 1000 + len(self.sessions)
             self.changed.notify_all()
-        session.send({"ok": True, "pid": pid, "version": hello["version"], "session": f"s{pid}"})
         try:
             for raw in reader:
                 message = json.loads(raw)
@@ -157,9 +161,11 @@ class ScriptedDaemon:
             return
         result: dict[str, Any]
         if method == "initialize":
+            if session.index < self.silent_initialize:
+                return
             result = {
                 "protocolVersion": message["params"]["protocolVersion"],
-                "capabilities": CAPABILITIES,
+                "capabilities": self.capabilities,
                 "serverInfo": {"name": "scripted-daemon", "version": "1"},
             }
         elif method == "tools/list":
@@ -173,10 +179,14 @@ class ScriptedDaemon:
                 session.requests_sent += 1
                 session.send({"jsonrpc": "2.0", "id": session.requests_sent, "method": "roots/list"})
                 return
-            if action == "big":
-                text = "x" * arguments["size"]
-            else:
-                text = str(arguments.get("text", ""))
+            if action == "cut":
+                # Half an answer, then the daemon is gone.
+                session.connection.sendall(
+                    b'{"jsonrpc": "2.0", "id": ' + json.dumps(request_id).encode() + b", "
+                )
+                session.connection.shutdown(socket.SHUT_RDWR)
+                return
+            text = "x" * arguments["size"] if action == "big" else str(arguments.get("text", ""))
             result = {"content": [{"type": "text", "text": text}]}
         else:
             result = {}
@@ -253,7 +263,11 @@ class ShimHost:
     def initialize(self) -> dict[str, Any]:
         answer = self.call(
             "initialize",
-            {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test-host", "version": "1"}},
+            {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "test-host", "version": "1"},
+            },
         )
         self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
         return answer

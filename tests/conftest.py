@@ -56,8 +56,7 @@ def isolated_home(
         "MCPFLEET_GATEWAY_URL",
     ):
         monkeypatch.delenv(variable, raising=False)
-    # `mcpfleet serve` serves in its own process, as every gateway test expects; the daemon's
-    # tests (tests/integration/daemon/) take this away and use a runtime folder of their own.
+    # Serve in-process: a test that means the daemon says so (tests/unit/daemon, integration/daemon).
     monkeypatch.setenv("MCPFLEET_NO_DAEMON", "1")
     yield home
 

@@ -25,6 +25,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "mcpfleet.cli.auth_commands",
     "mcpfleet.cli.serve_commands",
     "mcpfleet.cli.hosts_commands",
+    "mcpfleet.cli.daemon_commands",
 )
 
 Handler = Callable[[argparse.Namespace], int]

@@ -1,8 +1,11 @@
 """How the reports look: one row type per report, one table of state styles.
 
-Each row is a frozen record with ``to_json()`` (its ``--json`` shape, key order included,
-which the CLI contract fixes) and ``cells()`` (its line of the rich table). ``render_table``
-turns rows into a table; the ``print_*`` functions write a report to the terminal.
+Each row is a frozen record with ``to_json()``, its ``--json`` shape (key order included,
+which the CLI contract fixes). The ``status`` and ``tools`` reports are drawn from that JSON
+document, not from the rows, because the document may come from the daemon
+(``mcpfleet.daemon.client``): ``server_cells`` and ``tool_cells`` make a table line of one
+JSON row, and ``print_status`` / ``print_tools`` draw a whole document. A ``config`` row
+draws itself (``cells()``). ``render_table`` turns lines into a table.
 
 Text from servers, config files and paths enters a cell only as ``rich_text`` (never as
 markup, control characters made visible), so a ``[/bogus]`` or an escape sequence in it is
@@ -13,9 +16,9 @@ never loads it.
 from __future__ import annotations
 
 import shlex
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from mcpfleet.cli.output import rich_text
 
@@ -67,14 +70,8 @@ def styled_state(state: str) -> Text:
     return rich_text(state, look_of(state).style)
 
 
-class Row(Protocol):
-    """One line of a report."""
-
-    COLUMNS: ClassVar[tuple[str, ...]]
-
-    def to_json(self) -> dict[str, Any]: ...
-
-    def cells(self) -> tuple[Text | str, ...]: ...
+Cells = tuple["Text | str", ...]
+"""One line of a table."""
 
 
 @dataclass(frozen=True)
@@ -115,24 +112,6 @@ class ServerRow:
             "protocol_version": self.protocol_version,
         }
 
-    def cells(self) -> tuple[Text | str, ...]:
-        total = self.timings_ms.get("total")
-        cached = " (cached at start)" if self.at_gate == "deferred" else ""
-        error = rich_text(self.error or "", multiline=True)
-        if self.stderr_tail:
-            error.append("\n")
-            error.append_text(
-                rich_text("stderr: " + " | ".join(self.stderr_tail[-STDERR_LINES_SHOWN:]), "dim")
-            )
-        return (
-            rich_text(self.name),
-            styled_state(self.state),
-            f"{self.tools}{cached}",
-            f"{total:.0f}" if total is not None else "",
-            rich_text(f"{self.source.provider_name} ({self.source.level})"),
-            error,
-        )
-
 
 @dataclass(frozen=True)
 class ToolRow:
@@ -156,13 +135,6 @@ class ToolRow:
             "deferred": self.deferred,
             "input_schema": self.input_schema,
         }
-
-    def cells(self) -> tuple[Text | str, ...]:
-        name = rich_text(self.name)
-        if self.deferred:
-            name.append(" (deferred)", "yellow")
-        lines = (self.description or "").strip().splitlines()
-        return name, rich_text(self.server), rich_text(lines[0] if lines else "")
 
 
 @dataclass(frozen=True)
@@ -275,34 +247,70 @@ class ErrorRow:
     def to_json(self) -> dict[str, str]:
         return {"path": self.path, "error": self.error}
 
-    def line(self) -> Text:
-        from rich.text import Text
 
-        return Text.assemble(("error", "red"), " ", rich_text(f"{self.path}: {self.error}"))
+def server_cells(server: Mapping[str, Any]) -> Cells:
+    """The status table's line of one ``servers`` row of the ``status --json`` document."""
+    timings = server.get("timings_ms") or {}
+    total = timings.get("total")
+    cached = " (cached at start)" if server.get("at_gate") == "deferred" else ""
+    error = rich_text(server.get("error") or "", multiline=True)
+    stderr_tail = server.get("stderr_tail") or []
+    if stderr_tail:
+        error.append("\n")
+        error.append_text(rich_text("stderr: " + " | ".join(stderr_tail[-STDERR_LINES_SHOWN:]), "dim"))
+    source = server.get("source") or {}
+    return (
+        rich_text(server.get("name", "")),
+        styled_state(str(server.get("state") or server.get("status", ""))),
+        f"{server.get('tools', 0)}{cached}",
+        f"{total:.0f}" if isinstance(total, int | float) else "",
+        rich_text(f"{source.get('provider_name', '')} ({source.get('level', '')})"),
+        error,
+    )
 
 
-def render_table(title: str | Text, columns: Sequence[str], rows: Sequence[Row]) -> Table:
-    """``rows`` under ``columns``; a ``str`` title is the report's own words (styled as a title)."""
+def tool_cells(tool: Mapping[str, Any]) -> Cells:
+    """The tools table's line of one ``tools`` row of the ``tools --json`` document."""
+    name = rich_text(tool.get("name", ""))
+    if tool.get("deferred"):
+        name.append(" (deferred)", "yellow")
+    lines = str(tool.get("description") or "").strip().splitlines()
+    return name, rich_text(tool.get("server", "")), rich_text(lines[0] if lines else "")
+
+
+def error_text(error: Mapping[str, Any]) -> Text:
+    """One ``errors`` row of a document, as the line printed under a report."""
+    from rich.text import Text
+
+    return Text.assemble(
+        ("error", "red"), " ", rich_text(f"{error.get('path', '')}: {error.get('error', '')}")
+    )
+
+
+def render_table(title: str | Text, columns: Sequence[str], lines: Iterable[Cells]) -> Table:
+    """``lines`` under ``columns``; a ``str`` title is the report's own words (styled as a title)."""
     from rich.table import Table
 
     table = Table(title=title)
     for column in columns:
         table.add_column(column, overflow="fold")
-    for row in rows:
-        table.add_row(*row.cells())
+    for cells in lines:
+        table.add_row(*cells)
     return table
 
 
-def status_table(rows: Sequence[ServerRow]) -> Table:
-    return render_table("MCP servers", ServerRow.COLUMNS, rows)
+def status_table(servers: Sequence[Mapping[str, Any]]) -> Table:
+    return render_table("MCP servers", ServerRow.COLUMNS, map(server_cells, servers))
 
 
-def tools_table(rows: Sequence[ToolRow]) -> Table:
-    return render_table(f"{len(rows)} MCP tools", ToolRow.COLUMNS, rows)
+def tools_table(tools: Sequence[Mapping[str, Any]]) -> Table:
+    return render_table(f"{len(tools)} MCP tools", ToolRow.COLUMNS, map(tool_cells, tools))
 
 
 def config_table(project: str, rows: Sequence[EntryRow]) -> Table:
-    return render_table(rich_text(f"MCP servers for {project}"), EntryRow.COLUMNS, rows)
+    return render_table(
+        rich_text(f"MCP servers for {project}"), EntryRow.COLUMNS, (row.cells() for row in rows)
+    )
 
 
 def console(stderr: bool = False) -> Console:
@@ -311,20 +319,21 @@ def console(stderr: bool = False) -> Console:
     return Console(stderr=stderr, highlight=False)
 
 
-def print_status(
-    rows: Sequence[ServerRow], errors: Sequence[ErrorRow], *, out: Console | None = None
-) -> None:
+def print_status(document: Mapping[str, Any], *, out: Console | None = None) -> None:
+    """The ``status`` report of its ``--json`` document."""
     out = out if out is not None else console()
-    if rows:
-        out.print(status_table(rows))
+    servers = document.get("servers") or []
+    if servers:
+        out.print(status_table(servers))
     else:
         out.print("No MCP servers found. `mcpfleet add NAME --command CMD` adds one.")
-    print_errors(errors)
+    print_errors(document.get("errors") or [])
 
 
-def print_tools(rows: Sequence[ToolRow], errors: Sequence[ErrorRow], *, out: Console | None = None) -> None:
-    (out if out is not None else console()).print(tools_table(rows))
-    print_errors(errors)
+def print_tools(document: Mapping[str, Any], *, out: Console | None = None) -> None:
+    """The ``tools`` report of its ``--json`` document."""
+    (out if out is not None else console()).print(tools_table(document.get("tools") or []))
+    print_errors(document.get("errors") or [])
 
 
 def print_config(project: str, rows: Sequence[EntryRow], out: Console) -> None:
@@ -343,7 +352,7 @@ def print_config(project: str, rows: Sequence[EntryRow], out: Console) -> None:
             out.print(Text(row.review_line()), soft_wrap=True)
 
 
-def print_errors(errors: Sequence[ErrorRow], *, err: Console | None = None) -> None:
+def print_errors(errors: Sequence[Mapping[str, Any]], *, err: Console | None = None) -> None:
     err = err if err is not None else console(stderr=True)
     for error in errors:
-        err.print(error.line())
+        err.print(error_text(error))

@@ -78,15 +78,14 @@ async def served_tools_command(args: argparse.Namespace, connect: Connect) -> in
             extra["score"] = score
         rows.append((row, extra))
     errors = [ErrorRow.of(failure) for failure in [*discovery.errors, *result.failures]]
+    document = {
+        "tools": [{**row.to_json(), **extra} for row, extra in rows],
+        "errors": [error.to_json() for error in errors],
+    }
     if args.json:
-        emit_json(
-            {
-                "tools": [{**row.to_json(), **extra} for row, extra in rows],
-                "errors": [error.to_json() for error in errors],
-            }
-        )
+        emit_json(document)
     else:
         from mcpfleet.cli.render import print_tools
 
-        print_tools([row for row, _ in rows], errors)
+        print_tools(document)
     return EXIT_FAILED if args.strict and result.errors else EXIT_OK

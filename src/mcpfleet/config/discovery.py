@@ -218,7 +218,15 @@ def _normalise(
     if not isinstance(raw, dict):
         return None, ("invalid", f'server "{name}" must be an object')
     try:
-        return build_server(name, spec.adapt(raw), base_dir=spec.path.parent), None
+        config = build_server(name, spec.adapt(raw), base_dir=spec.path.parent)
+        if config.share == "user" and spec.level != "user":
+            # A repository (or a per-project entry) must never put a backend in front of the
+            # sessions of every other project.
+            raise EntryError(
+                f'"share": "user" is for user-level entries only; a {spec.level} server is shared at '
+                'most by the sessions of its project ("project", the default, or "session")'
+            )
+        return config, None
     except EntryError as error:
         return None, ("invalid", f'server "{name}": {error}')
     except SkippedEntry as error:

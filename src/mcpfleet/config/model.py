@@ -17,6 +17,10 @@ from mcpfleet.errors import Failure
 Transport = Literal["stdio", "http", "sse"]
 Level = Literal["local", "project", "user"]
 EntryState = Literal["active", "disabled", "shadowed", "pending-approval", "invalid", "filtered"]
+Share = Literal["user", "project", "session"]
+"""Who shares one backend of a server under the daemon: every session of the user, the
+sessions of one project, or each session its own (``share`` in a server entry)."""
+SHARES: tuple[Share, ...] = ("user", "project", "session")
 
 DEFAULT_TIMEOUT_MS = 30_000
 DEFAULT_TOOL_TIMEOUT_MS = 10 * 60 * 1000
@@ -91,6 +95,17 @@ class ServerConfig:
     ``!command`` or looked up as a variable name at connect time."""
     literal_header_keys: frozenset[str] = frozenset()
     """The same for ``headers``."""
+    share: Share | None = None
+    """Who shares one backend of it under the daemon; ``None``: by its level (a user-level
+    entry ``user``, a project or local one ``project``). Like ``keep_warm`` and
+    ``idle_timeout_s``, it says how the daemon runs the server, not what runs: it is left out
+    of ``to_dict``, hence of the fingerprint (editing it neither restarts the server nor asks
+    for a new approval)."""
+    keep_warm: bool = False
+    """Under the daemon, never stopped for being unused."""
+    idle_timeout_s: float | None = None
+    """Under the daemon, stopped after this many seconds unused; ``None``: the daemon's
+    ``idleTimeout``."""
 
     @property
     def effective_timeout_ms(self) -> int:

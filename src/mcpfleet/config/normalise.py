@@ -3,7 +3,7 @@
 Each tool gets a small *adapter* that renames its keys into one canonical dict
 (``type``, ``command``, ``args``, ``env``, ``cwd``, ``url``, ``headers``, ``enabled``,
 ``timeout_ms``, ``tool_timeout_ms``, ``include_tools``, ``exclude_tools``, ``oauth``,
-``max_message_bytes``);
+``max_message_bytes``, and the daemon's ``share``, ``keep_warm``, ``idle_timeout_s``);
 ``build_server`` then validates that dict once, for every tool alike.
 """
 
@@ -16,7 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from mcpfleet.config.model import ServerConfig, Transport, fingerprint_of
+from mcpfleet.config.model import SHARES, ServerConfig, Share, Transport, fingerprint_of
 from mcpfleet.config.substitution import CODEX_BEARER_HEADER
 
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9_.:-]{1,100}$")
@@ -119,6 +119,9 @@ def adapt_standard(
         "exclude_tools": _first(raw, "excludeTools", "disabledTools"),
         "oauth": raw.get("oauth"),
         "max_message_bytes": raw.get("maxMessageBytes"),
+        "share": raw.get("share"),
+        "keep_warm": _first(raw, "keepWarm", "keep_warm"),
+        "idle_timeout_s": _first(raw, "idleTimeout", "idle_timeout"),
     }
 
 
@@ -290,6 +293,9 @@ def build_server(name: str, fields: Canonical, *, base_dir: Path) -> ServerConfi
         exclude_tools=tuple(_string_list(fields, "exclude_tools") or ()),
         oauth=_oauth(fields.get("oauth")),
         max_message_bytes=_byte_count(fields, "max_message_bytes"),
+        share=_share(fields.get("share")),
+        keep_warm=_keep_warm(fields.get("keep_warm")),
+        idle_timeout_s=_seconds(fields.get("idle_timeout_s")),
     )
     return _with_fingerprint(config)
 
@@ -377,6 +383,36 @@ def _byte_count(fields: Canonical, key: str) -> int | None:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise EntryError(f'"maxMessageBytes" must be a whole number of bytes >= 1, not {value!r}')
     return value
+
+
+def _share(value: Any) -> Share | None:
+    if value is None:
+        return None
+    for share in SHARES:
+        if value == share:
+            return share
+    raise EntryError(f'"share" must be one of {", ".join(repr(share) for share in SHARES)}, not {value!r}')
+
+
+def _keep_warm(value: Any) -> bool:
+    if value is None:
+        return False
+    if not isinstance(value, bool):
+        raise EntryError(f'"keepWarm" must be true or false, not {value!r}')
+    return value
+
+
+def _seconds(value: Any) -> float | None:
+    if value is None:
+        return None
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or not 0 <= value <= MAX_TIMEOUT_MS / 1000
+    ):
+        raise EntryError(f'"idleTimeout" must be a number of seconds >= 0, not {value!r}')
+    return float(value)
 
 
 def _boolean(value: Any) -> bool:

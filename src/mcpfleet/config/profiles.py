@@ -23,6 +23,11 @@ case-sensitively (``fnmatch`` rules: ``*``, ``?``, ``[abc]``).
 lower-cased) to the number of tools it handles well, or ``null`` for no limit; these come
 before the gateway's own table of known hosts (``gateway.budget.KNOWN_CLIENT_BUDGETS``).
 
+``"daemon": {"idleTimeout": 600, "daemonIdleTimeout": 1800}`` (seconds; ``idle_timeout`` and
+``daemon_idle_timeout`` are read too) sets the daemon's lifetimes: how long a shared server
+runs with no session using it (unless its entry says otherwise), and how long the daemon
+itself runs with no session at all (``DaemonSettings``).
+
 Only the user's file is read: a project (a cloned repository) does not choose what a host is
 served. Every problem is one ``ConfigError`` naming the file and the fix.
 """
@@ -30,6 +35,7 @@ served. Every problem is one ``ConfigError`` naming the file and the fix.
 from __future__ import annotations
 
 import fnmatch
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,6 +50,15 @@ if TYPE_CHECKING:
 
 PROFILES_KEY = "profiles"
 BUDGETS_KEY = "toolBudgets"
+DAEMON_KEY = "daemon"
+DEFAULT_IDLE_TIMEOUT_S = 600.0
+"""How long the daemon keeps a server no session uses (10 minutes)."""
+DEFAULT_DAEMON_IDLE_TIMEOUT_S = 1800.0
+"""How long the daemon runs with no session connected (30 minutes)."""
+_DAEMON_KEYS: dict[str, tuple[str, ...]] = {
+    "idle_timeout_s": ("idleTimeout", "idle_timeout"),
+    "daemon_idle_timeout_s": ("daemonIdleTimeout", "daemon_idle_timeout"),
+}
 _PROFILE_KEYS = ("servers", "include", "exclude", "pin")
 
 
@@ -92,6 +107,17 @@ def _matches(globs: tuple[str, ...], server: str, tool: str, served_name: str) -
 
 
 @dataclass(frozen=True)
+class DaemonSettings:
+    """The daemon's lifetimes (``"daemon"`` in mcpfleet's user config), in seconds."""
+
+    idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S
+    """A shared server with no session using it for this long is stopped (a server entry's
+    ``idleTimeout`` overrides it; ``keepWarm`` servers never are)."""
+    daemon_idle_timeout_s: float = DEFAULT_DAEMON_IDLE_TIMEOUT_S
+    """The daemon with no session or control connection for this long exits."""
+
+
+@dataclass(frozen=True)
 class GatewaySettings:
     """The gateway's part of mcpfleet's user config."""
 
@@ -99,6 +125,7 @@ class GatewaySettings:
     profiles: Mapping[str, Profile] = field(default_factory=dict)
     client_budgets: tuple[tuple[str, int | None], ...] = ()
     """``(glob over the lower-cased client name, budget)`` in the file's order."""
+    daemon: DaemonSettings = field(default_factory=DaemonSettings)
 
     def profile(self, name: str) -> Profile:
         """The profile called ``name``; a ``ConfigError`` naming it when there is none."""
@@ -126,6 +153,7 @@ def read_gateway_settings(path: Path | None = None) -> GatewaySettings:
         path,
         profiles=_profiles(document.get(PROFILES_KEY), path),
         client_budgets=_budgets(document.get(BUDGETS_KEY), path),
+        daemon=_daemon(document.get(DAEMON_KEY), path),
     )
 
 
@@ -186,3 +214,40 @@ def _budgets(raw: Any, path: Path) -> tuple[tuple[str, int | None], ...]:
             )
         budgets.append((pattern.lower(), budget))
     return tuple(budgets)
+
+
+def _daemon(raw: Any, path: Path) -> DaemonSettings:
+    if raw is None:
+        return DaemonSettings()
+    example = '{"idleTimeout": 600, "daemonIdleTimeout": 1800}'
+    if not isinstance(raw, Mapping):
+        raise ConfigError(f'{path}: "{DAEMON_KEY}" must be an object, e.g. {example}', path=str(path))
+    known = {key for spellings in _DAEMON_KEYS.values() for key in spellings}
+    unknown = sorted(str(key) for key in raw if key not in known)
+    if unknown:
+        raise ConfigError(
+            f'{path}: "{DAEMON_KEY}" has an unknown key "{unknown[0]}"; use idleTimeout, daemonIdleTimeout',
+            path=str(path),
+        )
+    values: dict[str, float] = {}
+    for field_name, spellings in _DAEMON_KEYS.items():
+        given = [key for key in spellings if key in raw]
+        if len(given) > 1:
+            raise ConfigError(
+                f'{path}: "{DAEMON_KEY}" sets both "{given[0]}" and "{given[1]}"; keep one', path=str(path)
+            )
+        if not given:
+            continue
+        value = raw[given[0]]
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or not math.isfinite(value)
+            or value < 0
+        ):
+            raise ConfigError(
+                f'{path}: "{DAEMON_KEY}.{given[0]}" must be a number of seconds >= 0, not {value!r}',
+                path=str(path),
+            )
+        values[field_name] = float(value)
+    return DaemonSettings(**values)

@@ -521,11 +521,12 @@ class _Relay:
         with self._lock:
             if self._finished.is_set():
                 return
+            # Said before the main thread is let go: the process ends as soon as it returns.
+            if message is not None:
+                _say(message)
             self._exit_code = code
             self._finished.set()
             self._connected.notify_all()
-        if message is not None:
-            _say(message)
 
     # host -> daemon
 

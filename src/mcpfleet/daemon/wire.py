@@ -13,7 +13,8 @@ per line in both directions, exactly as on the host's stdio: the shim only copie
 ``control`` connection carries requests ``{"id": 1, "op": "tools", ...}`` answered by
 ``{"id": 1, "result": {...}}`` or ``{"id": 1, "error": {"message", "exit"}}`` (``exit`` is
 the exit code a command should end with), in any order, and events the daemon pushes
-``{"event": "tools_changed"}`` (``CONTROL_OPS`` lists the requests).
+``{"event": "tools_changed"}`` (``CONTROL_OPS`` lists the requests). A request still running
+when its connection closes is cancelled; ``cancel`` cancels one and keeps the connection.
 
 ``env`` carries the variables that decide which config files a fleet reads
 (``CONFIG_ENVIRONMENT``): a session whose values differ from the daemon's would see other
@@ -68,6 +69,7 @@ CONTROL_OPS: dict[str, str] = {
     "tools": "{fleet, server?} -> the `tools --json` document of that fleet",
     "call": "{fleet, tool, arguments} -> the `call --json` document",
     "watch": '{fleet} -> {} then {"event": "tools_changed"} whenever that fleet\'s tools change',
+    "cancel": "{request} -> {} and request `request` of this connection (a call) is cancelled",
 }
 
 

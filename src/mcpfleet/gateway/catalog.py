@@ -33,7 +33,8 @@ from mcpfleet.redaction import redact_text
 
 if TYPE_CHECKING:
     from mcpfleet.client.definitions import ToolDefinition
-    from mcpfleet.fleet.manager import MCPManager, StartupReport
+    from mcpfleet.fleet.startup import StartupReport
+    from mcpfleet.gateway.fleet_protocol import Fleet
 
 ListKind = Literal["tools", "resources", "prompts"]
 
@@ -131,7 +132,7 @@ def served_tool(definition: ToolDefinition, served_name: str) -> dict[str, Any]:
 
 
 def build_catalog(
-    manager: MCPManager, policy: NamingPolicy, listings: Mapping[str, ServerListings] | None = None
+    manager: Fleet, policy: NamingPolicy, listings: Mapping[str, ServerListings] | None = None
 ) -> ServedCatalog:
     """The snapshot of what ``manager``'s fleet serves now, named under ``policy``.
 
@@ -220,7 +221,7 @@ def _template_matches(template: str, uri: str) -> bool:
     return re.fullmatch(pattern, uri, flags=re.DOTALL) is not None
 
 
-def instructions_for(manager: MCPManager, report: StartupReport | None, catalog: ServedCatalog) -> str:
+def instructions_for(manager: Fleet, report: StartupReport | None, catalog: ServedCatalog) -> str:
     """What the gateway tells the model about itself: which servers it serves, and which it
     does not, each with the command that fixes it. Secrets are masked."""
     lines = ["mcpfleet gateway: the MCP servers configured for this user and project, served as one."]

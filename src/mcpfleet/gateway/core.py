@@ -40,7 +40,8 @@ from mcpfleet.redaction import redact_text
 if TYPE_CHECKING:
     from mcpfleet.config.model import DiscoveryResult
     from mcpfleet.fleet.events import ManagerEvent
-    from mcpfleet.fleet.manager import MCPManager, StartupReport
+    from mcpfleet.fleet.startup import StartupReport
+    from mcpfleet.gateway.fleet_protocol import Fleet
 
 logger = logging.getLogger(__name__)
 
@@ -128,11 +129,14 @@ class _Subscription:
 
 
 class Gateway(anyio.AsyncContextManagerMixin):
-    """``async with Gateway(manager) as gateway``: the fleet, connected and ready to be served."""
+    """``async with Gateway(manager) as gateway``: the fleet, connected and ready to be served.
+
+    ``manager`` is an ``MCPManager`` (this process's own fleet) or anything else with the
+    surface of ``gateway.fleet_protocol.Fleet`` (the daemon's view of its shared fleet)."""
 
     def __init__(
         self,
-        manager: MCPManager,
+        manager: Fleet,
         *,
         naming: NamingPolicy | None = None,
         relay: Relay | None = None,

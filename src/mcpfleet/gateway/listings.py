@@ -27,7 +27,7 @@ import anyio
 from mcpfleet.errors import MCPFleetError
 
 if TYPE_CHECKING:
-    from mcpfleet.fleet.manager import MCPManager
+    from mcpfleet.gateway.fleet_protocol import Fleet
 
 logger = logging.getLogger(__name__)
 
@@ -50,7 +50,7 @@ ServerListings = Mapping[ListingKind, list[dict[str, Any]]]
 class Listings:
     """Each backend's resources, resource templates and prompts, as last listed or cached."""
 
-    def __init__(self, manager: MCPManager, on_change: Callable[[], None]) -> None:
+    def __init__(self, manager: Fleet, on_change: Callable[[], None]) -> None:
         self._manager = manager
         self._on_change = on_change
         self._by_server: dict[str, dict[ListingKind, list[dict[str, Any]]]] = {}

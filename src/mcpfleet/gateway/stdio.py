@@ -86,19 +86,32 @@ def claimed_standard_streams() -> Iterator[tuple[int, int]]:
 
 @asynccontextmanager
 async def wire_streams(
-    wire_in: int, wire_out: int, *, max_message_bytes: int = MAX_MESSAGE_BYTES
+    wire_in: int,
+    wire_out: int,
+    *,
+    max_message_bytes: int = MAX_MESSAGE_BYTES,
+    labels: tuple[str, str] = ("stdin", "stdout"),
+    already_read: bytes = b"",
 ) -> AsyncIterator[
     tuple[MemoryObjectReceiveStream[SessionMessage | Exception], MemoryObjectSendStream[SessionMessage]]
 ]:
-    """The SDK's two message streams over two descriptors of JSON-RPC lines (see the module)."""
+    """The SDK's two message streams over two descriptors of JSON-RPC lines (see the module).
+
+    The two may be one descriptor (a connected socket: the daemon serves a session on one);
+    ``labels`` name them in log lines. Neither is closed here: they are the caller's.
+    ``already_read`` is what the caller read from ``wire_in`` past its own first line (the
+    daemon's hello): the start of the stream.
+    """
     from mcp.shared.message import SessionMessage
 
     read_send, read_receive = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     write_send, write_receive = anyio.create_memory_object_stream[SessionMessage](0)
-    reader = _Wire(wire_in, "stdin")
-    writer = _Wire(wire_out, "stdout")
+    reader = _Wire(wire_in, labels[0])
+    writer = _Wire(wire_out, labels[1])
     async with anyio.create_task_group() as task_group:
-        task_group.start_soon(_read_messages, reader, read_send, write_send.clone(), max_message_bytes)
+        task_group.start_soon(
+            _read_messages, reader, read_send, write_send.clone(), max_message_bytes, already_read
+        )
         task_group.start_soon(_write_messages, writer, write_receive)
         try:
             yield read_receive, write_send
@@ -154,10 +167,18 @@ async def _read_messages(
     messages: MemoryObjectSendStream[SessionMessage | Exception],
     replies: MemoryObjectSendStream[SessionMessage],
     max_message_bytes: int,
+    already_read: bytes,
 ) -> None:
     framer = LineFramer(max_message_bytes)
     async with messages, replies:
+        chunk = already_read
         while True:
+            for line in framer.feed(chunk):
+                message, reply = _decode(line, max_message_bytes)
+                if message is not None:
+                    await messages.send(message)
+                elif reply is not None:
+                    await replies.send(reply)
             try:
                 chunk = await wire.read()
             except OSError as error:
@@ -166,12 +187,6 @@ async def _read_messages(
                 return
             if not chunk:
                 return
-            for line in framer.feed(chunk):
-                message, reply = _decode(line, max_message_bytes)
-                if message is not None:
-                    await messages.send(message)
-                elif reply is not None:
-                    await replies.send(reply)
 
 
 async def _write_messages(wire: _Wire, outgoing: MemoryObjectReceiveStream[SessionMessage]) -> None:

@@ -1,23 +1,70 @@
-"""Fixtures of the daemon's tests: a runtime folder of their own, with the daemon allowed."""
+"""Fixtures of every daemon test: a private runtime folder, the daemon allowed, nothing left.
+
+``daemon_runtime`` (autouse) points ``MCPFLEET_RUNTIME_DIR`` at a short folder of the test's
+own under /tmp (a Unix socket path holds 107 bytes: pytest's folders are too deep) and unsets
+``MCPFLEET_NO_DAEMON``. At teardown it stops the daemon answering there (SIGTERM, SIGKILL
+after 10 s) and fails the test if any process started under the test's home is still alive
+(a daemon that drained away from its socket, a server, a watchdog), after killing them.
+
+``start_daemon`` starts ``mcpfleet daemon run`` with the given options and waits until it
+accepts.
+"""
 
 from __future__ import annotations
 
 import shutil
+import signal
+import subprocess
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from tests.integration.daemon.daemon_harness import (
+    DaemonProcess,
+    describe,
+    processes_of_home,
+    signal_quietly,
+    stop_daemon_of_runtime_dir,
+    wait_until_gone,
+)
+
+StartDaemon = Callable[..., DaemonProcess]
 
 
-@pytest.fixture
-def runtime_dir(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    """A short private runtime folder (a socket path has 107 bytes at most), and the daemon on."""
+@pytest.fixture(autouse=True)
+def daemon_runtime(monkeypatch: pytest.MonkeyPatch, isolated_home: Path) -> Iterator[Path]:
     folder = Path(tempfile.mkdtemp(prefix="mf-", dir="/tmp"))
     monkeypatch.setenv("MCPFLEET_RUNTIME_DIR", str(folder))
     monkeypatch.delenv("MCPFLEET_NO_DAEMON", raising=False)
-    yield folder
-    if folder.is_symlink():
-        folder.unlink()
-    else:
+    try:
+        yield folder
+    finally:
+        stop_daemon_of_runtime_dir()
+        left = wait_until_gone(processes_of_home(isolated_home))
+        if left:
+            description = describe(left)
+            signal_quietly(left, signal.SIGKILL)
         shutil.rmtree(folder, ignore_errors=True)
+        assert not left, f"processes left after the test: {description}"
+
+
+@pytest.fixture
+def start_daemon(isolated_home: Path) -> Iterator[StartDaemon]:
+    """``start_daemon(*options, wait=True)``: a ``mcpfleet daemon run`` of this test's runtime folder."""
+    started: list[DaemonProcess] = []
+
+    def start(*options: str, wait: bool = True) -> DaemonProcess:
+        daemon = DaemonProcess.start(*options, log_dir=isolated_home, wait=wait)
+        started.append(daemon)
+        return daemon
+
+    yield start
+    for daemon in started:
+        if daemon.process.poll() is None:
+            daemon.signal(signal.SIGTERM)
+            try:
+                daemon.wait_exit()
+            except subprocess.TimeoutExpired:
+                daemon.signal(signal.SIGKILL)
+                daemon.process.wait()

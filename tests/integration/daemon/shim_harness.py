@@ -104,6 +104,9 @@ class ScriptedDaemon:
             if not self.changed.wait_for(predicate, WAIT_S):
                 raise AssertionError(f"the scripted daemon never saw {what}")
 
+    def wait_for_lines(self, session: ScriptedSession, count: int) -> None:
+        self.wait_until(lambda: len(session.lines) >= count, f"{count} lines in session {session.index + 1}")
+
     def session(self, index: int) -> ScriptedSession:
         self.wait_until(lambda: len(self.sessions) > index, f"session {index + 1}")
         return self.sessions[index]
@@ -208,7 +211,8 @@ class ShimHost:
         self._lines: queue.Queue[bytes] = queue.Queue()
         self._stderr: list[bytes] = []
         threading.Thread(target=self._read_stdout, daemon=True).start()
-        threading.Thread(target=self._read_stderr, daemon=True).start()
+        self._stderr_reader = threading.Thread(target=self._read_stderr, daemon=True)
+        self._stderr_reader.start()
         self._next_id = 0
 
     def __enter__(self) -> ShimHost:
@@ -217,7 +221,7 @@ class ShimHost:
     def __exit__(self, *exc_info: object) -> None:
         if self.process.poll() is None:
             self.process.kill()
-        self.process.wait(WAIT_S)
+        self.wait_exit()
 
     @property
     def stderr(self) -> str:
@@ -273,7 +277,10 @@ class ShimHost:
         return answer
 
     def wait_exit(self) -> int:
-        return self.process.wait(WAIT_S)
+        """The exit code, once the shim has ended and all it wrote on stderr is read."""
+        code = self.process.wait(WAIT_S)
+        self._stderr_reader.join(WAIT_S)
+        return code
 
     def _read_stdout(self) -> None:
         assert self.process.stdout is not None

@@ -45,7 +45,7 @@ def gone(pid: int) -> bool:
 
 
 @pytest.fixture
-def record(runtime_dir: Path, tmp_path: Path) -> Iterator[Path]:
+def record(daemon_runtime: Path, tmp_path: Path) -> Iterator[Path]:
     """The stand-ins' record; every stand-in started is stopped at the end."""
     path = tmp_path / "started.jsonl"
     yield path
@@ -97,22 +97,24 @@ def test_the_daemon_is_detached_in_a_neutral_folder(
     assert daemon["stdin"] == daemon["stdout"] == os.devnull
 
 
-def test_a_stale_socket_is_replaced(record: Path, runtime_dir: Path) -> None:
-    socket_file = runtime_dir / "daemon.sock"
+def test_a_stale_socket_is_replaced(record: Path, daemon_runtime: Path) -> None:
+    socket_file = daemon_runtime / "daemon.sock"
     dead = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     dead.bind(str(socket_file))  # bound, never listening: what a killed daemon leaves
     dead.close()
-    stale_inode = socket_file.stat().st_ino
+    with pytest.raises(ConnectionRefusedError):
+        socket.socket(socket.AF_UNIX).connect(str(socket_file))
 
     assert launch.start_daemon(command=stand_in(record, 0)) is True
     assert len(started(record)) == 1
-    assert socket_file.stat().st_ino != stale_inode
+    with socket.socket(socket.AF_UNIX) as probe:
+        probe.connect(str(socket_file))  # the new daemon's
     # It runs now: asking again starts nothing.
     assert launch.start_daemon(command=stand_in(record, 0)) is False
     assert len(started(record)) == 1
 
 
-def test_a_daemon_that_exits_before_it_listens_is_reported_with_its_log(runtime_dir: Path) -> None:
+def test_a_daemon_that_exits_before_it_listens_is_reported_with_its_log(daemon_runtime: Path) -> None:
     command = [sys.executable, "-c", "import sys; print('daemon trouble', file=sys.stderr); sys.exit(3)"]
     with pytest.raises(
         launch.DaemonStartError, match=r"exited \(code 3\) before it accepted connections"
@@ -124,7 +126,7 @@ def test_a_daemon_that_exits_before_it_listens_is_reported_with_its_log(runtime_
     assert stat.S_IMODE(log_file.stat().st_mode) == 0o600
 
 
-def test_a_daemon_that_never_listens_is_stopped_after_the_bound(runtime_dir: Path, tmp_path: Path) -> None:
+def test_a_daemon_that_never_listens_is_stopped_after_the_bound(daemon_runtime: Path, tmp_path: Path) -> None:
     pid_file = tmp_path / "pid"
     command = [
         sys.executable,

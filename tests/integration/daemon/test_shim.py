@@ -28,11 +28,11 @@ def call(action: str, **arguments: Any) -> dict[str, Any]:
     return {"name": "scripted_echo", "arguments": {"action": action, **arguments}}
 
 
-def test_the_shim_relays_both_ways_and_says_which_fleet(runtime_dir: Path, tmp_path: Path) -> None:
+def test_the_shim_relays_both_ways_and_says_which_fleet(daemon_runtime: Path, tmp_path: Path) -> None:
     project = tmp_path / "project"
     project.mkdir()
     with (
-        ScriptedDaemon(runtime_dir / "daemon.sock") as daemon,
+        ScriptedDaemon(daemon_runtime / "daemon.sock") as daemon,
         ShimHost(
             "--trust-project",
             "--startup-timeout",
@@ -83,9 +83,9 @@ def test_the_shim_relays_both_ways_and_says_which_fleet(runtime_dir: Path, tmp_p
 
 
 def test_a_lost_daemon_is_replaced_without_the_host_noticing_more_than_a_list_change(
-    runtime_dir: Path,
+    daemon_runtime: Path,
 ) -> None:
-    with ScriptedDaemon(runtime_dir / "daemon.sock") as daemon, ShimHost("serve") as host:
+    with ScriptedDaemon(daemon_runtime / "daemon.sock") as daemon, ShimHost("serve") as host:
         host.initialize()
         first = daemon.session(0)
         in_flight = host.request("tools/call", call("hang"))
@@ -121,10 +121,10 @@ def test_a_lost_daemon_is_replaced_without_the_host_noticing_more_than_a_list_ch
     assert "the session goes on" in host.stderr
 
 
-def test_the_host_hears_of_the_lists_its_first_answer_declared_only(runtime_dir: Path) -> None:
+def test_the_host_hears_of_the_lists_its_first_answer_declared_only(daemon_runtime: Path) -> None:
     with (
         ScriptedDaemon(
-            runtime_dir / "daemon.sock", capabilities={"tools": {"listChanged": True}, "prompts": {}}
+            daemon_runtime / "daemon.sock", capabilities={"tools": {"listChanged": True}, "prompts": {}}
         ) as daemon,
         ShimHost("serve") as host,
     ):
@@ -135,8 +135,8 @@ def test_the_host_hears_of_the_lists_its_first_answer_declared_only(runtime_dir:
         assert host.call("ping")["result"] == {}
 
 
-def test_a_daemon_gone_in_the_middle_of_a_line_leaves_the_host_lines_it_can_read(runtime_dir: Path) -> None:
-    with ScriptedDaemon(runtime_dir / "daemon.sock") as daemon, ShimHost("serve") as host:
+def test_a_daemon_gone_mid_line_leaves_the_host_lines_it_can_read(daemon_runtime: Path) -> None:
+    with ScriptedDaemon(daemon_runtime / "daemon.sock") as daemon, ShimHost("serve") as host:
         host.initialize()
         cut = host.request("tools/call", call("cut"))
         broken = host.receive_line()
@@ -153,9 +153,9 @@ def test_a_daemon_gone_in_the_middle_of_a_line_leaves_the_host_lines_it_can_read
         daemon.session(1)
 
 
-def test_an_initialize_in_flight_is_sent_again_as_it_came(runtime_dir: Path) -> None:
+def test_an_initialize_in_flight_is_sent_again_as_it_came(daemon_runtime: Path) -> None:
     with (
-        ScriptedDaemon(runtime_dir / "daemon.sock", silent_initialize=1) as daemon,
+        ScriptedDaemon(daemon_runtime / "daemon.sock", silent_initialize=1) as daemon,
         ShimHost("serve") as host,
     ):
         initialize = host.request("initialize", {"protocolVersion": "2025-06-18", "capabilities": {}})
@@ -168,41 +168,46 @@ def test_an_initialize_in_flight_is_sent_again_as_it_came(runtime_dir: Path) -> 
         assert daemon.session(1).lines == first.lines
 
 
-def test_a_daemon_that_keeps_going_away_ends_the_shim(runtime_dir: Path) -> None:
-    with ScriptedDaemon(runtime_dir / "daemon.sock") as daemon, ShimHost("serve") as host:
+def test_a_daemon_that_keeps_going_away_ends_the_shim(daemon_runtime: Path) -> None:
+    with ScriptedDaemon(daemon_runtime / "daemon.sock") as daemon, ShimHost("serve") as host:
         host.initialize()
         for index in range(RECONNECT_LIMIT + 1):
-            daemon.session(index)
+            session = daemon.session(index)
+            # Dropped once the session is carried over (the replay done), each time.
+            daemon.wait_for_lines(session, 2)
             daemon.drop_sessions()
         assert host.wait_exit() == 1
-    assert f"went away {RECONNECT_LIMIT} times" in host.stderr
+    lines = host.stderr.splitlines()
+    assert len(lines) == RECONNECT_LIMIT + 1
+    assert all("the session goes on" in line for line in lines[:-1])
+    assert f"went away {RECONNECT_LIMIT} times within 30 s" in lines[-1]
 
 
-def test_a_daemon_of_another_version_is_replaced_once(runtime_dir: Path) -> None:
+def test_a_daemon_of_another_version_is_replaced_once(daemon_runtime: Path) -> None:
     with (
-        ScriptedDaemon(runtime_dir / "daemon.sock", refusals=("version-mismatch",)) as daemon,
+        ScriptedDaemon(daemon_runtime / "daemon.sock", refusals=("version-mismatch",)) as daemon,
         ShimHost("serve") as host,
     ):
         assert host.initialize()["result"]["serverInfo"]["name"] == "scripted-daemon"
         assert len(daemon.hellos) == 2
 
     with (
-        ScriptedDaemon(runtime_dir / "daemon.sock", refusals=("version-mismatch", "draining")) as daemon,
+        ScriptedDaemon(daemon_runtime / "daemon.sock", refusals=("version-mismatch", "draining")) as daemon,
         ShimHost("serve") as host,
     ):
         assert host.wait_exit() == 1
     assert "refused the session: scripted draining" in host.stderr
 
 
-def test_a_session_the_daemon_refuses_for_what_it_asked_is_a_usage_error(runtime_dir: Path) -> None:
-    with ScriptedDaemon(runtime_dir / "daemon.sock", refusals=("refused",)), ShimHost("serve") as host:
+def test_a_session_the_daemon_refuses_for_what_it_asked_is_a_usage_error(daemon_runtime: Path) -> None:
+    with ScriptedDaemon(daemon_runtime / "daemon.sock", refusals=("refused",)), ShimHost("serve") as host:
         assert host.wait_exit() == 2
     assert host.stderr == "mcpfleet: the mcpfleet daemon refused the session: scripted refused\n"
 
 
-def test_a_daemon_reading_other_config_files_leaves_the_session_in_process(runtime_dir: Path) -> None:
+def test_a_daemon_reading_other_config_files_leaves_the_session_in_process(daemon_runtime: Path) -> None:
     with (
-        ScriptedDaemon(runtime_dir / "daemon.sock", refusals=("environment-mismatch",)),
+        ScriptedDaemon(daemon_runtime / "daemon.sock", refusals=("environment-mismatch",)),
         ShimHost("serve") as host,
     ):
         answer = host.initialize()
@@ -213,8 +218,8 @@ def test_a_daemon_reading_other_config_files_leaves_the_session_in_process(runti
     assert "serving in this process" in host.stderr
 
 
-def test_a_host_line_over_the_limit_is_refused_and_the_session_goes_on(runtime_dir: Path) -> None:
-    with ScriptedDaemon(runtime_dir / "daemon.sock") as daemon, ShimHost("serve") as host:
+def test_a_host_line_over_the_limit_is_refused_and_the_session_goes_on(daemon_runtime: Path) -> None:
+    with ScriptedDaemon(daemon_runtime / "daemon.sock") as daemon, ShimHost("serve") as host:
         host.initialize()
         padding = "y" * (MAX_HOST_LINE_BYTES + 10)
         host.send_raw(
@@ -228,8 +233,8 @@ def test_a_host_line_over_the_limit_is_refused_and_the_session_goes_on(runtime_d
         assert all(line.get("id") != 77 for line in daemon.session(0).lines)
 
 
-def test_the_host_leaving_ends_the_session(runtime_dir: Path) -> None:
-    with ScriptedDaemon(runtime_dir / "daemon.sock") as daemon, ShimHost("serve") as host:
+def test_the_host_leaving_ends_the_session(daemon_runtime: Path) -> None:
+    with ScriptedDaemon(daemon_runtime / "daemon.sock") as daemon, ShimHost("serve") as host:
         host.initialize()
         session = daemon.session(0)
         host.close_stdin()
@@ -239,8 +244,8 @@ def test_the_host_leaving_ends_the_session(runtime_dir: Path) -> None:
 
 
 @pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT])
-def test_a_stop_signal_closes_the_socket_and_exits_0(runtime_dir: Path, stop: signal.Signals) -> None:
-    with ScriptedDaemon(runtime_dir / "daemon.sock") as daemon, ShimHost("serve") as host:
+def test_a_stop_signal_closes_the_socket_and_exits_0(daemon_runtime: Path, stop: signal.Signals) -> None:
+    with ScriptedDaemon(daemon_runtime / "daemon.sock") as daemon, ShimHost("serve") as host:
         host.initialize()
         session = daemon.session(0)
         host.process.send_signal(stop)
@@ -250,11 +255,14 @@ def test_a_stop_signal_closes_the_socket_and_exits_0(runtime_dir: Path, stop: si
     assert host.stderr == ""
 
 
-def test_a_runtime_folder_that_is_a_symbolic_link_is_refused(runtime_dir: Path, tmp_path: Path) -> None:
-    os.rmdir(runtime_dir)
+def test_a_runtime_folder_that_is_a_symbolic_link_is_refused(
+    daemon_runtime: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     target = tmp_path / "elsewhere"
     target.mkdir(mode=0o700)
-    runtime_dir.symlink_to(target)
+    link = daemon_runtime / "link"
+    link.symlink_to(target)
+    monkeypatch.setenv("MCPFLEET_RUNTIME_DIR", str(link))
     with ShimHost("serve") as host:
         assert host.wait_exit() == 1
     assert "is not a folder (a symbolic link or a file is never trusted)" in host.stderr
@@ -263,18 +271,18 @@ def test_a_runtime_folder_that_is_a_symbolic_link_is_refused(runtime_dir: Path, 
 
 
 @pytest.mark.skipif(os.getuid() != 0, reason="needs root to give the folder to another user")
-def test_a_runtime_folder_of_another_user_is_refused(runtime_dir: Path) -> None:
-    os.chown(runtime_dir, 65534, 65534)
+def test_a_runtime_folder_of_another_user_is_refused(daemon_runtime: Path) -> None:
+    os.chown(daemon_runtime, 65534, 65534)
     with ShimHost("serve") as host:
         assert host.wait_exit() == 1
     assert "belongs to user 65534, not to you" in host.stderr
-    assert list(runtime_dir.iterdir()) == []
+    assert list(daemon_runtime.iterdir()) == []
 
 
 def test_a_runtime_folder_too_long_for_a_socket_is_refused(
-    runtime_dir: Path, monkeypatch: pytest.MonkeyPatch
+    daemon_runtime: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    long_folder = runtime_dir / ("d" * 120)
+    long_folder = daemon_runtime / ("d" * 120)
     monkeypatch.setenv("MCPFLEET_RUNTIME_DIR", str(long_folder))
     with ShimHost("serve") as host:
         assert host.wait_exit() == 1
@@ -283,8 +291,8 @@ def test_a_runtime_folder_too_long_for_a_socket_is_refused(
 
 
 @pytest.mark.skipif(os.getuid() != 0, reason="needs root to listen as another user")
-def test_a_socket_answered_by_another_user_is_refused(runtime_dir: Path) -> None:
-    socket_file = runtime_dir / "daemon.sock"
+def test_a_socket_answered_by_another_user_is_refused(daemon_runtime: Path) -> None:
+    socket_file = daemon_runtime / "daemon.sock"
     # Bound in our folder, but listening as "nobody": SO_PEERCRED names who called listen().
     impostor = subprocess.Popen(
         [
@@ -310,9 +318,9 @@ def test_a_socket_answered_by_another_user_is_refused(runtime_dir: Path) -> None
         impostor.wait()
 
 
-def test_the_shim_imports_neither_the_sdk_nor_anyio(runtime_dir: Path) -> None:
+def test_the_shim_imports_neither_the_sdk_nor_anyio(daemon_runtime: Path) -> None:
     """The console script as a host runs it, with a daemon up: every module it imported."""
-    with ScriptedDaemon(runtime_dir / "daemon.sock"):
+    with ScriptedDaemon(daemon_runtime / "daemon.sock"):
         completed = subprocess.run(
             [sys.executable, "-X", "importtime", str(MCPFLEET), "serve"],
             input=b"",
@@ -332,7 +340,7 @@ def test_the_shim_imports_neither_the_sdk_nor_anyio(runtime_dir: Path) -> None:
 
 
 def test_serve_stays_in_process_when_asked_to_or_when_its_fleet_is_its_own(
-    runtime_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    daemon_runtime: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     config = tmp_path / "extra.json"
     config.write_text(json.dumps({"mcpServers": {}}), encoding="utf-8")
@@ -342,7 +350,7 @@ def test_serve_stays_in_process_when_asked_to_or_when_its_fleet_is_its_own(
         (["--no-cache", "serve"], {}, "mcpfleet: serve --no-cache runs in this process"),
         (["--config", str(config), "serve"], {}, "mcpfleet: serve --config runs in this process"),
     ]
-    with ScriptedDaemon(runtime_dir / "daemon.sock") as daemon:
+    with ScriptedDaemon(daemon_runtime / "daemon.sock") as daemon:
         for arguments, variables, notice in cases:
             with ShimHost(*arguments, env={**os.environ, **variables}) as host:
                 assert host.initialize()["result"]["serverInfo"]["name"] != "scripted-daemon", arguments
@@ -352,7 +360,7 @@ def test_serve_stays_in_process_when_asked_to_or_when_its_fleet_is_its_own(
         assert daemon.hellos == []
 
 
-def test_python_dash_m_mcpfleet_is_the_command(runtime_dir: Path) -> None:
+def test_python_dash_m_mcpfleet_is_the_command(daemon_runtime: Path) -> None:
     completed = subprocess.run(
         [sys.executable, "-m", "mcpfleet", "serve", "--help"], capture_output=True, text=True, timeout=WAIT_S
     )

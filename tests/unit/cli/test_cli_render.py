@@ -15,6 +15,7 @@ from mcpfleet.cli.render import (
     PendingReview,
     ServerRow,
     ToolRow,
+    error_text,
     look_of,
     print_config,
     status_table,
@@ -91,7 +92,7 @@ def test_the_status_table_shows_state_tools_time_source_and_the_last_stderr_line
         error=None,
         stderr_tail=(),
     )
-    text = drawn(status_table([connected, broken_row()]))
+    text = drawn(status_table([connected.to_json(), broken_row().to_json()]))
     assert "MCP servers" in text
     assert [column in text for column in ("server", "status", "tools", "ms", "source", "error")] == [True] * 6
     files_line = next(line for line in text.splitlines() if "files" in line)
@@ -105,7 +106,7 @@ def test_the_status_table_shows_state_tools_time_source_and_the_last_stderr_line
 
 def test_server_text_is_drawn_as_text_never_as_markup() -> None:
     row = broken_row(name="[bold]x[/bold]", error="\x1b]0;title\x07 [/bogus]")
-    text = drawn(status_table([row]))
+    text = drawn(status_table([row.to_json()]))
     assert "[bold]x[/bold]" in text
     assert "\\x1b]0;title\\x07 [/bogus]" in text
     assert "\x1b" not in text
@@ -117,7 +118,7 @@ def test_a_tool_row_has_the_contracts_json_shape_and_a_line_in_the_table() -> No
     late = ToolRow("mcp_slow_now", "slow", "now", "", True, {})
     assert list(echo.to_json()) == ["name", "server", "mcp_name", "description", "deferred", "input_schema"]
     assert echo.to_json()["input_schema"] is schema
-    text = drawn(tools_table([echo, late]))
+    text = drawn(tools_table([echo.to_json(), late.to_json()]))
     assert "2 MCP tools" in text
     assert "Echo a message back" in text and "more text" not in text
     assert "mcp_slow_now (deferred)" in text
@@ -174,4 +175,4 @@ def test_errors_are_rows_too() -> None:
     assert (
         json_for_terminal(error.to_json()) == '{\n  "path": "mcp:broken",\n  "error": "exited with code 3"\n}'
     )
-    assert drawn(error.line()).strip() == "error mcp:broken: exited with code 3"
+    assert drawn(error_text(error.to_json())).strip() == "error mcp:broken: exited with code 3"

@@ -22,7 +22,7 @@ from rich.console import Console, RenderableType
 from mcpfleet.cli import output
 from mcpfleet.cli.display import json_for_terminal, safe_text
 from mcpfleet.cli.progress import progress_table
-from mcpfleet.cli.render import ErrorRow, ServerRow, ToolRow, status_table, tools_table
+from mcpfleet.cli.render import ErrorRow, ServerRow, ToolRow, error_text, status_table, tools_table
 from mcpfleet.config.model import SourceInfo
 from mcpfleet.fleet.tools import assign_tool_names, mcp_tool_name
 
@@ -161,15 +161,15 @@ widths = st.integers(min_value=8, max_value=200)
 def test_the_tools_report_never_raises_nor_emits_a_control(
     tools: list[ToolRow], errors: list[ErrorRow], width: int
 ) -> None:
-    assert_terminal_safe(render(tools_table(tools), width))
+    assert_terminal_safe(render(tools_table([tool.to_json() for tool in tools]), width))
     for error in errors:
-        assert_terminal_safe(render(error.line(), width))
+        assert_terminal_safe(render(error_text(error.to_json()), width))
 
 
 @settings(max_examples=60)
 @given(status_rows, widths)
 def test_the_status_report_never_raises_nor_emits_a_control(rows: list[ServerRow], width: int) -> None:
-    assert_terminal_safe(render(status_table(rows), width))
+    assert_terminal_safe(render(status_table([row.to_json() for row in rows]), width))
 
 
 @settings(max_examples=60)

@@ -1,0 +1,194 @@
+"""The reports of ``status``, ``tools`` and ``call``, built in one place for both ways of running.
+
+``mcpfleet status/tools/call`` build them on a fleet of their own process; the daemon
+builds the very same documents on a session's view of the fleet it shares (its
+``fleet_status``, ``tools`` and ``call`` control operations), so that a command answered by
+a running daemon prints, byte for byte, what it would print in-process. Every function here
+takes the fleet as a ``ReportedFleet``: ``MCPManager`` and the daemon's ``FleetView`` both
+are one.
+
+Nothing heavy is imported at module level: the command line loads this module.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from mcpfleet.cli.render import ErrorRow, ServerRow, ToolRow
+    from mcpfleet.client.connection import ServerConnection
+    from mcpfleet.config.model import DiscoveryResult
+    from mcpfleet.errors import Failure
+    from mcpfleet.fleet.catalog import AnyTool
+    from mcpfleet.fleet.server import ConnectionStatus, ServerState
+    from mcpfleet.fleet.startup import StartupReport
+    from mcpfleet.fleet.tools import ToolResult
+
+
+class ReportedFleet(Protocol):
+    """What a report reads of a fleet: ``MCPManager``, or a daemon session's view."""
+
+    def get_tools(self) -> list[AnyTool]: ...
+
+    def get_server_state(self, name: str) -> ServerState: ...
+
+    def get_connection_status(self, name: str) -> ConnectionStatus: ...
+
+    def get_connection(self, name: str) -> ServerConnection | None: ...
+
+    def is_deferred(self, name: str) -> bool: ...
+
+    def get_timings(self, name: str) -> dict[str, float]: ...
+
+    async def wait_for_connection(self, name: str) -> None: ...
+
+
+async def settle(fleet: ReportedFleet, result: StartupReport) -> None:
+    """Wait, in parallel, for each server still starting after the gate, each within its own bound.
+
+    A server that does not come up in time gets that as its error in ``result``.
+    """
+    import anyio
+
+    from mcpfleet.errors import Failure, MCPFleetError
+
+    async def settle_one(name: str) -> None:
+        try:
+            await fleet.wait_for_connection(name)
+        except MCPFleetError as error:
+            result.add_failure(Failure(name, "connect", str(error)))
+
+    async with anyio.create_task_group() as waiters:
+        for name in [*result.deferred_servers, *result.late_servers]:
+            waiters.start_soon(settle_one, name)
+
+
+def server_rows(discovery: DiscoveryResult, fleet: ReportedFleet, result: StartupReport) -> list[ServerRow]:
+    """One row per server an agent would try to run, with its state after the gate."""
+    from mcpfleet.cli.render import ServerRow
+
+    rows: list[ServerRow] = []
+    tool_counts: dict[str, int] = {}
+    for tool in fleet.get_tools():
+        tool_counts[tool.server_name] = tool_counts.get(tool.server_name, 0) + 1
+    for entry in discovery.entries:
+        if entry.state in ("shadowed", "filtered"):
+            continue
+        error: str | None = None
+        status: str
+        state: str
+        stderr_tail: tuple[str, ...] = ()
+        at_gate: str | None = None
+        if entry.state == "active":
+            at_gate = _at_gate(entry.name, result)
+            health = fleet.get_server_state(entry.name)
+            error = result.errors.get(entry.name) or health.last_error
+            status = "failed" if error else fleet.get_connection_status(entry.name)
+            # ``status`` keeps the documented set; ``state`` adds reconnecting and suspended.
+            state = health.state if health.state in ("reconnecting", "suspended") else status
+            if state != "connected":
+                stderr_tail = tuple(health.stderr_tail)
+        elif entry.state == "invalid":
+            status, error = "failed", entry.reason
+            state = status
+        elif entry.state == "disabled":
+            # Switched off on purpose: the status says so, and there is no error to report.
+            status = state = "disabled"
+        else:
+            status, error = entry.state, entry.reason
+            state = status
+        era, protocol_version = _protocol_of(fleet, entry.name)
+        rows.append(
+            ServerRow(
+                name=entry.name,
+                status=status,
+                state=state,
+                tools=tool_counts.get(entry.name, 0),
+                deferred=fleet.is_deferred(entry.name),
+                at_gate=at_gate,
+                error=error,
+                stderr_tail=stderr_tail,
+                source=entry.source,
+                timings_ms={k: round(v, 1) for k, v in fleet.get_timings(entry.name).items()},
+                era=era,
+                protocol_version=protocol_version,
+            )
+        )
+    return rows
+
+
+def _at_gate(name: str, result: StartupReport) -> str:
+    """How the start-up gate served one started server: ready in time, from the cache, or waited for."""
+    if name in result.deferred_servers or name in result.late_servers:
+        return "deferred"
+    if name in result.waited_servers:
+        return "waited"
+    return "live"
+
+
+def _protocol_of(fleet: ReportedFleet, name: str) -> tuple[str | None, str | None]:
+    """The era (``legacy`` / ``modern``) and protocol version a connected server speaks."""
+    connection = fleet.get_connection(name)
+    if connection is None or not connection.protocol_version:
+        return None, None
+    return connection.era, connection.protocol_version
+
+
+def error_rows(failures: Iterable[Failure]) -> list[ErrorRow]:
+    from mcpfleet.cli.render import ErrorRow
+
+    return [ErrorRow.of(failure) for failure in failures]
+
+
+def status_document(rows: Sequence[ServerRow], errors: Sequence[ErrorRow]) -> dict[str, Any]:
+    """``status --json``."""
+    return {"servers": [row.to_json() for row in rows], "errors": [error.to_json() for error in errors]}
+
+
+def tool_rows(tools: Iterable[AnyTool], *, server: str | None = None) -> list[ToolRow]:
+    """The tools an agent would see (of ``server`` only, when given)."""
+    from mcpfleet.cli.render import ToolRow
+
+    return [
+        ToolRow(
+            name=tool.name,
+            server=tool.server_name,
+            mcp_name=tool.mcp_tool_name,
+            description=tool.description,
+            deferred=tool.deferred,
+            input_schema=tool.parameters,
+        )
+        for tool in tools
+        if server is None or tool.server_name == server
+    ]
+
+
+def tools_document(tools: Sequence[ToolRow], errors: Sequence[ErrorRow]) -> dict[str, Any]:
+    """``tools --json``."""
+    return {"tools": [tool.to_json() for tool in tools], "errors": [error.to_json() for error in errors]}
+
+
+def find_tool(name: str, tools: Iterable[AnyTool]) -> AnyTool | None:
+    """The tool ``call`` means by ``name``: its registered name, ``<server>/<tool>``, or
+    ``mcp__<server>__<tool>``; None when none or several match."""
+    from mcpfleet.fleet.tools import resolve_tool_name
+
+    candidates = list(tools)
+    exact = [tool for tool in candidates if tool.name == name]
+    return exact[0] if len(exact) == 1 else resolve_tool_name(name, candidates)
+
+
+def unknown_tool_message(name: str, known: Iterable[str]) -> str:
+    """``call``'s error line for a name no tool answers to (``known``: the tools' names)."""
+    return f"no tool named {name!r} (available: {', '.join(known) or 'none'})"
+
+
+def call_document(result: ToolResult) -> dict[str, Any]:
+    """``call --json``."""
+    return {
+        "is_error": result.is_error,
+        "text": result.text,
+        "content": result.content,
+        "structured": result.structured,
+    }

@@ -1,0 +1,298 @@
+"""The daemon's control connections: ``wire.CONTROL_OPS``, each answered by id, concurrently.
+
+A request is one line ``{"id": 1, "op": "tools", ...}``; its answer ``{"id": 1, "result":
+{...}}`` or ``{"id": 1, "error": {"message", "exit"}}`` (``exit``: the code a command ends
+with, as the CLI contract gives it: 2 for a request that is wrong, 1 for an operation that
+failed). Requests run at once, each in its own task, so a slow ``call`` never holds a
+``ping`` back; answers go out whole, one line at a time. Closing the connection cancels what
+still runs on it (a ``call`` is cancelled at its backend, a ``watch`` ends).
+
+``fleet_status``, ``tools`` and ``call`` build the documents ``mcpfleet status/tools/call
+--json`` print in-process, with the same code (``cli.documents``), on a view of the shared
+fleet for the request's ``fleet`` (a ``FleetSpec``): the CLI prints what it is given.
+``watch`` keeps such a view for as long as it runs and pushes ``{"event": "tools_changed",
+"id": <the watch's id>}`` after each change of that fleet's tools (a burst of changes
+gives one event: the reader lists the tools again anyway). ``cancel`` ends one request of
+the same connection (a ``call``, a ``watch``), which is answered with an error (``exit``
+130) if it was still running.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import socket
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from mcpfleet.daemon import wire
+from mcpfleet.transport.stdio import LineFramer, OversizedLine, describe_size
+
+if TYPE_CHECKING:
+    from mcpfleet.daemon.fleet import FleetView
+    from mcpfleet.daemon.service import Client, DaemonService
+    from mcpfleet.fleet.events import ManagerEvent
+
+logger = logging.getLogger(__name__)
+
+READ_BYTES = 256 * 1024
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+EXIT_CANCELLED = 130
+"""What a command cancelled by its user (Ctrl-C) exits with."""
+
+
+class ControlError(Exception):
+    """An operation's failure, answered as ``{"error": {"message", "exit"}}``."""
+
+    def __init__(self, message: str, exit_code: int = EXIT_FAILED) -> None:
+        super().__init__(message)
+        self.message = message
+        self.exit_code = exit_code
+
+
+Send = Callable[[dict[str, Any]], Awaitable[None]]
+
+
+@dataclass(eq=False)
+class Operation:
+    """One request being served: what it asked, and how its answer and events go out."""
+
+    service: DaemonService
+    client: Client
+    id: int | str
+    request: dict[str, Any]
+    send: Send
+    running: dict[int | str, anyio.CancelScope]
+    """The requests of this connection still running, by id (what ``cancel`` looks in)."""
+    answered: bool = False
+    after_answer: list[Callable[[], None]] = field(default_factory=list)
+
+    async def answer(self, result: dict[str, Any]) -> None:
+        self.answered = True
+        await self.send({"id": self.id, "result": result})
+        for action in self.after_answer:
+            action()
+
+    def fleet_spec(self) -> wire.FleetSpec:
+        try:
+            return wire.FleetSpec.from_json(self.request.get("fleet"))
+        except wire.WireError as error:
+            raise ControlError(f"{self.request.get('op')}: {error}", EXIT_USAGE) from None
+
+    @asynccontextmanager
+    async def view(self) -> AsyncIterator[FleetView]:
+        """A view of the fleet the request names, discovered and past its start-up gate."""
+        spec = self.fleet_spec()
+        async with (
+            self.service.fleet.attach(
+                spec, session_id=f"{self.client.id}.{self.id}", host=self.client.host
+            ) as view,
+            view,
+        ):
+            yield view
+
+
+OperationHandler = Callable[[Operation], Awaitable[dict[str, Any]]]
+
+
+async def serve_control(
+    service: DaemonService, connection: socket.socket, client: Client, already_read: bytes = b""
+) -> None:
+    """Serve ``connection``'s requests until it ends; whatever still runs then is cancelled.
+    ``already_read``: what came right behind the hello (the first requests)."""
+    lock = anyio.Lock()
+
+    async def send(document: dict[str, Any]) -> None:
+        from mcpfleet.daemon.service import send_all
+
+        data = wire.encode_line(document)
+        async with lock:
+            await send_all(connection, data)
+
+    framer = LineFramer(wire.MAX_CONTROL_LINE_BYTES)
+    running: dict[int | str, anyio.CancelScope] = {}
+    async with anyio.create_task_group() as operations:
+        chunk = already_read
+        while True:
+            for line in framer.feed(chunk):
+                if isinstance(line, OversizedLine):
+                    message = (
+                        f"a request of {line.size} bytes is over the limit of "
+                        f"{describe_size(wire.MAX_CONTROL_LINE_BYTES)}"
+                    )
+                    await send({"id": None, "error": {"message": message, "exit": EXIT_USAGE}})
+                elif line.strip():
+                    operations.start_soon(_run, service, client, bytes(line), send, running)
+            chunk = await _receive(connection)
+            if not chunk:
+                break
+        operations.cancel_scope.cancel()
+
+
+async def _receive(connection: socket.socket) -> bytes:
+    """The next bytes of a non-blocking socket; empty at its end (or when it broke)."""
+    while True:
+        try:
+            return connection.recv(READ_BYTES)
+        except BlockingIOError:
+            await anyio.wait_readable(connection)
+        except OSError as error:
+            if error.errno not in (errno.ECONNRESET, errno.EPIPE, errno.EBADF):
+                logger.warning("reading a control connection failed: %s", error)
+            return b""
+
+
+async def _run(
+    service: DaemonService,
+    client: Client,
+    line: bytes,
+    send: Send,
+    running: dict[int | str, anyio.CancelScope],
+) -> None:
+    try:
+        request = wire.decode_line(line)
+    except wire.WireError as error:
+        await send({"id": None, "error": {"message": f"not a request: {error}", "exit": EXIT_USAGE}})
+        return
+    request_id = request.get("id")
+    if isinstance(request_id, bool) or not isinstance(request_id, int | str) or request_id in running:
+        message = 'a request needs an "id" (a number or a string) that none of its running requests has'
+        await send({"id": None, "error": {"message": message, "exit": EXIT_USAGE}})
+        return
+    op = request.get("op")
+    handler = OPERATIONS.get(op) if isinstance(op, str) else None
+    operation = Operation(service, client, request_id, request, send, running)
+    with anyio.CancelScope() as scope:
+        running[request_id] = scope
+        try:
+            if handler is None:
+                raise ControlError(f"unknown op {op!r}: one of {', '.join(OPERATIONS)}", EXIT_USAGE)
+            result = await handler(operation)
+        except ControlError as error:
+            await send({"id": request_id, "error": {"message": error.message, "exit": error.exit_code}})
+            return
+        except Exception as error:
+            logger.exception("control op %s failed", op)
+            message = f"the daemon failed: {error}"
+            await send({"id": request_id, "error": {"message": message, "exit": EXIT_FAILED}})
+            return
+        finally:
+            del running[request_id]
+        if not operation.answered:
+            await operation.answer(result)
+    if scope.cancelled_caught:
+        await send(
+            {"id": request_id, "error": {"message": "cancelled by the client", "exit": EXIT_CANCELLED}}
+        )
+
+
+# -- the operations -----------------------------------------------------------------------------------
+
+
+async def _ping(operation: Operation) -> dict[str, Any]:
+    return operation.service.ping_document()
+
+
+async def _status(operation: Operation) -> dict[str, Any]:
+    return operation.service.status_document()
+
+
+async def _stop(operation: Operation) -> dict[str, Any]:
+    # After the answer is out: stopping cancels this connection too.
+    operation.after_answer.append(
+        lambda: operation.service.stop(f"asked to by {operation.client.host or 'a client'}")
+    )
+    return {}
+
+
+async def _fleet_status(operation: Operation) -> dict[str, Any]:
+    from mcpfleet.cli import documents
+
+    async with operation.view() as view:
+        discovery = view.discover()
+        result = await view.connect_servers(discovery.configs, discovery.sources)
+        await documents.settle(view, result)
+        rows = documents.server_rows(discovery, view, result)
+    return documents.status_document(rows, documents.error_rows(discovery.errors))
+
+
+async def _tools(operation: Operation) -> dict[str, Any]:
+    from mcpfleet.cli import documents
+
+    server = operation.request.get("server")
+    if server is not None and not isinstance(server, str):
+        raise ControlError('"server" must be a string', EXIT_USAGE)
+    async with operation.view() as view:
+        discovery = view.discover()
+        result = await view.connect_servers(discovery.configs, discovery.sources)
+        tools = documents.tool_rows(view.get_tools(), server=server)
+    return documents.tools_document(tools, documents.error_rows([*discovery.errors, *result.failures]))
+
+
+async def _call(operation: Operation) -> dict[str, Any]:
+    from mcpfleet.cli import documents
+
+    name, arguments = operation.request.get("tool"), operation.request.get("arguments", {})
+    if not isinstance(name, str):
+        raise ControlError('"tool" must be a tool name', EXIT_USAGE)
+    if not isinstance(arguments, dict):
+        raise ControlError('"arguments" must be a JSON object, e.g. {"path": "README.md"}', EXIT_USAGE)
+    async with operation.view() as view:
+        discovery = view.discover()
+        await view.connect_servers(discovery.configs, discovery.sources)
+        tools = view.get_tools()
+        tool = documents.find_tool(name, tools)
+        if tool is None:
+            raise ControlError(documents.unknown_tool_message(name, [tool.name for tool in tools]))
+        result = await tool.execute(arguments)
+    return documents.call_document(result)
+
+
+async def _watch(operation: Operation) -> dict[str, Any]:
+    async with operation.view() as view:
+        discovery = view.discover()
+        await view.connect_servers(discovery.configs, discovery.sources)
+        changed = anyio.Event()
+
+        def on_event(event: ManagerEvent) -> None:
+            if event.kind == "tools_changed":
+                changed.set()
+
+        stop_listening = view.subscribe(on_event)
+        try:
+            await operation.answer({})
+            while True:
+                await changed.wait()
+                changed = anyio.Event()
+                await operation.send({"event": "tools_changed", "id": operation.id})
+        finally:
+            stop_listening()
+
+
+async def _cancel(operation: Operation) -> dict[str, Any]:
+    target = operation.request.get("request")
+    if isinstance(target, bool) or not isinstance(target, int | str):
+        raise ControlError('"request" must be the id of a request of this connection', EXIT_USAGE)
+    scope = operation.running.get(target)
+    if scope is not None and target != operation.id:
+        scope.cancel()
+    # A request that already ended is not an error: the answer and the cancel crossed.
+    return {}
+
+
+OPERATIONS: dict[str, OperationHandler] = {
+    "ping": _ping,
+    "status": _status,
+    "stop": _stop,
+    "fleet_status": _fleet_status,
+    "tools": _tools,
+    "call": _call,
+    "watch": _watch,
+    "cancel": _cancel,
+}
+assert OPERATIONS.keys() == wire.CONTROL_OPS.keys(), "every op of the wire is served, and only those"

@@ -1,0 +1,37 @@
+"""Who is on the other end of a connection to the daemon's socket: ``SO_PEERCRED``.
+
+The socket file is 0600 in a 0700 folder, so only the user can reach it; the daemon checks
+anyway, before reading a byte, that the process which connected runs as the daemon's own
+user (the kernel fills the credentials in at ``connect``; the peer cannot choose them). A
+check that does not depend on file modes still holds when a folder's mode was loosened by
+hand or the socket was passed to another process.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import struct
+from dataclasses import dataclass
+
+_UCRED = struct.Struct("iII")
+"""``struct ucred``: pid_t pid, uid_t uid, gid_t gid."""
+
+
+@dataclass(frozen=True)
+class PeerCredentials:
+    pid: int
+    uid: int
+    gid: int
+
+    @property
+    def same_user(self) -> bool:
+        """The peer runs as this process's user."""
+        return self.uid == os.getuid()
+
+
+def peer_credentials(connection: socket.socket) -> PeerCredentials:
+    """The credentials the kernel recorded for the peer of a connected Unix socket."""
+    raw = connection.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _UCRED.size)
+    pid, uid, gid = _UCRED.unpack(raw)
+    return PeerCredentials(pid=pid, uid=uid, gid=gid)

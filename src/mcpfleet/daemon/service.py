@@ -1,0 +1,619 @@
+"""The daemon process: one shared fleet served to every host session of the user.
+
+``run_daemon`` is ``mcpfleet daemon run``, what the shim starts (detached) when no daemon
+answers. It logs to a rotated file (``daemon.logs``), binds the socket of the runtime folder
+(0600 in a 0700 folder, ``daemon.paths``), holds one ``SharedFleet`` and serves, until it
+is stopped, every connection made to the socket:
+
+* **Who.** Before a byte is read, the peer's uid (``SO_PEERCRED``, ``daemon.peer``) must be
+  the daemon's own; any other peer is closed without an answer, and logged.
+* **The hello.** The first line (at most ``wire.MAX_HELLO_BYTES``, within
+  ``HELLO_TIMEOUT_S``) says what the connection is (``wire.parse_hello``). It is refused
+  (one answer line, then the connection closes) when it is not a hello (``bad-hello``), when
+  the client runs another mcpfleet version or protocol (``version-mismatch``: the daemon
+  also starts to drain, so that the client can start a daemon of its own version), when the
+  daemon is draining (``draining``), or when the client reads other config files than the
+  daemon does (``environment-mismatch``: ``wire.CONFIG_ENVIRONMENT`` differs).
+* **A session** is a host's MCP connection: a view of the shared fleet for the session's
+  project and options (``SharedFleet.attach``), served by a gateway of its own (the same
+  ``Gateway`` and ``build_server`` as ``mcpfleet serve --no-daemon``) on the socket, one
+  JSON-RPC message per line (``gateway.stdio.wire_streams``), until the shim closes it. The
+  hello is answered once the gateway is up, so a session the fleet cannot serve (a project
+  entry that breaks a rule, a name two servers share under ``--prefix none``) is refused
+  with the reason instead of accepted and dropped.
+* **A control connection** carries the operations of ``wire.CONTROL_OPS``
+  (``daemon.control``), each answered by id, concurrently.
+
+It stops, closing every server within the fleet's shutdown deadline, on SIGTERM or SIGINT,
+on the ``stop`` operation, after ``daemon_idle_timeout_s`` with no connection at all, or,
+once draining, when its last connection ends. Draining closes the socket and removes its
+file (only if it is still this daemon's: a new daemon may already have bound the path), then
+serves the sessions it has until they end. Its sessions' sockets close with it, and their
+shims reconnect to a new daemon.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import errno
+import itertools
+import logging
+import os
+import signal
+import socket
+import stat
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar, get_args
+
+import anyio
+import anyio.abc
+
+from mcpfleet import __version__
+from mcpfleet.daemon import paths, wire
+from mcpfleet.daemon.peer import peer_credentials
+
+if TYPE_CHECKING:
+    from mcpfleet.config.profiles import GatewaySettings
+    from mcpfleet.daemon.fleet import SharedFleet
+
+logger = logging.getLogger(__name__)
+
+Choice = TypeVar("Choice", bound=str)
+
+HELLO_TIMEOUT_S = 10.0
+"""How long a connection has to send its hello before it is closed."""
+LISTEN_BACKLOG = 128
+"""Connections the kernel queues before the daemon accepts them: ten shims at once fit."""
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+READ_BYTES = 256 * 1024
+
+
+class DaemonAlreadyRunning(RuntimeError):
+    """Another daemon answers on the socket; this one does not start."""
+
+
+def utc_text(timestamp: float) -> str:
+    """A wall-clock time as the daemon's documents give it: ISO 8601, UTC, whole seconds."""
+    return datetime.fromtimestamp(timestamp, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+# -- the socket ---------------------------------------------------------------------------------------
+
+
+class DaemonSocket:
+    """The listening socket at ``paths.socket_path()``, and the file it is bound to.
+
+    Bound under a temporary name, then linked to its path (``link`` never replaces an existing
+    file), so two daemons starting at once cannot both own the path. The file's identity is
+    kept: ``close`` removes the path only while it still names this socket.
+    """
+
+    def __init__(self, listener: socket.socket, path: Path) -> None:
+        self.listener = listener
+        self.path = path
+        info = os.lstat(path)
+        self._identity = (info.st_dev, info.st_ino)
+        self.closed = False
+
+    @classmethod
+    def bind(cls, path: Path) -> DaemonSocket:
+        """Bind and listen; ``DaemonAlreadyRunning`` when a daemon answers on ``path``."""
+        if _answers(path):
+            raise DaemonAlreadyRunning(f"a daemon already answers on {path}")
+        # Short: the socket path's length limit holds for this name too.
+        temporary = path.with_name(f".{os.getpid()}")
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temporary)
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
+        try:
+            previous_umask = os.umask(0o177)
+            try:
+                listener.bind(os.fsencode(temporary))
+            finally:
+                os.umask(previous_umask)
+            try:
+                os.chmod(temporary, paths.SOCKET_MODE)
+                listener.listen(LISTEN_BACKLOG)
+                _link_no_clobber(temporary, path)
+            finally:
+                os.unlink(temporary)
+            listener.setblocking(False)
+            return cls(listener, path)
+        except BaseException:
+            listener.close()
+            raise
+
+    def owns_path(self) -> bool:
+        try:
+            info = os.lstat(self.path)
+        except FileNotFoundError:
+            return False
+        return stat.S_ISSOCK(info.st_mode) and (info.st_dev, info.st_ino) == self._identity
+
+    def close(self) -> None:
+        """Stop listening and remove the path if it is still this socket's. Idempotent."""
+        if self.closed:
+            return
+        self.closed = True
+        if self.owns_path():
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.path)
+        self.listener.close()
+
+
+def _link_no_clobber(source: Path, target: Path) -> None:
+    """``link(source, target)``; a stale socket at ``target`` (nobody answers) is replaced."""
+    try:
+        os.link(source, target)
+        return
+    except FileExistsError:
+        pass
+    if _answers(target):
+        raise DaemonAlreadyRunning(f"a daemon already answers on {target}")
+    info = os.lstat(target)
+    if not stat.S_ISSOCK(info.st_mode):
+        raise DaemonAlreadyRunning(f"{target} exists and is not a socket; remove it")
+    logger.info("replacing the stale socket %s", target)
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(target)
+    os.link(source, target)
+
+
+def _answers(path: Path) -> bool:
+    """Whether something accepts connections on the socket at ``path``."""
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
+    try:
+        probe.connect(os.fsencode(path))
+    except OSError:
+        return False
+    finally:
+        probe.close()
+    return True
+
+
+# -- connections --------------------------------------------------------------------------------------
+
+
+@dataclass(eq=False)
+class Client:
+    """One accepted connection whose hello was taken."""
+
+    id: str
+    kind: wire.ConnectionKind
+    host: str | None
+    pid: int | None
+    since: float = field(default_factory=time.time)
+    project: str | None = None
+    """A session's project folder (its ``cwd``, resolved)."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "host": self.host,
+            "project": self.project,
+            "since": utc_text(self.since),
+            "pid": self.pid,
+        }
+
+
+class HelloRefused(Exception):
+    """A hello the daemon answers with a refusal (``code`` from ``wire.REFUSAL_CODES``)."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+class DaemonService:
+    """The daemon's connections, its idle clock and its stop; the fleet is ``fleet``'s."""
+
+    def __init__(
+        self,
+        fleet: SharedFleet,
+        daemon_socket: DaemonSocket,
+        *,
+        gateway_settings: GatewaySettings,
+        daemon_idle_timeout_s: float,
+    ) -> None:
+        self.fleet = fleet
+        self.socket = daemon_socket
+        self.gateway_settings = gateway_settings
+        self.daemon_idle_timeout_s = daemon_idle_timeout_s
+        self.pid = os.getpid()
+        self.started = time.time()
+        self.environment = wire.config_environment()
+        self.clients: dict[str, Client] = {}
+        self.draining = False
+        self._ids = itertools.count(1)
+        self._stop = anyio.Event()
+        self._clients_changed = anyio.Event()
+        self._accepting: anyio.CancelScope | None = None
+
+    # -- lifetime -----------------------------------------------------------------------------------
+
+    async def serve(self) -> None:
+        """Accept and serve connections until the daemon stops; every connection is closed then."""
+        async with anyio.create_task_group() as task_group:
+            task_group.start_soon(self._accept_loop, task_group)
+            task_group.start_soon(self._stop_when_idle)
+            task_group.start_soon(self._stop_on_signal)
+            await self._stop.wait()
+            task_group.cancel_scope.cancel()
+        self.socket.close()
+
+    def stop(self, reason: str) -> None:
+        if not self._stop.is_set():
+            logger.info("stopping: %s", reason)
+            self._stop.set()
+
+    def drain(self, reason: str) -> None:
+        """Take no new connection; stop once the current ones have ended."""
+        if self.draining:
+            return
+        logger.info(
+            "draining (%s): the socket is closed, %d connection(s) served until they end",
+            reason,
+            len(self.clients),
+        )
+        self.draining = True
+        if self._accepting is not None:
+            self._accepting.cancel()
+        # The accept loop may be waiting on the listener: it is told before the descriptor goes.
+        anyio.notify_closing(self.socket.listener)
+        self.socket.close()
+        self._note_clients_changed()
+
+    @property
+    def sessions(self) -> list[Client]:
+        return [client for client in self.clients.values() if client.kind == "session"]
+
+    def ping_document(self) -> dict[str, Any]:
+        return {"pid": self.pid, "version": __version__, "since": utc_text(self.started)}
+
+    def status_document(self) -> dict[str, Any]:
+        """``daemon status --json``: this daemon, its sessions, its servers, and what they cost."""
+        servers = self.fleet.status()
+        running = [row for row in servers if row.get("pid")]
+        own_rss = resident_bytes(self.pid)
+        return {
+            **self.ping_document(),
+            "socket": str(self.socket.path),
+            "log": str(paths.log_path()),
+            "draining": self.draining,
+            "rss_bytes": own_rss,
+            "sessions": [client.to_json() for client in self.sessions],
+            "controls": sum(1 for client in self.clients.values() if client.kind == "control"),
+            "servers": servers,
+            "totals": {
+                "processes": 1 + len(running),
+                "rss_bytes": own_rss + sum(int(row.get("rss_bytes") or 0) for row in running),
+            },
+        }
+
+    async def _stop_on_signal(self) -> None:
+        with anyio.open_signal_receiver(*STOP_SIGNALS) as signals:
+            async for received in signals:
+                self.stop(f"{signal.Signals(received).name} received")
+                return
+
+    async def _stop_when_idle(self) -> None:
+        """Stop after ``daemon_idle_timeout_s`` without any connection, or, draining, at once."""
+        while True:
+            changed = self._clients_changed
+            if not self.clients:
+                if self.draining:
+                    self.stop("drained: the last connection ended")
+                    return
+                with anyio.move_on_after(self.daemon_idle_timeout_s):
+                    await changed.wait()
+                if not self.clients and not changed.is_set():
+                    self.stop(f"idle: no connection for {self.daemon_idle_timeout_s:g} s")
+                    return
+            else:
+                await changed.wait()
+
+    def _note_clients_changed(self) -> None:
+        self._clients_changed.set()
+        self._clients_changed = anyio.Event()
+
+    @asynccontextmanager
+    async def _registered(self, client: Client) -> AsyncIterator[Client]:
+        self.clients[client.id] = client
+        self._note_clients_changed()
+        try:
+            yield client
+        finally:
+            del self.clients[client.id]
+            self._note_clients_changed()
+
+    # -- accepting ----------------------------------------------------------------------------------
+
+    async def _accept_loop(self, task_group: anyio.abc.TaskGroup) -> None:
+        listener = self.socket.listener
+        with anyio.CancelScope() as self._accepting:
+            while not self.draining:
+                try:
+                    connection, _ = listener.accept()
+                except BlockingIOError:
+                    await anyio.wait_readable(listener)
+                    continue
+                except OSError as error:
+                    if error.errno in (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM):
+                        # Out of descriptors: the pending connection waits in the backlog a moment.
+                        logger.warning("cannot accept a connection now: %s", error)
+                        await anyio.sleep(0.1)
+                        continue
+                    raise
+                task_group.start_soon(self._handle, connection)
+
+    async def _handle(self, connection: socket.socket) -> None:
+        """One connection, from the peer check to its end; nothing it does can stop the daemon."""
+        with connection:
+            try:
+                await self._serve_connection(connection)
+            except Exception:
+                logger.exception("a connection failed")
+
+    async def _serve_connection(self, connection: socket.socket) -> None:
+        credentials = peer_credentials(connection)
+        if not credentials.same_user:
+            logger.warning(
+                "refused a connection from uid %d (pid %d): only uid %d may use this daemon",
+                credentials.uid,
+                credentials.pid,
+                os.getuid(),
+            )
+            return
+        connection.setblocking(False)
+        received: tuple[bytes, bytes] | None = None
+        with anyio.move_on_after(HELLO_TIMEOUT_S):
+            received = await _read_hello(connection)
+        if received is None:
+            logger.info("pid %d connected and sent no hello", credentials.pid)
+            return
+        try:
+            line, already_read = received
+            hello = self._take_hello(line)
+        except HelloRefused as refusal:
+            logger.warning("refused pid %d (%s): %s", credentials.pid, refusal.code, refusal.message)
+            await send_all(connection, wire.refused(refusal.code, refusal.message))
+            return
+        client = Client(
+            id=f"{hello.kind[0]}{next(self._ids)}",
+            kind=hello.kind,
+            host=hello.host,
+            pid=hello.pid or credentials.pid,
+        )
+        async with self._registered(client):
+            if hello.kind == "session":
+                assert hello.fleet is not None, "parse_hello requires a session's fleet"
+                client.project = hello.fleet.cwd
+                await self._serve_session(connection, client, hello.fleet, already_read)
+            else:
+                from mcpfleet.daemon.control import serve_control
+
+                await send_all(connection, self._accepted(client))
+                await serve_control(self, connection, client, already_read)
+
+    def _take_hello(self, line: bytes) -> wire.Hello:
+        """The hello in ``line``, or the refusal it gets."""
+        try:
+            document = wire.decode_line(line, limit=wire.MAX_HELLO_BYTES)
+        except wire.WireError as error:
+            raise HelloRefused("bad-hello", str(error)) from None
+        # Checked before the rest of the shape: another version may shape its hello otherwise.
+        protocol, version = document.get("mcpfleet"), document.get("version")
+        if (protocol, version) != (wire.PROTOCOL, __version__) and isinstance(version, str):
+            self.drain(f"a client of mcpfleet {version} connected")
+            raise HelloRefused(
+                "version-mismatch",
+                f"this daemon runs mcpfleet {__version__} (protocol {wire.PROTOCOL}), the client "
+                f"{version} (protocol {protocol}); the daemon drains and exits: start a new one",
+            )
+        try:
+            hello = wire.parse_hello(line)
+        except wire.WireError as error:
+            raise HelloRefused("bad-hello", str(error)) from None
+        if self.draining:
+            raise HelloRefused("draining", "this daemon is stopping; start a new one")
+        differing = [
+            name for name in wire.CONFIG_ENVIRONMENT if hello.env.get(name) != self.environment.get(name)
+        ]
+        if differing:
+            raise HelloRefused(
+                "environment-mismatch",
+                f"the client's {', '.join(differing)} differ from the daemon's: it reads other config "
+                "files, so it is not served from this daemon's fleet",
+            )
+        return hello
+
+    def _accepted(self, client: Client) -> bytes:
+        return wire.accepted(pid=self.pid, version=__version__, session=client.id)
+
+    # -- sessions -----------------------------------------------------------------------------------
+
+    async def _serve_session(
+        self, connection: socket.socket, client: Client, spec: wire.FleetSpec, already_read: bytes
+    ) -> None:
+        """Serve one host session: a gateway over the session's view of the fleet, on ``connection``."""
+        from mcpfleet.client.opening import import_off_loop
+        from mcpfleet.gateway.stdio import wire_streams
+
+        serving = await import_off_loop("mcpfleet.gateway.server")
+        logger.info("session %s: %s (pid %s) in %s", client.id, client.host or "a host", client.pid, spec.cwd)
+        answered = False
+        try:
+            async with self._session_gateway(spec, client) as gateway:
+                server = serving.build_server(gateway)
+                await send_all(connection, self._accepted(client))
+                answered = True
+                fd = connection.fileno()
+                async with wire_streams(fd, fd, labels=("socket", "socket"), already_read=already_read) as (
+                    reads,
+                    writes,
+                ):
+                    await server.run(reads, writes, serving.initialization_options(server))
+        except Exception as error:
+            if answered:
+                raise
+            reason = _leaf_message(error)
+            logger.warning("session %s refused: %s", client.id, reason)
+            await send_all(connection, wire.refused("refused", reason))
+            return
+        logger.info("session %s ended", client.id)
+
+    @asynccontextmanager
+    async def _session_gateway(self, spec: wire.FleetSpec, client: Client) -> AsyncIterator[Any]:
+        from mcpfleet.gateway.budget import ToolBudget, ToolMode
+        from mcpfleet.gateway.core import Gateway
+        from mcpfleet.gateway.naming import NamingPolicy, PrefixMode
+        from mcpfleet.gateway.relay import Relay
+
+        settings = self.gateway_settings
+        profile = settings.profile(spec.profile) if spec.profile is not None else None
+        budget = ToolBudget(
+            _choice(spec.tools, get_args(ToolMode), "--tools"),
+            max_tools=spec.max_tools,
+            client_budgets=settings.client_budgets,
+            profile=profile,
+        )
+        naming = NamingPolicy(
+            prefix=_choice(spec.prefix, get_args(PrefixMode), "--prefix"),
+            max_name_length=spec.max_name_length,
+        )
+        relay = Relay()
+        async with (
+            self.fleet.attach(spec, session_id=client.id, host=client.host, relay=relay) as view,
+            Gateway(view, naming=naming, relay=relay, budget=budget) as gateway,
+        ):
+            yield gateway
+
+
+def _choice(value: str, choices: tuple[Choice, ...], option: str) -> Choice:
+    """``value`` as one of ``choices`` (a session's ``serve`` option); ``ConfigError`` otherwise."""
+    from mcpfleet.errors import ConfigError
+
+    for choice in choices:
+        if value == choice:
+            return choice
+    raise ConfigError(f"{option} must be one of {', '.join(choices)}, not {value!r}")
+
+
+def _leaf_message(error: BaseException) -> str:
+    """The message of the first error inside ``error``'s groups (task groups wrap what failed)."""
+    while isinstance(error, BaseExceptionGroup):
+        error = error.exceptions[0]
+    return str(error) or type(error).__name__
+
+
+async def _read_hello(connection: socket.socket) -> tuple[bytes, bytes] | None:
+    """The hello line (without its newline) and the bytes read after it (the start of what
+    follows: a client may send its first messages right behind its hello); None when the peer
+    closes first. A line over the limit is cut there (its parsing then says it is too long)."""
+    received = bytearray()
+    while True:
+        try:
+            chunk = connection.recv(READ_BYTES)
+        except BlockingIOError:
+            await anyio.wait_readable(connection)
+            continue
+        except OSError:
+            return None
+        if not chunk:
+            return None
+        searched = len(received)
+        received += chunk
+        end = received.find(b"\n", searched)
+        if end >= 0:
+            return bytes(received[:end]), bytes(received[end + 1 :])
+        if len(received) > wire.MAX_HELLO_BYTES:
+            return bytes(received), b""
+
+
+async def send_all(connection: socket.socket, data: bytes) -> None:
+    """Write all of ``data`` on a non-blocking socket; a peer that went away is not an error."""
+    view = memoryview(data)
+    while view:
+        try:
+            sent = connection.send(view)
+        except BlockingIOError:
+            await anyio.wait_writable(connection)
+            continue
+        except OSError as error:
+            logger.debug("the peer went away before its answer: %s", error)
+            return
+        view = view[sent:]
+
+
+def resident_bytes(pid: int) -> int:
+    """Resident memory of one process (``/proc/<pid>/statm``), 0 when it is gone."""
+    try:
+        fields = Path("/proc", str(pid), "statm").read_text().split()
+    except OSError:
+        return 0
+    return int(fields[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+# -- the process --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DaemonOptions:
+    """``daemon run``'s options: overrides of the ``daemon`` settings of mcpfleet's user config."""
+
+    idle_timeout_s: float | None = None
+    daemon_idle_timeout_s: float | None = None
+    verbose: int = 0
+
+
+def run_daemon(options: DaemonOptions) -> int:
+    """``mcpfleet daemon run``: serve until stopped; the exit code."""
+    from mcpfleet.cli.output import error_line
+    from mcpfleet.config.gateway_entry import mark_gateway_environment
+    from mcpfleet.daemon.logs import log_to_file
+
+    log_to_file(paths.log_path(), level=logging.DEBUG if options.verbose else logging.INFO)
+    try:
+        paths.ensure_runtime_dir()
+        daemon_socket = DaemonSocket.bind(paths.socket_path())
+    except (paths.RuntimeFolderError, DaemonAlreadyRunning) as error:
+        logger.error("not started: %s", error)
+        error_line(f"daemon not started: {error}")
+        return 1
+    logger.info("mcpfleet %s daemon (pid %d) serving on %s", __version__, os.getpid(), daemon_socket.path)
+    # Backends inherit the mark: a `mcpfleet serve` that one of them starts refuses to serve
+    # this fleet back into itself.
+    mark_gateway_environment(os.environ)
+    try:
+        anyio.run(_run, daemon_socket, options)
+    finally:
+        daemon_socket.close()
+        logger.info("daemon (pid %d) stopped", os.getpid())
+    return 0
+
+
+async def _run(daemon_socket: DaemonSocket, options: DaemonOptions) -> None:
+    from mcpfleet.config.profiles import read_gateway_settings
+    from mcpfleet.daemon.fleet import SharedFleet
+
+    gateway_settings = read_gateway_settings()
+    settings = gateway_settings.daemon
+    if options.idle_timeout_s is not None:
+        settings = dataclasses.replace(settings, idle_timeout_s=options.idle_timeout_s)
+    if options.daemon_idle_timeout_s is not None:
+        settings = dataclasses.replace(settings, daemon_idle_timeout_s=options.daemon_idle_timeout_s)
+    async with SharedFleet(settings) as fleet:
+        service = DaemonService(
+            fleet,
+            daemon_socket,
+            gateway_settings=gateway_settings,
+            daemon_idle_timeout_s=settings.daemon_idle_timeout_s,
+        )
+        await service.serve()

@@ -21,6 +21,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -60,8 +61,11 @@ class ScriptedDaemon:
         refusals: tuple[str, ...] = (),
         capabilities: dict[str, Any] | None = None,
         silent_initialize: int = 0,
+        answer_delay_s: float = 0.0,
     ) -> None:
         self.socket_path = socket_path
+        self.answer_delay_s = answer_delay_s
+        """How long the hello's answer waits (a daemon whose session waits for every server)."""
         self.silent_initialize = silent_initialize
         """How many sessions, the first ones, never answer ``initialize``."""
         self.refusals = list(refusals)
@@ -141,6 +145,7 @@ class ScriptedDaemon:
             session = ScriptedSession(connection, hello, index=self._accepted)
             self._accepted += 1
         pid = 1001 + session.index
+        time.sleep(self.answer_delay_s)
         try:
             session.send({"ok": True, "pid": pid, "version": hello["version"], "session": f"s{pid}"})
         except OSError:

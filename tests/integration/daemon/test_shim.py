@@ -19,7 +19,13 @@ from typing import Any
 import pytest
 from tests.integration.daemon.shim_harness import MCPFLEET, WAIT_S, ScriptedDaemon, ShimHost
 
-from mcpfleet.daemon.shim import DAEMON_STOPPED, MAX_HOST_LINE_BYTES, RECONNECT_LIMIT, REPLAY_ID_PREFIX
+from mcpfleet.daemon.shim import (
+    ANSWER_TIMEOUT_S,
+    DAEMON_STOPPED,
+    MAX_HOST_LINE_BYTES,
+    RECONNECT_LIMIT,
+    REPLAY_ID_PREFIX,
+)
 
 FORBIDDEN_IMPORTS = ("mcp", "mcp_types", "anyio", "pydantic", "pydantic_core", "platformdirs", "rich", "yaml")
 
@@ -166,6 +172,16 @@ def test_an_initialize_in_flight_is_sent_again_as_it_came(daemon_runtime: Path) 
         answer = host.receive()
         assert answer["id"] == initialize and answer["result"]["serverInfo"]["name"] == "scripted-daemon"
         assert daemon.session(1).lines == first.lines
+
+
+def test_a_session_waiting_for_every_server_waits_for_the_daemon_s_answer(daemon_runtime: Path) -> None:
+    """``--startup-timeout 0``: the daemon answers once every server is up, however long that is."""
+    delay_s = ANSWER_TIMEOUT_S + 1
+    with (
+        ScriptedDaemon(daemon_runtime / "daemon.sock", answer_delay_s=delay_s),
+        ShimHost("--startup-timeout", "0", "serve") as host,
+    ):
+        assert host.initialize()["result"]["serverInfo"]["name"] == "scripted-daemon"
 
 
 def test_a_daemon_that_keeps_going_away_ends_the_shim(daemon_runtime: Path) -> None:

@@ -182,15 +182,25 @@ def _answers(path: Path) -> bool:
 
 @dataclass(eq=False)
 class Client:
-    """One accepted connection whose hello was taken."""
+    """One accepted connection: greeting (no hello taken yet), then a session or a control one.
 
-    id: str
-    kind: wire.ConnectionKind
-    host: str | None
-    pid: int | None
+    A connection counts as activity from the moment it is accepted: a daemon about to stop
+    for being idle does not drop a shim whose hello is on its way.
+    """
+
+    number: int
+    pid: int
+    """The peer's, from the kernel; the hello's own when it gives one."""
+    kind: wire.ConnectionKind | None = None
+    host: str | None = None
     since: float = field(default_factory=time.time)
     project: str | None = None
     """A session's project folder (its ``cwd``, resolved)."""
+
+    @property
+    def id(self) -> str:
+        """``s3`` for the third connection when it is a session, ``c3`` otherwise."""
+        return f"{'s' if self.kind == 'session' else 'c'}{self.number}"
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -229,7 +239,7 @@ class DaemonService:
         self.pid = os.getpid()
         self.started = time.time()
         self.environment = wire.config_environment()
-        self.clients: dict[str, Client] = {}
+        self.clients: dict[int, Client] = {}
         self.draining = False
         self._ids = itertools.count(1)
         self._stop = anyio.Event()
@@ -256,8 +266,8 @@ class DaemonService:
     def drain(self, reason: str) -> None:
         """Take no new connection; stop once the current ones have ended.
 
-        The idle watch is not woken here: the connection whose hello began the drain is not
-        counted, and its refusal must go out before a drained daemon may stop.
+        The idle watch is not woken here: the connection whose hello began the drain is one
+        of the current ones, and its refusal goes out before it ends.
         """
         if self.draining:
             return
@@ -328,12 +338,12 @@ class DaemonService:
 
     @asynccontextmanager
     async def _registered(self, client: Client) -> AsyncIterator[Client]:
-        self.clients[client.id] = client
+        self.clients[client.number] = client
         self._note_clients_changed()
         try:
             yield client
         finally:
-            del self.clients[client.id]
+            del self.clients[client.number]
             self._note_clients_changed()
 
     # -- accepting ----------------------------------------------------------------------------------
@@ -378,28 +388,22 @@ class DaemonService:
             )
             return
         connection.setblocking(False)
-        received: tuple[bytes, bytes] | None = None
-        with anyio.move_on_after(HELLO_TIMEOUT_S):
-            received = await _read_hello(connection)
-        if received is None:
-            logger.info("pid %d connected and sent no hello", credentials.pid)
-            return
-        try:
-            line, already_read = received
-            hello = self._take_hello(line)
-        except HelloRefused as refusal:
-            logger.warning("refused pid %d (%s): %s", credentials.pid, refusal.code, refusal.message)
-            await send_all(connection, wire.refused(refusal.code, refusal.message))
-            if self.draining:
-                self._note_clients_changed()  # a drain this hello began may be complete already
-            return
-        client = Client(
-            id=f"{hello.kind[0]}{next(self._ids)}",
-            kind=hello.kind,
-            host=hello.host,
-            pid=hello.pid or credentials.pid,
-        )
-        async with self._registered(client):
+        async with self._registered(Client(number=next(self._ids), pid=credentials.pid)) as client:
+            received: tuple[bytes, bytes] | None = None
+            with anyio.move_on_after(HELLO_TIMEOUT_S):
+                received = await _read_hello(connection)
+            if received is None:
+                logger.info("pid %d connected and sent no hello", credentials.pid)
+                return
+            try:
+                line, already_read = received
+                hello = self._take_hello(line)
+            except HelloRefused as refusal:
+                logger.warning("refused pid %d (%s): %s", credentials.pid, refusal.code, refusal.message)
+                await send_all(connection, wire.refused(refusal.code, refusal.message))
+                return
+            client.kind, client.host, client.since = hello.kind, hello.host, time.time()
+            client.pid = hello.pid or client.pid
             if hello.kind == "session":
                 assert hello.fleet is not None, "parse_hello requires a session's fleet"
                 client.project = hello.fleet.cwd

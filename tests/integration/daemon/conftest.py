@@ -4,7 +4,8 @@
 own under /tmp (a Unix socket path holds 107 bytes: pytest's folders are too deep) and unsets
 ``MCPFLEET_NO_DAEMON``. At teardown it stops the daemon answering there (SIGTERM, SIGKILL
 after 10 s) and fails the test if any process started under the test's home is still alive
-(a daemon that drained away from its socket, a server, a watchdog), after killing them.
+(a daemon that drained away from its socket, a server, a daemon's watchdog; not this test
+process's own watchdog, which in-process fleets share for the whole run), after killing them.
 
 ``start_daemon`` starts ``mcpfleet daemon run`` with the given options and waits until it
 accepts.

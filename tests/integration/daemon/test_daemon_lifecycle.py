@@ -12,11 +12,14 @@ from pathlib import Path
 
 from tests.integration.daemon.conftest import StartDaemon
 from tests.integration.daemon.daemon_harness import (
+    Connection,
     connect,
     control,
     fake,
     fleet_spec,
+    hello,
     ping,
+    raw_connect,
     server_processes,
     session,
     user_config,
@@ -41,6 +44,21 @@ def test_the_daemon_exits_when_idle_and_not_while_a_session_is_open(
     assert not wait_until_gone(servers), "the idle daemon's server outlived it"
     assert not paths.socket_path().exists()
     assert "idle: no connection for 1 s" in paths.log_path().read_text()
+
+
+def test_a_connection_whose_hello_is_on_its_way_keeps_the_daemon(
+    isolated_home: Path, start_daemon: StartDaemon
+) -> None:
+    daemon = start_daemon("--daemon-idle-timeout", "1")
+    sock = raw_connect()
+    try:
+        time.sleep(2.5)  # over twice the idle timeout, well within the hello's 10 s
+        sock.sendall(hello("control"))
+        answer = Connection(sock, {}).receive()
+        assert answer["ok"] is True and answer["pid"] == daemon.pid
+    finally:
+        sock.close()
+    assert daemon.wait_exit() == 0
 
 
 def test_the_stop_op_answers_then_closes_every_session_and_server(

@@ -126,7 +126,7 @@ class SharedFleet(anyio.AsyncContextManagerMixin):
                 self._task_group = task_group
                 try:
                     task_group.start_soon(
-                        self._user_watcher.run, self._user_config_changed, name="mcpfleet user config"
+                        self._user_watcher.run, self._config_changed, name="mcpfleet user config"
                     )
                     task_group.start_soon(self._reap, name="mcpfleet idle servers")
                     yield self
@@ -335,38 +335,30 @@ class SharedFleet(anyio.AsyncContextManagerMixin):
 
     async def _watch_project(self, project: _Project) -> None:
         with project.watching:
-            await project.watcher.run(lambda: self._project_config_changed(project))
+            await project.watcher.run(self._config_changed)
 
-    async def _project_config_changed(self, project: _Project) -> None:
-        project.rediscover()
-        self._refresh_project_servers(project)
-        await self._reroute(project)
-
-    async def _user_config_changed(self) -> None:
+    async def _config_changed(self) -> None:
+        """A watched file changed. Every discovery is read again, the user's and each
+        project's, whichever watcher saw it first: a project's routes depend on both (a
+        user-level entry is shared only if the project resolves it as the user scope does),
+        and a half-updated pair would start a server in the wrong scope. Reading them
+        refreshes every watcher's stamps, so the others do not reload for the same edit."""
         self._rediscover_user()
         for project in list(self._projects.values()):
+            project.rediscover()
             self._refresh_project_servers(project)
-        await self._reroute(None)
+        await self._reroute()
 
-    async def _reroute(self, only: _Project | None) -> None:
-        """Recompute the routes of the views of ``only`` (every view when ``None``), then bring
-        every scope concerned to what it should run now."""
-        touched: set[Scope] = set()
+    async def _reroute(self) -> None:
+        """Recompute every view's routes, then bring every scope to what it should run now."""
         for view in list(self._views.values()):
             project = self._projects.get(_key_of(view.spec))
-            if project is None or (only is not None and project is not only):
-                continue
-            self._route(view, project)
-            touched.add(view.session_scope)
-        if only is not None:
-            touched.add(only.scope)
-        else:
-            touched.update(project.scope for project in self._projects.values())
-        assert self._user_scope is not None
-        touched.add(self._user_scope)
+            if project is not None:
+                self._route(view, project)
+        touched = set(self._scopes())
         for view in list(self._views.values()):
             for route in view.routes.values():
-                if route.scope in touched and not route.scope.closed:
+                if not route.scope.closed:
                     await self._open(route.scope)
                     view.follow(route.scope)
         await self._converge({scope for scope in touched if scope.manager is not None})
@@ -386,7 +378,7 @@ class SharedFleet(anyio.AsyncContextManagerMixin):
                 name,
             )
             scope.unshared.add(name)
-            self._running().start_soon(self._reroute, None, name=f"mcpfleet {name} per session")
+            self._running().start_soon(self._reroute, name=f"mcpfleet {name} per session")
 
     # -- idle servers ----------------------------------------------------------------------------------------
 

@@ -111,7 +111,7 @@ class SharedFleet(anyio.AsyncContextManagerMixin):
         self._user_discovery = DiscoveryResult()
         self._user_watcher = ConfigWatcher(watch_interval_s)
         self._per_session: PerSessionServers | None = None
-        self._wake_reaper = anyio.Event()
+        self._wake_reaper: anyio.Event | None = None
 
     # -- lifetime --------------------------------------------------------------------------------------------
 
@@ -120,6 +120,7 @@ class SharedFleet(anyio.AsyncContextManagerMixin):
         self._cache = MCPToolCache.open_default() if self._cache_setting == "default" else self._cache_setting
         self._per_session = PerSessionServers(paths.user_state_dir() / PER_SESSION_FILE)
         self._user_scope = Scope("user", paths.neutral_working_dir(), None)
+        self._wake_reaper = anyio.Event()
         self._rediscover_user()
         try:
             async with anyio.create_task_group() as task_group:
@@ -205,7 +206,7 @@ class SharedFleet(anyio.AsyncContextManagerMixin):
                     view_tasks.cancel_scope.cancel()
         finally:
             project.sessions.discard(session_id)
-            self._wake_reaper.set()
+            self._wake()
 
     async def _detach(self, view: FleetView) -> None:
         self._views.pop(view.session_id, None)
@@ -362,7 +363,7 @@ class SharedFleet(anyio.AsyncContextManagerMixin):
                     await self._open(route.scope)
                     view.follow(route.scope)
         await self._converge({scope for scope in touched if scope.manager is not None})
-        self._wake_reaper.set()
+        self._wake()
 
     def _needs_backend_per_session(self, scope: Scope, name: str) -> None:
         """A question of ``scope``'s server could not be tied to one session: from now on each
@@ -400,15 +401,22 @@ class SharedFleet(anyio.AsyncContextManagerMixin):
             if expiring:
                 await self._converge({scope for scope in expiring if scope.manager is not None})
             await self._close_unused_projects()
+            wake = self._wake_reaper
+            assert wake is not None
             with anyio.move_on_after(
                 None if next_deadline is None else max(0.0, next_deadline - time.monotonic())
             ):
-                await self._wake_reaper.wait()
+                await wake.wait()
             self._wake_reaper = anyio.Event()
 
     def _busy(self, scope: Scope, name: str) -> bool:
         """Whether a call of a session that used ``scope``'s server still runs on that name."""
         return any(relay.flights_on(name) for relay in self._relays_of(scope, name))
+
+    def _wake(self) -> None:
+        """Have the reaper look again (a server may have started lingering)."""
+        if self._wake_reaper is not None:
+            self._wake_reaper.set()
 
     async def _close_unused_projects(self) -> None:
         for key, project in list(self._projects.items()):
@@ -452,9 +460,7 @@ async def _converge_logged(scope: Scope) -> None:
     try:
         await scope.converge()
     except Exception:
-        logger.exception(
-            "the %s scope %s could not start or stop its servers", scope.kind, scope.project or ""
-        )
+        logger.exception("the %s could not start or stop its servers", scope)
 
 
 def _key_of(spec: FleetSpec) -> ProjectKey:

@@ -75,6 +75,9 @@ class Scope:
     _converging: anyio.Lock = field(default_factory=anyio.Lock)
     _opening: anyio.Lock = field(default_factory=anyio.Lock)
 
+    def __str__(self) -> str:
+        return f"{self.kind} scope of {self.project}" if self.project is not None else "user scope"
+
     # -- who uses what ---------------------------------------------------------------------------------------
 
     def use(self, session: str, name: str) -> None:
@@ -164,9 +167,7 @@ class Scope:
                     server_requests=server_requests,
                     shutdown_timeout_s=shutdown_timeout_s,
                 )
-                await task_group.start(
-                    self._run, manager, name=f"mcpfleet {self.kind} scope {self.project or ''}"
-                )
+                await task_group.start(self._run, manager, name=f"mcpfleet {self}")
                 self.manager = manager
             return self.manager
 

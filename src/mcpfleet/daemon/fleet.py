@@ -111,7 +111,7 @@ class SharedFleet(anyio.AsyncContextManagerMixin):
         self._user_discovery = DiscoveryResult()
         self._user_watcher = ConfigWatcher(watch_interval_s)
         self._per_session: PerSessionServers | None = None
-        self._wake_reaper = anyio.Event()
+        self._wake_reaper: anyio.Event | None = None
 
     # -- lifetime --------------------------------------------------------------------------------------------
 
@@ -120,13 +120,14 @@ class SharedFleet(anyio.AsyncContextManagerMixin):
         self._cache = MCPToolCache.open_default() if self._cache_setting == "default" else self._cache_setting
         self._per_session = PerSessionServers(paths.user_state_dir() / PER_SESSION_FILE)
         self._user_scope = Scope("user", paths.neutral_working_dir(), None)
+        self._wake_reaper = anyio.Event()
         self._rediscover_user()
         try:
             async with anyio.create_task_group() as task_group:
                 self._task_group = task_group
                 try:
                     task_group.start_soon(
-                        self._user_watcher.run, self._user_config_changed, name="mcpfleet user config"
+                        self._user_watcher.run, self._config_changed, name="mcpfleet user config"
                     )
                     task_group.start_soon(self._reap, name="mcpfleet idle servers")
                     yield self
@@ -205,7 +206,7 @@ class SharedFleet(anyio.AsyncContextManagerMixin):
                     view_tasks.cancel_scope.cancel()
         finally:
             project.sessions.discard(session_id)
-            self._wake_reaper.set()
+            self._wake()
 
     async def _detach(self, view: FleetView) -> None:
         self._views.pop(view.session_id, None)
@@ -335,42 +336,34 @@ class SharedFleet(anyio.AsyncContextManagerMixin):
 
     async def _watch_project(self, project: _Project) -> None:
         with project.watching:
-            await project.watcher.run(lambda: self._project_config_changed(project))
+            await project.watcher.run(self._config_changed)
 
-    async def _project_config_changed(self, project: _Project) -> None:
-        project.rediscover()
-        self._refresh_project_servers(project)
-        await self._reroute(project)
-
-    async def _user_config_changed(self) -> None:
+    async def _config_changed(self) -> None:
+        """A watched file changed. Every discovery is read again, the user's and each
+        project's, whichever watcher saw it first: a project's routes depend on both (a
+        user-level entry is shared only if the project resolves it as the user scope does),
+        and a half-updated pair would start a server in the wrong scope. Reading them
+        refreshes every watcher's stamps, so the others do not reload for the same edit."""
         self._rediscover_user()
         for project in list(self._projects.values()):
+            project.rediscover()
             self._refresh_project_servers(project)
-        await self._reroute(None)
+        await self._reroute()
 
-    async def _reroute(self, only: _Project | None) -> None:
-        """Recompute the routes of the views of ``only`` (every view when ``None``), then bring
-        every scope concerned to what it should run now."""
-        touched: set[Scope] = set()
+    async def _reroute(self) -> None:
+        """Recompute every view's routes, then bring every scope to what it should run now."""
         for view in list(self._views.values()):
             project = self._projects.get(_key_of(view.spec))
-            if project is None or (only is not None and project is not only):
-                continue
-            self._route(view, project)
-            touched.add(view.session_scope)
-        if only is not None:
-            touched.add(only.scope)
-        else:
-            touched.update(project.scope for project in self._projects.values())
-        assert self._user_scope is not None
-        touched.add(self._user_scope)
+            if project is not None:
+                self._route(view, project)
+        touched = set(self._scopes())
         for view in list(self._views.values()):
             for route in view.routes.values():
-                if route.scope in touched and not route.scope.closed:
+                if not route.scope.closed:
                     await self._open(route.scope)
                     view.follow(route.scope)
         await self._converge({scope for scope in touched if scope.manager is not None})
-        self._wake_reaper.set()
+        self._wake()
 
     def _needs_backend_per_session(self, scope: Scope, name: str) -> None:
         """A question of ``scope``'s server could not be tied to one session: from now on each
@@ -386,7 +379,7 @@ class SharedFleet(anyio.AsyncContextManagerMixin):
                 name,
             )
             scope.unshared.add(name)
-            self._running().start_soon(self._reroute, None, name=f"mcpfleet {name} per session")
+            self._running().start_soon(self._reroute, name=f"mcpfleet {name} per session")
 
     # -- idle servers ----------------------------------------------------------------------------------------
 
@@ -408,15 +401,22 @@ class SharedFleet(anyio.AsyncContextManagerMixin):
             if expiring:
                 await self._converge({scope for scope in expiring if scope.manager is not None})
             await self._close_unused_projects()
+            wake = self._wake_reaper
+            assert wake is not None
             with anyio.move_on_after(
                 None if next_deadline is None else max(0.0, next_deadline - time.monotonic())
             ):
-                await self._wake_reaper.wait()
+                await wake.wait()
             self._wake_reaper = anyio.Event()
 
     def _busy(self, scope: Scope, name: str) -> bool:
         """Whether a call of a session that used ``scope``'s server still runs on that name."""
         return any(relay.flights_on(name) for relay in self._relays_of(scope, name))
+
+    def _wake(self) -> None:
+        """Have the reaper look again (a server may have started lingering)."""
+        if self._wake_reaper is not None:
+            self._wake_reaper.set()
 
     async def _close_unused_projects(self) -> None:
         for key, project in list(self._projects.items()):
@@ -460,9 +460,7 @@ async def _converge_logged(scope: Scope) -> None:
     try:
         await scope.converge()
     except Exception:
-        logger.exception(
-            "the %s scope %s could not start or stop its servers", scope.kind, scope.project or ""
-        )
+        logger.exception("the %s could not start or stop its servers", scope)
 
 
 def _key_of(spec: FleetSpec) -> ProjectKey:

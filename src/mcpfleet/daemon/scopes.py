@@ -3,8 +3,8 @@
 The user scope holds the user-level servers every session shares, a project scope those of
 one project root (and approval), a session scope those one session has to itself. A scope
 starts nothing on its own: it runs the servers that some attached view uses (``users``),
-those that no view uses any more but whose idle time has not run out (``lingering``), and
-the ``keepWarm`` ones once started. ``converge`` brings the manager to that set by the
+those that no view uses any more but whose idle time has not run out (``lingering``; a
+``keepWarm`` one lingers for ever). ``converge`` brings the manager to that set by the
 fleet's own reload by difference: a server no longer wanted stops, an edited one restarts,
 a newly wanted one starts (its tools from the cache until it answers).
 """
@@ -65,8 +65,6 @@ class Scope:
     its route moved: a call it started here may still ask its client something)."""
     lingering: dict[str, float] = field(default_factory=dict)
     """Servers no session uses, and since when (``time.monotonic()``)."""
-    warm: set[str] = field(default_factory=set)
-    """``keepWarm`` servers started once: never stopped for being unused."""
     unshared: set[str] = field(default_factory=set)
     """Servers whose sessions moved to backends of their own: this one stops as soon as no
     call runs on it any more."""
@@ -77,6 +75,9 @@ class Scope:
     _converging: anyio.Lock = field(default_factory=anyio.Lock)
     _opening: anyio.Lock = field(default_factory=anyio.Lock)
 
+    def __str__(self) -> str:
+        return f"{self.kind} scope of {self.project}" if self.project is not None else "user scope"
+
     # -- who uses what ---------------------------------------------------------------------------------------
 
     def use(self, session: str, name: str) -> None:
@@ -84,9 +85,6 @@ class Scope:
         self.seen_by.setdefault(name, set()).add(session)
         self.lingering.pop(name, None)
         self.unshared.discard(name)
-        wanted = self.available.get(name)
-        if wanted is not None and wanted.config.keep_warm:
-            self.warm.add(name)
 
     def release(self, session: str, name: str) -> None:
         """``session`` no longer routes ``name`` here; the last one starts its idle time."""
@@ -139,15 +137,16 @@ class Scope:
         return expired, next_deadline
 
     def desired(self) -> dict[str, Wanted]:
-        """What should run now: used, lingering, or warm, and still in the config."""
-        names = set(self.users) | set(self.lingering) | self.warm
+        """What should run now: used, or lingering (in its idle time, or kept warm), and still
+        in the config."""
+        names = set(self.users) | set(self.lingering)
         return {name: wanted for name, wanted in self.available.items() if name in names}
 
     @property
     def empty(self) -> bool:
-        """Nothing used, nothing lingering or warm, nothing held: the scope can close."""
+        """Nothing used, nothing lingering, nothing held: the scope can close."""
         held = self.manager.get_all_server_names() if self.manager is not None else []
-        return not (self.users or self.lingering or self.warm or self.seen_by or held)
+        return not (self.users or self.lingering or self.seen_by or held)
 
     # -- the manager -----------------------------------------------------------------------------------------
 
@@ -168,9 +167,7 @@ class Scope:
                     server_requests=server_requests,
                     shutdown_timeout_s=shutdown_timeout_s,
                 )
-                await task_group.start(
-                    self._run, manager, name=f"mcpfleet {self.kind} scope {self.project or ''}"
-                )
+                await task_group.start(self._run, manager, name=f"mcpfleet {self}")
                 self.manager = manager
             return self.manager
 

@@ -100,6 +100,7 @@ async def session(
     session_id: str,
     *,
     startup_timeout_ms: int = 0,
+    profile: str | None = None,
     mode: str = "legacy",
     **client_options: Any,
 ) -> AsyncIterator[Session]:
@@ -110,7 +111,9 @@ async def session(
         notifications.append(message)
 
     relay = Relay()
-    spec = FleetSpec(cwd=str(root), trust_project=True, startup_timeout_ms=startup_timeout_ms)
+    spec = FleetSpec(
+        cwd=str(root), trust_project=True, startup_timeout_ms=startup_timeout_ms, profile=profile
+    )
     async with (
         fleet.attach(spec, session_id=session_id, host="pytest", relay=relay) as view,
         Gateway(view, relay=relay) as gateway,
@@ -206,13 +209,13 @@ async def test_servers_start_when_a_session_needs_them_and_stop_when_idle_unless
     pids = tmp_path / "pids"
     gate = tmp_path / "lazy-may-start"
     gate.touch()
+    lazy_entry = fake("lazy", pids / "lazy", "--start-when-exists", str(gate), idleTimeout=0.5)
     write_user_servers(
-        {
-            "lazy": fake("lazy", pids / "lazy", "--start-when-exists", str(gate), idleTimeout=0.5),
-            "warm": fake("warm", pids / "warm", keepWarm=True, idleTimeout=0.5),
-        }
+        {"lazy": lazy_entry, "warm": fake("warm", pids / "warm", keepWarm=True, idleTimeout=0.5)}
     )
-    async with SharedFleet(DaemonSettings(idle_timeout_s=600), cache="default") as fleet:
+    async with SharedFleet(
+        DaemonSettings(idle_timeout_s=600), cache="default", watch_interval_s=0.05
+    ) as fleet:
         await anyio.sleep(0.3)
         assert fleet.status() == []
         assert started(pids / "lazy") == started(pids / "warm") == 0
@@ -236,6 +239,11 @@ async def test_servers_start_when_a_session_needs_them_and_stop_when_idle_unless
             gate.touch()
             assert await second.echo("lazy_echo") == "hi"
         assert started(pids / "lazy") == 2
+        assert started(pids / "warm") == 1
+
+        # No longer kept warm: it idles out like the others, without a restart meanwhile.
+        write_user_servers({"lazy": lazy_entry, "warm": fake("warm", pids / "warm", idleTimeout=0.5)})
+        await wait_until(lambda: rows(fleet, "warm") == [] and alive(pids / "warm") == [], timeout_s=SETTLE_S)
         assert started(pids / "warm") == 1
 
 
@@ -406,3 +414,24 @@ async def test_a_user_server_that_names_the_workspace_runs_once_per_project(
         shared = sorted((row["share"], row["project"], row["sessions"]) for row in rows(fleet, "files"))
         assert shared == [("project", str(alpha), 2), ("project", str(beta), 1)]
     assert started(pids / "files") == 2
+
+
+async def test_a_session_with_a_profile_sees_and_starts_only_its_servers(
+    isolated_home: Path, tmp_path: Path, projects: tuple[Path, Path]
+) -> None:
+    alpha, _ = projects
+    pids = tmp_path / "pids"
+    path = paths.user_config_file()
+    path.parent.mkdir(parents=True)
+    servers = {"common": fake("common", pids / "common"), "other": fake("other", pids / "other")}
+    path.write_text(json.dumps({"mcpServers": servers, "profiles": {"narrow": {"servers": ["common"]}}}))
+    async with SharedFleet(DaemonSettings(), cache=None) as fleet:
+        async with session(fleet, alpha, "narrow", profile="narrow") as narrow:
+            assert await narrow.tool_names() == ["common_echo"]
+            (left_out,) = [entry for entry in narrow.view.discover().entries if entry.name == "other"]
+            assert left_out.state == "filtered"
+            assert started(pids / "other") == 0
+            async with session(fleet, alpha, "wide") as wide:
+                assert await wide.tool_names() == ["common_echo", "other_echo"]
+            assert rows(fleet, "common")[0]["sessions"] == 1
+        assert started(pids / "common") == started(pids / "other") == 1

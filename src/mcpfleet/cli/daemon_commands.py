@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import argparse
 import os
-import socket
 import time
 from typing import Any
 
 from mcpfleet.cli.output import EXIT_FAILED, EXIT_OK, emit_json, error_line, output_line
+from mcpfleet.daemon.client import DaemonLost, DaemonUnavailable, OperationFailed
 
 STOP_WAIT_S = 30.0
 """How long ``daemon stop`` waits for the daemon to be gone: the fleet's shutdown deadline
@@ -51,6 +51,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="exit after S seconds without any connection (default: daemon.daemonIdleTimeout, 1800)",
     )
     run.set_defaults(handler=run_command)
+
+    start = actions.add_parser("start", help="start the daemon in the background unless one runs")
+    start.set_defaults(handler=start_command)
 
     stop = actions.add_parser(
         "stop", help="stop the daemon: every server is closed, sessions reconnect later"
@@ -97,21 +100,37 @@ def run_command(args: argparse.Namespace) -> int:
     )
 
 
+def start_command(args: argparse.Namespace) -> int:
+    from mcpfleet.daemon.launch import start_daemon
+
+    try:
+        started = start_daemon()
+        pid = int(_ask("ping")["pid"])
+    except (OSError, DaemonUnavailable, OperationFailed) as error:  # DaemonStartError, RuntimeFolderError
+        error_line(f"the daemon did not start: {error}")
+        return EXIT_FAILED
+    if args.json:
+        emit_json({"pid": pid, "started": started})
+    else:
+        output_line(f"the mcpfleet daemon {'started' if started else 'already runs'} (pid {pid})")
+    return EXIT_OK
+
+
 def stop_command(args: argparse.Namespace) -> int:
     try:
-        pid = int(_control("ping")["pid"])
+        pid = int(_ask("ping")["pid"])
     except NoDaemon:
         _report_none(args)
         return EXIT_OK
-    except DaemonRefused as refusal:
-        error_line(f"the daemon refused: {refusal}")
+    except (DaemonUnavailable, OperationFailed) as error:
+        error_line(f"cannot stop the daemon: {error}")
         return EXIT_FAILED
     try:
-        _control("stop")
-    except NoDaemon:
+        _ask("stop")
+    except (NoDaemon, DaemonLost):
         pass  # it went away between the two questions: waited for below all the same
-    except DaemonRefused as refusal:
-        error_line(f"the daemon refused to stop: {refusal}")
+    except (DaemonUnavailable, OperationFailed) as error:
+        error_line(f"cannot stop the daemon: {error}")
         return EXIT_FAILED
     deadline = time.monotonic() + STOP_WAIT_S
     while _alive(pid):
@@ -131,12 +150,12 @@ def stop_command(args: argparse.Namespace) -> int:
 
 def status_command(args: argparse.Namespace) -> int:
     try:
-        document = _control("status")
+        document = _ask("status")
     except NoDaemon:
         _report_none(args)
         return EXIT_OK
-    except DaemonRefused as refusal:
-        error_line(f"the daemon refused: {refusal}")
+    except (DaemonUnavailable, OperationFailed) as error:
+        error_line(f"cannot read the daemon's status: {error}")
         return EXIT_FAILED
     if args.json:
         emit_json({"running": True, **document})
@@ -238,43 +257,12 @@ class NoDaemon(Exception):
     """Nothing answers on the daemon's socket."""
 
 
-class DaemonRefused(Exception):
-    """The daemon answered the hello with a refusal, or the operation with an error."""
+def _ask(op: str) -> dict[str, Any]:
+    """The result of one control operation on the running daemon; ``NoDaemon`` when none runs."""
+    from mcpfleet.daemon.client import connect_if_running
 
-
-def _control(op: str) -> dict[str, Any]:
-    """The result of one control operation on the running daemon (``NoDaemon`` when none runs)."""
-    from mcpfleet import __version__
-    from mcpfleet.daemon import paths, wire
-
-    connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    connection.settimeout(CONTROL_TIMEOUT_S)
-    with connection:
-        try:
-            connection.connect(os.fsencode(paths.socket_path()))
-        except (FileNotFoundError, ConnectionRefusedError):
-            raise NoDaemon from None
-        hello = wire.Hello(
-            kind="control",
-            version=__version__,
-            fleet=None,
-            env=wire.config_environment(),
-            host="mcpfleet daemon",
-            pid=os.getpid(),
-        )
-        connection.sendall(hello.encode() + wire.encode_line({"id": 1, "op": op}))
-        lines = connection.makefile("rb")
-        answer = wire.decode_line(lines.readline(wire.MAX_HELLO_BYTES), limit=wire.MAX_HELLO_BYTES)
-        if answer.get("ok") is not True:
-            raise DaemonRefused(f"{answer.get('code')}: {answer.get('message')}")
-        while True:
-            line = lines.readline(wire.MAX_CONTROL_LINE_BYTES)
-            if not line:
-                raise NoDaemon
-            document = wire.decode_line(line)
-            if document.get("id") != 1:
-                continue
-            if "error" in document:
-                raise DaemonRefused(str(document["error"].get("message")))
-            result: dict[str, Any] = document["result"]
-            return result
+    client = connect_if_running(host="mcpfleet daemon")
+    if client is None:
+        raise NoDaemon
+    with client:
+        return client.request(op)

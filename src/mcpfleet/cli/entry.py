@@ -32,6 +32,9 @@ if TYPE_CHECKING:
     from mcpfleet.daemon.shim import ShimSettings
 
 SERVE = "serve"
+MIN_NAME_LENGTH = 10
+"""``--max-name-length``'s least value: ``mcpfleet.fleet.tools.MIN_TOOL_NAME_LENGTH`` (not
+imported: it loads the fleet; a test keeps the two equal)."""
 GATEWAY_PID_VARIABLE = "MCPFLEET_GATEWAY_PID"
 """The gateway's mark (``mcpfleet.config.gateway_entry``; not imported: it loads discovery)."""
 FLEET_CHANGING_OPTIONS = {
@@ -123,8 +126,8 @@ def _shim_settings(args: argparse.Namespace) -> ShimSettings:
 
 def build_parser() -> argparse.ArgumentParser:
     """The options of ``mcpfleet [global options] serve [serve options]``, as in ``cli/main.py``
-    and ``cli/serve_commands.py``; values are checked by type only (a value out of range goes
-    to ``mcpfleet.cli.main``, which says what is wrong)."""
+    and ``cli/serve_commands.py``, checked alike: a command line the CLI would refuse goes to
+    it, and it says what is wrong."""
     parser = _Parser(prog="mcpfleet", add_help=False)
     parser.add_argument("-h", "--help", action="store_true")
     parser.add_argument("--cwd")
@@ -140,7 +143,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve = subparsers.add_parser(SERVE, add_help=False)
     serve.add_argument("-h", "--help", dest="serve_help", action="store_true")
     serve.add_argument("--prefix", choices=("always", "none"), default="always")
-    serve.add_argument("--max-name-length", type=_at_least(1), default=64)
+    serve.add_argument("--max-name-length", type=_at_least(MIN_NAME_LENGTH), default=64)
     serve.add_argument("--http")
     serve.add_argument("--auth-token")
     serve.add_argument("--tools", dest="tool_mode", choices=("all", "search", "auto"), default="auto")

@@ -12,9 +12,9 @@ still runs on it (a ``call`` is cancelled at its backend, a ``watch`` ends).
 fleet for the request's ``fleet`` (a ``FleetSpec``): the CLI prints what it is given.
 ``watch`` keeps such a view for as long as it runs and pushes ``{"event": "tools_changed",
 "id": <the watch's id>}`` after each change of that fleet's tools (a burst of changes
-gives one event: the reader lists the tools again anyway). ``cancel`` cancels one request
-of the same connection (a call its client gave up on), which then answers with an error
-(exit 130, as a command interrupted by Ctrl-C); the connection goes on.
+gives one event: the reader lists the tools again anyway). ``cancel`` ends one request of
+the same connection (a ``call``, a ``watch``), which is answered with an error (``exit``
+130) if it was still running.
 """
 
 from __future__ import annotations
@@ -33,9 +33,11 @@ from mcpfleet.daemon import wire
 from mcpfleet.transport.stdio import LineFramer, OversizedLine, describe_size
 
 if TYPE_CHECKING:
-    from mcpfleet.daemon.fleet import FleetView
+    from mcpfleet.config.model import DiscoveryResult
     from mcpfleet.daemon.service import Client, DaemonService
+    from mcpfleet.daemon.view import FleetView
     from mcpfleet.fleet.events import ManagerEvent
+    from mcpfleet.fleet.startup import StartupReport
 
 logger = logging.getLogger(__name__)
 
@@ -43,6 +45,7 @@ READ_BYTES = 256 * 1024
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_CANCELLED = 130
+"""What a command cancelled by its user (Ctrl-C) exits with."""
 
 
 class ControlError(Exception):
@@ -67,7 +70,7 @@ class Operation:
     request: dict[str, Any]
     send: Send
     running: dict[int | str, anyio.CancelScope]
-    """The requests of this connection still running, by id (what ``cancel`` can reach)."""
+    """The requests of this connection still running, by id (what ``cancel`` looks in)."""
     answered: bool = False
     after_answer: list[Callable[[], None]] = field(default_factory=list)
 
@@ -84,8 +87,11 @@ class Operation:
             raise ControlError(f"{self.request.get('op')}: {error}", EXIT_USAGE) from None
 
     @asynccontextmanager
-    async def view(self) -> AsyncIterator[FleetView]:
-        """A view of the fleet the request names, discovered and past its start-up gate."""
+    async def view(self) -> AsyncIterator[tuple[FleetView, DiscoveryResult, StartupReport]]:
+        """A view of the fleet the request names, past its start-up gate as an agent's fleet
+        would be (see ``documents.settle``), with its discovery and the gate's report."""
+        from mcpfleet.cli import documents
+
         spec = self.fleet_spec()
         async with (
             self.service.fleet.attach(
@@ -93,7 +99,10 @@ class Operation:
             ) as view,
             view,
         ):
-            yield view
+            discovery = view.discover()
+            result = await view.connect_servers(discovery.configs, discovery.sources)
+            await documents.settle(view, result, late_only=True)
+            yield view, discovery, result
 
 
 OperationHandler = Callable[[Operation], Awaitable[dict[str, Any]]]
@@ -159,39 +168,42 @@ async def _run(
         await send({"id": None, "error": {"message": f"not a request: {error}", "exit": EXIT_USAGE}})
         return
     request_id = request.get("id")
-    if isinstance(request_id, bool) or not isinstance(request_id, int | str):
-        await send(
-            {
-                "id": None,
-                "error": {"message": 'a request needs an "id" (a number or a string)', "exit": EXIT_USAGE},
-            }
-        )
+    if isinstance(request_id, bool) or not isinstance(request_id, int | str) or request_id in running:
+        message = 'a request needs an "id" (a number or a string) that none of its running requests has'
+        await send({"id": None, "error": {"message": message, "exit": EXIT_USAGE}})
         return
     op = request.get("op")
     handler = OPERATIONS.get(op) if isinstance(op, str) else None
     operation = Operation(service, client, request_id, request, send, running)
-    scope = running[request_id] = anyio.CancelScope()
-    try:
-        with scope:
+    with anyio.CancelScope() as scope:
+        running[request_id] = scope
+        try:
             if handler is None:
                 raise ControlError(f"unknown op {op!r}: one of {', '.join(OPERATIONS)}", EXIT_USAGE)
             result = await handler(operation)
-        if scope.cancelled_caught and not operation.answered:
-            raise ControlError(f"{op} cancelled by its client", EXIT_CANCELLED)
-    except ControlError as error:
-        await send({"id": request_id, "error": {"message": error.message, "exit": error.exit_code}})
-        return
-    except Exception as error:
-        logger.exception("control op %s failed", op)
-        await send(
-            {"id": request_id, "error": {"message": f"the daemon failed: {error}", "exit": EXIT_FAILED}}
-        )
-        return
-    finally:
-        if running.get(request_id) is scope:
+        except Exception as error:
+            # Raised inside a view, it comes wrapped in the fleet's task groups.
+            failure = _control_error_in(error)
+            if failure is None:
+                logger.exception("control op %s failed", op)
+                failure = ControlError(f"the daemon failed: {error}")
+            await send({"id": request_id, "error": {"message": failure.message, "exit": failure.exit_code}})
+            return
+        finally:
             del running[request_id]
-    if not operation.answered:
-        await operation.answer(result)
+        if not operation.answered:
+            await operation.answer(result)
+    if scope.cancelled_caught:
+        await send(
+            {"id": request_id, "error": {"message": "cancelled by the client", "exit": EXIT_CANCELLED}}
+        )
+
+
+def _control_error_in(error: BaseException) -> ControlError | None:
+    """``error`` itself, or the one ``ControlError`` inside its exception groups."""
+    while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
+        error = error.exceptions[0]
+    return error if isinstance(error, ControlError) else None
 
 
 # -- the operations -----------------------------------------------------------------------------------
@@ -216,9 +228,7 @@ async def _stop(operation: Operation) -> dict[str, Any]:
 async def _fleet_status(operation: Operation) -> dict[str, Any]:
     from mcpfleet.cli import documents
 
-    async with operation.view() as view:
-        discovery = view.discover()
-        result = await view.connect_servers(discovery.configs, discovery.sources)
+    async with operation.view() as (view, discovery, result):
         await documents.settle(view, result)
         rows = documents.server_rows(discovery, view, result)
     return documents.status_document(rows, documents.error_rows(discovery.errors))
@@ -230,9 +240,7 @@ async def _tools(operation: Operation) -> dict[str, Any]:
     server = operation.request.get("server")
     if server is not None and not isinstance(server, str):
         raise ControlError('"server" must be a string', EXIT_USAGE)
-    async with operation.view() as view:
-        discovery = view.discover()
-        result = await view.connect_servers(discovery.configs, discovery.sources)
+    async with operation.view() as (view, discovery, result):
         tools = documents.tool_rows(view.get_tools(), server=server)
     return documents.tools_document(tools, documents.error_rows([*discovery.errors, *result.failures]))
 
@@ -245,9 +253,7 @@ async def _call(operation: Operation) -> dict[str, Any]:
         raise ControlError('"tool" must be a tool name', EXIT_USAGE)
     if not isinstance(arguments, dict):
         raise ControlError('"arguments" must be a JSON object, e.g. {"path": "README.md"}', EXIT_USAGE)
-    async with operation.view() as view:
-        discovery = view.discover()
-        await view.connect_servers(discovery.configs, discovery.sources)
+    async with operation.view() as (view, _, _):
         tools = view.get_tools()
         tool = documents.find_tool(name, tools)
         if tool is None:
@@ -257,9 +263,7 @@ async def _call(operation: Operation) -> dict[str, Any]:
 
 
 async def _watch(operation: Operation) -> dict[str, Any]:
-    async with operation.view() as view:
-        discovery = view.discover()
-        await view.connect_servers(discovery.configs, discovery.sources)
+    async with operation.view() as (view, _, _):
         changed = anyio.Event()
 
         def on_event(event: ManagerEvent) -> None:
@@ -284,7 +288,7 @@ async def _cancel(operation: Operation) -> dict[str, Any]:
     scope = operation.running.get(target)
     if scope is not None and target != operation.id:
         scope.cancel()
-    # A request that already ended has nothing left to cancel: that is no error.
+    # A request that already ended is not an error: the answer and the cancel crossed.
     return {}
 
 

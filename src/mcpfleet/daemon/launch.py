@@ -25,7 +25,6 @@ import fcntl
 import os
 import socket
 import struct
-import subprocess
 import sys
 import threading
 import time
@@ -180,6 +179,8 @@ def _locked(lock_file: Path, timeout_s: float) -> Iterator[None]:
 
 
 def _spawn_and_wait(command: list[str], timeout_s: float) -> socket.socket:
+    import subprocess  # the cold path only
+
     log_file = _daemon_log_path()
     log = _open_log(log_file)
     try:
@@ -215,9 +216,12 @@ def _spawn_and_wait(command: list[str], timeout_s: float) -> socket.socket:
                 f"the mcpfleet daemon exited (code {code}) before it accepted connections; see {log_file}"
             )
         if time.monotonic() > deadline:
+            # Stuck before it listens: stopped, so that the next try starts a fresh one.
+            process.kill()
+            process.wait()
             raise DaemonStartError(
-                f"the mcpfleet daemon (pid {process.pid}) did not accept connections within "
-                f"{timeout_s:.0f} s; see {log_file}"
+                f"the mcpfleet daemon did not accept connections within {timeout_s:g} s and was "
+                f"stopped; see {log_file}"
             )
         time.sleep(POLL_INTERVAL_S)
 

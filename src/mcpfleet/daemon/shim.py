@@ -49,7 +49,6 @@ from types import FrameType
 from typing import Any
 
 from mcpfleet import __version__
-from mcpfleet.cli.display import safe_text
 from mcpfleet.daemon import launch, wire
 from mcpfleet.transport.framing import LineFramer, OversizedLine, describe_size, edge_members
 
@@ -59,8 +58,11 @@ keeps the two equal)."""
 PARSED_LINE_BYTES = 64 * 1024
 """A line up to this size is parsed whole; a longer one only at its two ends (its id)."""
 READ_BYTES = 256 * 1024
-HELLO_TIMEOUT_S = 10.0
-"""How long the daemon has to answer the hello, and a replayed ``initialize``."""
+ANSWER_TIMEOUT_S = 10.0
+"""How long the daemon has to answer a replayed ``initialize``, and the hello beyond the
+session's start-up gate: the daemon answers once the session's fleet has passed its gate,
+as the in-process gateway starts reading stdin then (``--startup-timeout 0``, wait for every
+server, waits for the daemon as long as it takes: it answers, or closes the connection)."""
 RECONNECT_LIMIT = 3
 RECONNECT_WINDOW_S = 30.0
 """At most ``RECONNECT_LIMIT`` reconnections within this window; one more ends the shim."""
@@ -189,13 +191,14 @@ def _hello(connection: socket.socket, fleet: wire.FleetSpec) -> Session:
         host=_parent_name(),
         pid=os.getpid(),
     )
-    connection.settimeout(HELLO_TIMEOUT_S)
+    timeout_s = None if fleet.startup_timeout_ms == 0 else fleet.startup_timeout_ms / 1000 + ANSWER_TIMEOUT_S
+    connection.settimeout(timeout_s)
     try:
         connection.sendall(hello.encode())
         line, leftover = _read_line(connection, wire.MAX_HELLO_BYTES)
         answer = wire.decode_line(line, limit=wire.MAX_HELLO_BYTES)
     except TimeoutError:
-        raise ShimError(f"the mcpfleet daemon did not answer within {HELLO_TIMEOUT_S:.0f} s") from None
+        raise ShimError(f"the mcpfleet daemon did not answer within {timeout_s:.0f} s") from None
     except (OSError, wire.WireError) as error:
         raise ShimError(f"the mcpfleet daemon's answer to the hello: {error}") from error
     connection.settimeout(None)
@@ -234,6 +237,8 @@ def _refusal_exit(code: str) -> int:
 
 def _say(message: str) -> None:
     """One line on stderr (the host logs it); text from the daemon shown as text."""
+    from mcpfleet.cli.display import safe_text
+
     sys.stderr.write(f"mcpfleet: {safe_text(' '.join(message.split()))}\n")
     sys.stderr.flush()
 
@@ -520,11 +525,12 @@ class _Relay:
         with self._lock:
             if self._finished.is_set():
                 return
+            # Said before the main thread is let go: the process ends as soon as it returns.
+            if message is not None:
+                _say(message)
             self._exit_code = code
             self._finished.set()
             self._connected.notify_all()
-        if message is not None:
-            _say(message)
 
     # host -> daemon
 
@@ -700,7 +706,7 @@ class _Relay:
         before it go to the host as any would; what follows it is returned."""
         buffer = bytearray(received)
         framer = LineFramer(PARSED_LINE_BYTES)
-        connection.settimeout(HELLO_TIMEOUT_S)
+        connection.settimeout(ANSWER_TIMEOUT_S)
         try:
             while True:
                 newline = buffer.find(b"\n")
@@ -723,7 +729,7 @@ class _Relay:
                 buffer += chunk
         except TimeoutError:
             raise ShimError(
-                f"the new daemon did not answer the session's initialize within {HELLO_TIMEOUT_S:.0f} s"
+                f"the new daemon did not answer the session's initialize within {ANSWER_TIMEOUT_S:.0f} s"
             ) from None
         finally:
             connection.settimeout(None)

@@ -17,18 +17,14 @@ import contextlib
 import json
 import os
 import queue
-import shutil
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
-from collections.abc import Iterator
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 MCPFLEET = Path(sys.executable).parent / "mcpfleet"
 WAIT_S = 20.0
@@ -41,22 +37,13 @@ CAPABILITIES = {
 ECHO_TOOL = {"name": "scripted_echo", "inputSchema": {"type": "object"}}
 
 
-@pytest.fixture
-def runtime_dir(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    """A short private runtime folder (a socket path has 107 bytes at most), and the daemon on."""
-    folder = Path(tempfile.mkdtemp(prefix="mf-", dir="/tmp"))
-    monkeypatch.setenv("MCPFLEET_RUNTIME_DIR", str(folder))
-    monkeypatch.delenv("MCPFLEET_NO_DAEMON", raising=False)
-    yield folder
-    shutil.rmtree(folder, ignore_errors=True)
-
-
 @dataclass
 class ScriptedSession:
     """One accepted connection: the hello it opened with and every line after it."""
 
     connection: socket.socket
     hello: dict[str, Any]
+    index: int
     lines: list[dict[str, Any]] = field(default_factory=list)
     requests_sent: int = 0
 
@@ -67,14 +54,28 @@ class ScriptedSession:
 class ScriptedDaemon:
     """A stand-in daemon on ``socket_path`` (see the module)."""
 
-    def __init__(self, socket_path: Path, *, refusals: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self,
+        socket_path: Path,
+        *,
+        refusals: tuple[str, ...] = (),
+        capabilities: dict[str, Any] | None = None,
+        silent_initialize: int = 0,
+        answer_delay_s: float = 0.0,
+    ) -> None:
         self.socket_path = socket_path
+        self.answer_delay_s = answer_delay_s
+        """How long the hello's answer waits (a daemon whose session waits for every server)."""
+        self.silent_initialize = silent_initialize
+        """How many sessions, the first ones, never answer ``initialize``."""
         self.refusals = list(refusals)
+        self.capabilities = CAPABILITIES if capabilities is None else capabilities
         self.sessions: list[ScriptedSession] = []
         self.hellos: list[dict[str, Any]] = []
         self.changed = threading.Condition()
         self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self._threads: list[threading.Thread] = []
+        self._accepted = 0
         self._closed = False
 
     def __enter__(self) -> ScriptedDaemon:
@@ -107,6 +108,9 @@ class ScriptedDaemon:
             if not self.changed.wait_for(predicate, WAIT_S):
                 raise AssertionError(f"the scripted daemon never saw {what}")
 
+    def wait_for_lines(self, session: ScriptedSession, count: int) -> None:
+        self.wait_until(lambda: len(session.lines) >= count, f"{count} lines in session {session.index + 1}")
+
     def session(self, index: int) -> ScriptedSession:
         self.wait_until(lambda: len(self.sessions) > index, f"session {index + 1}")
         return self.sessions[index]
@@ -132,15 +136,23 @@ class ScriptedDaemon:
             self.changed.notify_all()
         if self.refusals:
             code = self.refusals.pop(0)
-            connection.sendall(json.dumps({"ok": False, "code": code, "message": f"scripted {code}"}).encode() + b"\n")
+            connection.sendall(
+                json.dumps({"ok": False, "code": code, "message": f"scripted {code}"}).encode() + b"\n"
+            )
             connection.close()
             return
-        session = ScriptedSession(connection, hello)
+        with self.changed:
+            session = ScriptedSession(connection, hello, index=self._accepted)
+            self._accepted += 1
+        pid = 1001 + session.index
+        time.sleep(self.answer_delay_s)
+        try:
+            session.send({"ok": True, "pid": pid, "version": hello["version"], "session": f"s{pid}"})
+        except OSError:
+            return
         with self.changed:
             self.sessions.append(session)
-            pid = 1000 + len(self.sessions)
             self.changed.notify_all()
-        session.send({"ok": True, "pid": pid, "version": hello["version"], "session": f"s{pid}"})
         try:
             for raw in reader:
                 message = json.loads(raw)
@@ -157,9 +169,11 @@ class ScriptedDaemon:
             return
         result: dict[str, Any]
         if method == "initialize":
+            if session.index < self.silent_initialize:
+                return
             result = {
                 "protocolVersion": message["params"]["protocolVersion"],
-                "capabilities": CAPABILITIES,
+                "capabilities": self.capabilities,
                 "serverInfo": {"name": "scripted-daemon", "version": "1"},
             }
         elif method == "tools/list":
@@ -173,10 +187,14 @@ class ScriptedDaemon:
                 session.requests_sent += 1
                 session.send({"jsonrpc": "2.0", "id": session.requests_sent, "method": "roots/list"})
                 return
-            if action == "big":
-                text = "x" * arguments["size"]
-            else:
-                text = str(arguments.get("text", ""))
+            if action == "cut":
+                # Half an answer, then the daemon is gone.
+                session.connection.sendall(
+                    b'{"jsonrpc": "2.0", "id": ' + json.dumps(request_id).encode() + b", "
+                )
+                session.connection.shutdown(socket.SHUT_RDWR)
+                return
+            text = "x" * arguments["size"] if action == "big" else str(arguments.get("text", ""))
             result = {"content": [{"type": "text", "text": text}]}
         else:
             result = {}
@@ -198,7 +216,8 @@ class ShimHost:
         self._lines: queue.Queue[bytes] = queue.Queue()
         self._stderr: list[bytes] = []
         threading.Thread(target=self._read_stdout, daemon=True).start()
-        threading.Thread(target=self._read_stderr, daemon=True).start()
+        self._stderr_reader = threading.Thread(target=self._read_stderr, daemon=True)
+        self._stderr_reader.start()
         self._next_id = 0
 
     def __enter__(self) -> ShimHost:
@@ -207,7 +226,7 @@ class ShimHost:
     def __exit__(self, *exc_info: object) -> None:
         if self.process.poll() is None:
             self.process.kill()
-        self.process.wait(WAIT_S)
+        self.wait_exit()
 
     @property
     def stderr(self) -> str:
@@ -253,13 +272,20 @@ class ShimHost:
     def initialize(self) -> dict[str, Any]:
         answer = self.call(
             "initialize",
-            {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test-host", "version": "1"}},
+            {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "test-host", "version": "1"},
+            },
         )
         self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
         return answer
 
     def wait_exit(self) -> int:
-        return self.process.wait(WAIT_S)
+        """The exit code, once the shim has ended and all it wrote on stderr is read."""
+        code = self.process.wait(WAIT_S)
+        self._stderr_reader.join(WAIT_S)
+        return code
 
     def _read_stdout(self) -> None:
         assert self.process.stdout is not None

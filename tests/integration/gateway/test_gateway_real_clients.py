@@ -117,7 +117,9 @@ def target(request: pytest.FixtureRequest, with_inspector: None, fleet_home: Pat
         yield Target([sys.executable, str(CONFORMANCE_BACKEND)], "")
     elif request.param == "gateway-stdio":
         warm_cache(fleet_home)
-        yield Target([str(MCPFLEET), "serve"], f"{BACKEND}_")
+        # The in-process gateway is judged here (tests/integration/daemon judges the daemon's):
+        # a host passes its server few variables, MCPFLEET_NO_DAEMON of this suite not among them.
+        yield Target([str(MCPFLEET), "serve", "--no-daemon"], f"{BACKEND}_")
     else:
         with running_http_gateway(fleet_home, {}) as gateway:
             wait_until_listed(gateway.url, f"{BACKEND}_test_simple_text", "test://static-text")
@@ -211,7 +213,7 @@ def discovered_states(home: Path) -> dict[str, str]:
 
 
 def test_claude_code_reports_the_stdio_gateway_connected(with_claude: None, fleet_home: Path) -> None:
-    claude(fleet_home, "mcp", "add", "fleet", "--", str(MCPFLEET), "serve")
+    claude(fleet_home, "mcp", "add", "fleet", "--", str(MCPFLEET), "serve", "--no-daemon")
     # Checked before Claude Code starts the gateway: one that served its own entry would start
     # itself again, and again.
     states = discovered_states(fleet_home)

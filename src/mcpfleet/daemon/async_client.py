@@ -115,12 +115,19 @@ class AsyncControlClient:
             welcome = parse_welcome(line)
             event_sink, events = anyio.create_memory_object_stream[Event](EVENT_BUFFER)
             client = cls(stream, receive, welcome, events, event_sink)
-            async with events, anyio.create_task_group() as group:
-                group.start_soon(client._read_answers)
-                try:
-                    yield client
-                finally:
-                    group.cancel_scope.cancel()
+            try:
+                async with events, anyio.create_task_group() as group:
+                    group.start_soon(client._read_answers)
+                    try:
+                        yield client
+                    finally:
+                        group.cancel_scope.cancel()
+            except BaseExceptionGroup as failures:
+                # The reader records a broken connection instead of raising: an error here is
+                # the block's own (a request's ``DaemonLost``, say), given back as it was raised.
+                if len(failures.exceptions) != 1:
+                    raise
+                raise failures.exceptions[0] from None
 
     @property
     def closed(self) -> bool:

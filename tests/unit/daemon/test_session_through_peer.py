@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import logging
 import sys
-import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -51,12 +50,15 @@ class ScriptedFleet:
     def __init__(self) -> None:
         self.tools = [tool_row("files", "echo")]
         self.errors: list[dict[str, str]] = [{"path": "mcp:broken", "error": "exited with code 3"}]
-        self.hold_calls = threading.Event()
+        self.drop_next_listing = False
 
     def __call__(self, request: dict[str, Any]) -> Reply | None:
         if request["op"] == "watch":
             return result(request, {})
         if request["op"] == "tools":
+            if self.drop_next_listing:
+                self.drop_next_listing = False
+                return Reply(close=True)
             return result(request, {"tools": self.tools, "errors": self.errors})
         if request["op"] == "call":
             if request["arguments"].get("message") == "vanish":
@@ -146,6 +148,19 @@ async def test_a_daemon_gone_mid_call_is_an_error_result_and_the_next_call_recon
             assert again.text == "files/echo: back"
     # The second connection watched and listed again before the call.
     assert [r["op"] for r in peer.requests] == ["watch", "tools", "call", "watch", "tools", "call"]
+    assert len(peer.hellos) == 2
+
+
+async def test_a_daemon_gone_while_listing_again_is_reconnected_to(
+    tmp_path: Path, peer: ControlPeer, scripted: ScriptedFleet
+) -> None:
+    with anyio.fail_after(30):
+        async with open_agent_session(tmp_path, daemon=True) as session:
+            scripted.tools = [tool_row("notes", "read")]
+            scripted.drop_next_listing = True
+            peer.push_event("tools_changed")
+            await wait_until(lambda: [t.name for t in session.tools] == ["mcp_notes_read"])
+    assert [r["op"] for r in peer.requests] == ["watch", "tools", "tools", "watch", "tools"]
     assert len(peer.hellos) == 2
 
 

@@ -56,7 +56,8 @@ def isolated_home(
         "MCPFLEET_GATEWAY_URL",
     ):
         monkeypatch.delenv(variable, raising=False)
-    # Serve in-process: a test that means the daemon says so (tests/unit/daemon, integration/daemon).
+    # `mcpfleet serve` serves in its own process, as every gateway test expects; the daemon's
+    # tests (tests/integration/daemon/) take this away and use a runtime folder of their own.
     monkeypatch.setenv("MCPFLEET_NO_DAEMON", "1")
     yield home
 

@@ -52,6 +52,7 @@ Flags:
                             notifications/tools/list_changed
   --page-size N             tools/list pages of N tools with nextCursor
   --pid-file PATH           write "<pid>\\n" (and "<grandchild pid>\\n") to PATH at start
+  --pid-dir DIR             create the file DIR/<pid> at start (one per process ever started)
   --exit-after S            S seconds after the handshake, exit with --exit-code (default 1)
   --resource-updates        advertise resources.subscribe; each resources/subscribe is answered,
                             then followed 0.1 s later by notifications/resources/updated for its URI
@@ -550,6 +551,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--list-changed-after", type=float, default=None)
     parser.add_argument("--page-size", type=int, default=0)
     parser.add_argument("--pid-file")
+    parser.add_argument("--pid-dir")
     parser.add_argument("--exit-after", type=float, default=None)
     parser.add_argument("--resource-updates", action="store_true")
     parser.add_argument("--catalog-changed-after", type=float, default=None)
@@ -582,6 +584,8 @@ def main(argv: list[str]) -> None:
     if options.pid_file:
         with open(options.pid_file, "w") as handle:
             handle.write("".join(f"{pid}\n" for pid in pids))
+    if options.pid_dir:
+        open(os.path.join(options.pid_dir, str(os.getpid())), "w").close()
     for index in range(options.stderr_lines):
         sys.stderr.write(f"stderr line {index}\n")
     sys.stderr.flush()

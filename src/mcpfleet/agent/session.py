@@ -6,7 +6,9 @@ and ``tools_changed`` events by itself (a server's ``tools/list_changed``, a rec
 a watched config edit), and lets sub-agents share the parent's connections.
 
 A session's life is one ``async with``: ``open_agent_session(cwd)`` builds it, entering
-it discovers and connects the fleet, leaving it closes every server.
+it discovers and connects the fleet, leaving it closes every server. With ``daemon=True``
+the fleet is the user's daemon's (``mcpfleet.daemon.remote``): the session lists its tools
+there and follows their changes, and leaving it closes nothing but the connection.
 """
 
 from __future__ import annotations
@@ -35,6 +37,31 @@ MCP_TOOL_PREFIX = "mcp_"
 
 CatalogListener = Callable[[str], Awaitable[None] | None]
 """Called with the server's name when its resources (or prompts) list changed."""
+
+DAEMON_INCOMPATIBLE = (
+    "mcp_manager",
+    "cache",
+    "extra_config_paths",
+    "on_uncached",
+    "elicitation_handler",
+    "sampling_handler",
+)
+"""Keywords of ``open_agent_session`` that describe a fleet of this process: with
+``daemon=True`` they are refused rather than ignored (the defaults are fine)."""
+
+
+class RemoteFleet(Protocol):
+    """MCP tools served by another process (the daemon), kept current there."""
+
+    @property
+    def tools(self) -> Sequence[AnyTool]: ...
+
+    @property
+    def errors(self) -> list[Failure]: ...
+
+    def subscribe(self, listener: Callable[[], None]) -> Callable[[], None]:
+        """Call ``listener`` whenever ``tools`` changed; returns the unsubscribe function."""
+        ...
 
 
 class Tool(Protocol):
@@ -94,7 +121,8 @@ class AgentSession:
 
     With ``owns_manager``, the manager's life is the session's: entering the session
     starts the manager and runs discovery and the connect round, leaving it closes every
-    server. A session built around someone else's manager only follows it.
+    server. A session built around someone else's manager only follows it. A session
+    given a ``remote`` fleet (the daemon's) has no manager: it follows that fleet's tools.
     """
 
     def __init__(
@@ -104,11 +132,13 @@ class AgentSession:
         manager: MCPManager | None,
         owns_manager: bool,
         tools: Iterable[Tool] = (),
+        remote: RemoteFleet | None = None,
     ) -> None:
         self.cwd = cwd
         self.tool_registry = ToolRegistry(tools)
         self.mcp_errors: list[Failure] = []
         self._manager = manager
+        self._remote = remote
         self._owns_manager = owns_manager and manager is not None
         self._running_manager: AsyncExitStack | None = None
         """Closes the owned manager; set once entering the session has started it."""
@@ -120,6 +150,9 @@ class AgentSession:
         """Set by the host to learn that a server's prompts changed (``prompts/list_changed``)."""
         if manager is not None:
             self._unsubscribe = manager.subscribe(self._on_manager_event)
+        elif remote is not None:
+            self._follow_remote()
+            self._unsubscribe = remote.subscribe(self._follow_remote)
 
     # -- lifetime -------------------------------------------------------------------
 
@@ -169,6 +202,11 @@ class AgentSession:
 
     @property
     def mcp_manager(self) -> MCPManager:
+        if self._remote is not None:
+            raise RuntimeError(
+                "This session's MCP servers run in the mcpfleet daemon (daemon=True): there is no "
+                "MCPManager in this process; use the session's tools, or open it without daemon=True"
+            )
         if self._manager is None:
             raise RuntimeError("MCP is disabled for this session (enable_mcp=False)")
         return self._manager
@@ -259,7 +297,9 @@ class AgentSession:
 
     def create_subagent(self, tools: Iterable[Tool] = ()) -> AgentSession:
         """A child session that shares this session's manager and connections."""
-        child = AgentSession(self.cwd, manager=self._manager, owns_manager=False, tools=tools)
+        child = AgentSession(
+            self.cwd, manager=self._manager, owns_manager=False, tools=tools, remote=self._remote
+        )
         if self._manager is not None:
             child._install_mcp_tools(self._manager.get_tools())
         return child
@@ -268,6 +308,13 @@ class AgentSession:
         """Register MCP tools without awaiting, while a session is being built."""
         for tool in tools:
             self.tool_registry.register(tool)
+
+    def _follow_remote(self) -> None:
+        """Take the remote fleet's tools as they are now (at the start, and at each change)."""
+        if self._closed or self._remote is None:
+            return
+        self.mcp_errors = list(self._remote.errors)
+        self._replace_mcp_tools(self._remote.tools)
 
     def _on_manager_event(self, event: ManagerEvent) -> Awaitable[None] | None:
         """Follow the manager; tool changes are applied before the manager's emitting call returns.
@@ -310,6 +357,7 @@ def open_agent_session(
     watch: bool = False,
     elicitation_handler: ElicitationHandler | None = None,
     sampling_handler: SamplingHandler | None = None,
+    daemon: bool = False,
 ) -> AbstractAsyncContextManager[AgentSession]:
     """An agent session for the project at ``cwd``, as an async context manager.
 
@@ -320,7 +368,32 @@ def open_agent_session(
     by diff whenever a discovered config file changes. ``elicitation_handler`` and
     ``sampling_handler`` are the host's answers when a server asks for input during a call
     (``MCPManager``). Exa servers are left to the agent's native integration.
+
+    ``daemon=True`` takes the tools from the user's daemon (started if none runs), which
+    keeps the fleet running between sessions: the session has them in milliseconds, follows
+    their changes (the daemon watches the config files), and calls them there. It has no
+    ``mcp_manager``. When the daemon cannot serve it (it reads other config files than this
+    process would), the fleet runs in this process, with a warning logged. The keywords of
+    ``DAEMON_INCOMPATIBLE`` describe a fleet of this process: given with ``daemon=True``
+    they raise ``ValueError``.
     """
+    if daemon and enable_mcp:
+        _refuse_daemon_incompatible(
+            cache=cache,
+            extra_config_paths=extra_config_paths,
+            mcp_manager=mcp_manager,
+            on_uncached=on_uncached,
+            elicitation_handler=elicitation_handler,
+            sampling_handler=sampling_handler,
+        )
+        return _daemon_session(
+            Path(cwd).expanduser().resolve(),
+            enable_project_config=enable_project_config,
+            trust_project=trust_project,
+            startup_timeout_ms=startup_timeout_ms,
+            tools=list(tools),
+            watch=watch,
+        )
     return _entered(
         _build_session(
             cwd,
@@ -344,6 +417,98 @@ def open_agent_session(
 async def _entered(session: AgentSession) -> AsyncIterator[AgentSession]:
     async with session:
         yield session
+
+
+def _refuse_daemon_incompatible(
+    *,
+    cache: MCPToolCache | Literal["default"] | None,
+    extra_config_paths: Sequence[str | Path],
+    mcp_manager: MCPManager | None,
+    on_uncached: UncachedPolicy,
+    elicitation_handler: ElicitationHandler | None,
+    sampling_handler: SamplingHandler | None,
+) -> None:
+    given = {
+        "mcp_manager": mcp_manager is not None,
+        "cache": cache != "default",
+        "extra_config_paths": bool(extra_config_paths),
+        "on_uncached": on_uncached != "wait",
+        "elicitation_handler": elicitation_handler is not None,
+        "sampling_handler": sampling_handler is not None,
+    }
+    refused = [name for name in DAEMON_INCOMPATIBLE if given[name]]
+    if refused:
+        raise ValueError(
+            f"daemon=True takes the fleet the daemon runs; {', '.join(refused)} "
+            "describe a fleet of this process: drop them, or open the session without daemon=True"
+        )
+
+
+@asynccontextmanager
+async def _daemon_session(
+    cwd: Path,
+    *,
+    enable_project_config: bool,
+    trust_project: bool,
+    startup_timeout_ms: int,
+    tools: list[Tool],
+    watch: bool,
+) -> AsyncIterator[AgentSession]:
+    """A session on the daemon's fleet, or on one of this process when the daemon refuses it.
+
+    ``cwd`` is resolved already: what the daemon keys the project by.
+    """
+    # The daemon's modules sit above the agent's; only this keyword reaches for them.
+    from mcpfleet.daemon.client import DaemonUnavailable
+    from mcpfleet.daemon.launch import NO_DAEMON_ENV, daemon_disabled, start_daemon
+    from mcpfleet.daemon.remote import DaemonFleet
+    from mcpfleet.daemon.wire import FleetSpec
+
+    spec = FleetSpec(
+        cwd=str(cwd),
+        trust_project=trust_project,
+        enable_project_config=enable_project_config,
+        startup_timeout_ms=startup_timeout_ms,
+    )
+    async with AsyncExitStack() as stack:
+        try:
+            if daemon_disabled():
+                raise DaemonUnavailable(f"{NO_DAEMON_ENV} is set")
+            remote = await stack.enter_async_context(DaemonFleet(spec, start=start_daemon, host=_host_name()))
+        except DaemonUnavailable as error:
+            logger.warning(
+                "the mcpfleet daemon cannot serve this session (%s): its MCP servers run in this process",
+                error,
+            )
+            session = _build_session(
+                cwd,
+                enable_mcp=True,
+                enable_project_config=enable_project_config,
+                trust_project=trust_project,
+                startup_timeout_ms=startup_timeout_ms,
+                on_uncached="wait",
+                cache="default",
+                extra_config_paths=(),
+                mcp_manager=None,
+                tools=tools,
+                watch=watch,
+                elicitation_handler=None,
+                sampling_handler=None,
+            )
+        else:
+            session = AgentSession(
+                Path(spec.cwd), manager=None, owns_manager=False, tools=tools, remote=remote
+            )
+        await stack.enter_async_context(session)
+        yield session
+
+
+def _host_name() -> str:
+    """How the daemon's status names this process: the program that opened the session."""
+    import sys
+
+    program = Path(sys.argv[0]).name if sys.argv and sys.argv[0] else ""
+    return f"python {program}".strip()
 
 
 async def create_agent_session(

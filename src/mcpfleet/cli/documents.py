@@ -44,10 +44,13 @@ class ReportedFleet(Protocol):
     async def wait_for_connection(self, name: str) -> None: ...
 
 
-async def settle(fleet: ReportedFleet, result: StartupReport) -> None:
+async def settle(fleet: ReportedFleet, result: StartupReport, *, late_only: bool = False) -> None:
     """Wait, in parallel, for each server still starting after the gate, each within its own bound.
 
-    A server that does not come up in time gets that as its error in ``result``.
+    A server that does not come up in time gets that as its error in ``result``. ``late_only``
+    waits only for those the gate let join later for want of cached tools (a gateway's
+    policy), which an agent's gate would have waited for: the daemon's views report like an
+    agent's fleet.
     """
     import anyio
 
@@ -60,7 +63,7 @@ async def settle(fleet: ReportedFleet, result: StartupReport) -> None:
             result.add_failure(Failure(name, "connect", str(error)))
 
     async with anyio.create_task_group() as waiters:
-        for name in [*result.deferred_servers, *result.late_servers]:
+        for name in [*([] if late_only else result.deferred_servers), *result.late_servers]:
             waiters.start_soon(settle_one, name)
 
 

@@ -18,18 +18,15 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 from typing import Any
 
 from mcpfleet.cli.options import FleetOptions
 from mcpfleet.cli.output import EXIT_FAILED
 from mcpfleet.daemon.client import DaemonLost, DaemonUnavailable, OperationFailed, connect_if_running
+from mcpfleet.daemon.launch import daemon_disabled
 from mcpfleet.daemon.wire import FleetSpec
 
 logger = logging.getLogger(__name__)
-
-NO_DAEMON_VARIABLE = "MCPFLEET_NO_DAEMON"
-"""Set to ``1`` (``true``, ``yes``): every command serves in-process, never through the daemon."""
 
 
 class CommandFailed(Exception):
@@ -39,10 +36,6 @@ class CommandFailed(Exception):
         super().__init__(message)
         self.message = message
         self.exit_code = exit_code
-
-
-def daemon_disabled() -> bool:
-    return os.environ.get(NO_DAEMON_VARIABLE, "") in ("1", "true", "yes")
 
 
 def daemon_fleet(args: argparse.Namespace) -> FleetSpec | None:

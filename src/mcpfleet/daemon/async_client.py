@@ -122,6 +122,11 @@ class AsyncControlClient:
                 finally:
                     group.cancel_scope.cancel()
 
+    @property
+    def closed(self) -> bool:
+        """The connection ended: every request from now on raises ``DaemonLost``."""
+        return self._lost is not None
+
     async def request(self, op: str, params: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """Send one request and wait for its result.
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 import itertools
 import os
 import socket
-import struct
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,12 +25,10 @@ from types import TracebackType
 from typing import Any, BinaryIO
 
 from mcpfleet.daemon import paths, wire
+from mcpfleet.daemon.peer import peer_credentials
 
 HELLO_TIMEOUT_S = 10.0
 """How long a client waits for the daemon's answer to its hello."""
-
-_UCRED = struct.Struct("3i")
-"""``struct ucred`` of ``SO_PEERCRED``: pid, uid, gid."""
 
 
 class DaemonUnavailable(Exception):
@@ -171,13 +168,10 @@ def check_peer(sock: socket.socket) -> None:
     (a folder another user created first, a path given by hand): then the answers to our
     requests, tool results included, would come from someone else.
     """
-    option = getattr(socket, "SO_PEERCRED", None)
-    if option is None:
-        return  # not Linux: the folder's own checks are what protects the socket there
-    _pid, uid, _gid = _UCRED.unpack(sock.getsockopt(socket.SOL_SOCKET, option, _UCRED.size))
-    if uid != os.getuid():
+    credentials = peer_credentials(sock)
+    if not credentials.same_user:
         raise DaemonUnavailable(
-            f"the daemon's socket is served by user {uid}, not by you ({os.getuid()}): not used"
+            f"the daemon's socket is served by user {credentials.uid}, not by you ({os.getuid()}): not used"
         )
 
 

@@ -33,9 +33,11 @@ from mcpfleet.daemon import wire
 from mcpfleet.transport.stdio import LineFramer, OversizedLine, describe_size
 
 if TYPE_CHECKING:
-    from mcpfleet.daemon.fleet import FleetView
+    from mcpfleet.config.model import DiscoveryResult
     from mcpfleet.daemon.service import Client, DaemonService
+    from mcpfleet.daemon.view import FleetView
     from mcpfleet.fleet.events import ManagerEvent
+    from mcpfleet.fleet.startup import StartupReport
 
 logger = logging.getLogger(__name__)
 
@@ -85,8 +87,11 @@ class Operation:
             raise ControlError(f"{self.request.get('op')}: {error}", EXIT_USAGE) from None
 
     @asynccontextmanager
-    async def view(self) -> AsyncIterator[FleetView]:
-        """A view of the fleet the request names, discovered and past its start-up gate."""
+    async def view(self) -> AsyncIterator[tuple[FleetView, DiscoveryResult, StartupReport]]:
+        """A view of the fleet the request names, past its start-up gate as an agent's fleet
+        would be (see ``documents.settle``), with its discovery and the gate's report."""
+        from mcpfleet.cli import documents
+
         spec = self.fleet_spec()
         async with (
             self.service.fleet.attach(
@@ -94,7 +99,10 @@ class Operation:
             ) as view,
             view,
         ):
-            yield view
+            discovery = view.discover()
+            result = await view.connect_servers(discovery.configs, discovery.sources)
+            await documents.settle(view, result, late_only=True)
+            yield view, discovery, result
 
 
 OperationHandler = Callable[[Operation], Awaitable[dict[str, Any]]]
@@ -173,13 +181,13 @@ async def _run(
             if handler is None:
                 raise ControlError(f"unknown op {op!r}: one of {', '.join(OPERATIONS)}", EXIT_USAGE)
             result = await handler(operation)
-        except ControlError as error:
-            await send({"id": request_id, "error": {"message": error.message, "exit": error.exit_code}})
-            return
         except Exception as error:
-            logger.exception("control op %s failed", op)
-            message = f"the daemon failed: {error}"
-            await send({"id": request_id, "error": {"message": message, "exit": EXIT_FAILED}})
+            # Raised inside a view, it comes wrapped in the fleet's task groups.
+            failure = _control_error_in(error)
+            if failure is None:
+                logger.exception("control op %s failed", op)
+                failure = ControlError(f"the daemon failed: {error}")
+            await send({"id": request_id, "error": {"message": failure.message, "exit": failure.exit_code}})
             return
         finally:
             del running[request_id]
@@ -189,6 +197,13 @@ async def _run(
         await send(
             {"id": request_id, "error": {"message": "cancelled by the client", "exit": EXIT_CANCELLED}}
         )
+
+
+def _control_error_in(error: BaseException) -> ControlError | None:
+    """``error`` itself, or the one ``ControlError`` inside its exception groups."""
+    while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
+        error = error.exceptions[0]
+    return error if isinstance(error, ControlError) else None
 
 
 # -- the operations -----------------------------------------------------------------------------------
@@ -213,9 +228,7 @@ async def _stop(operation: Operation) -> dict[str, Any]:
 async def _fleet_status(operation: Operation) -> dict[str, Any]:
     from mcpfleet.cli import documents
 
-    async with operation.view() as view:
-        discovery = view.discover()
-        result = await view.connect_servers(discovery.configs, discovery.sources)
+    async with operation.view() as (view, discovery, result):
         await documents.settle(view, result)
         rows = documents.server_rows(discovery, view, result)
     return documents.status_document(rows, documents.error_rows(discovery.errors))
@@ -227,9 +240,7 @@ async def _tools(operation: Operation) -> dict[str, Any]:
     server = operation.request.get("server")
     if server is not None and not isinstance(server, str):
         raise ControlError('"server" must be a string', EXIT_USAGE)
-    async with operation.view() as view:
-        discovery = view.discover()
-        result = await view.connect_servers(discovery.configs, discovery.sources)
+    async with operation.view() as (view, discovery, result):
         tools = documents.tool_rows(view.get_tools(), server=server)
     return documents.tools_document(tools, documents.error_rows([*discovery.errors, *result.failures]))
 
@@ -242,9 +253,7 @@ async def _call(operation: Operation) -> dict[str, Any]:
         raise ControlError('"tool" must be a tool name', EXIT_USAGE)
     if not isinstance(arguments, dict):
         raise ControlError('"arguments" must be a JSON object, e.g. {"path": "README.md"}', EXIT_USAGE)
-    async with operation.view() as view:
-        discovery = view.discover()
-        await view.connect_servers(discovery.configs, discovery.sources)
+    async with operation.view() as (view, _, _):
         tools = view.get_tools()
         tool = documents.find_tool(name, tools)
         if tool is None:
@@ -254,9 +263,7 @@ async def _call(operation: Operation) -> dict[str, Any]:
 
 
 async def _watch(operation: Operation) -> dict[str, Any]:
-    async with operation.view() as view:
-        discovery = view.discover()
-        await view.connect_servers(discovery.configs, discovery.sources)
+    async with operation.view() as (view, _, _):
         changed = anyio.Event()
 
         def on_event(event: ManagerEvent) -> None:

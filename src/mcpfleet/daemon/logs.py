@@ -89,9 +89,15 @@ def last_lines(path: Path, count: int) -> list[str]:
 
 
 def follow(path: Path, *, poll_s: float = FOLLOW_POLL_S) -> Iterator[str]:
-    """The lines written to the log from now on, as they come, across rotations (forever)."""
-    position = _size(path)
-    identity = _identity(path)
+    """The lines written to the log from this call on, as they come, across rotations (forever).
+
+    A rotation is seen at the next poll: lines the old file got after the last read are not
+    shown (at most ``poll_s`` worth of them).
+    """
+    return _follow(path, _identity(path), _size(path), poll_s)
+
+
+def _follow(path: Path, identity: tuple[int, int] | None, position: int, poll_s: float) -> Iterator[str]:
     pending = ""
     while True:
         current = _identity(path)

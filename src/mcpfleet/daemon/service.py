@@ -254,7 +254,11 @@ class DaemonService:
             self._stop.set()
 
     def drain(self, reason: str) -> None:
-        """Take no new connection; stop once the current ones have ended."""
+        """Take no new connection; stop once the current ones have ended.
+
+        The idle watch is not woken here: the connection whose hello began the drain is not
+        counted, and its refusal must go out before a drained daemon may stop.
+        """
         if self.draining:
             return
         logger.info(
@@ -268,7 +272,6 @@ class DaemonService:
         # The accept loop may be waiting on the listener: it is told before the descriptor goes.
         anyio.notify_closing(self.socket.listener)
         self.socket.close()
-        self._note_clients_changed()
 
     @property
     def sessions(self) -> list[Client]:
@@ -342,7 +345,10 @@ class DaemonService:
                 try:
                     connection, _ = listener.accept()
                 except BlockingIOError:
-                    await anyio.wait_readable(listener)
+                    try:
+                        await anyio.wait_readable(listener)
+                    except anyio.ClosedResourceError:
+                        return  # drained: the listener was closed under the wait
                     continue
                 except OSError as error:
                     if error.errno in (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM):
@@ -384,6 +390,8 @@ class DaemonService:
         except HelloRefused as refusal:
             logger.warning("refused pid %d (%s): %s", credentials.pid, refusal.code, refusal.message)
             await send_all(connection, wire.refused(refusal.code, refusal.message))
+            if self.draining:
+                self._note_clients_changed()  # a drain this hello began may be complete already
             return
         client = Client(
             id=f"{hello.kind[0]}{next(self._ids)}",
@@ -579,7 +587,11 @@ def run_daemon(options: DaemonOptions) -> int:
     from mcpfleet.config.gateway_entry import mark_gateway_environment
     from mcpfleet.daemon.logs import log_to_file
 
-    log_to_file(paths.log_path(), level=logging.DEBUG if options.verbose else logging.INFO)
+    try:
+        log_to_file(paths.log_path(), level=logging.DEBUG if options.verbose else logging.INFO)
+    except OSError as error:
+        error_line(f"daemon not started: cannot open its log {paths.log_path()}: {error.strerror or error}")
+        return 1
     try:
         paths.ensure_runtime_dir()
         daemon_socket = DaemonSocket.bind(paths.socket_path())

@@ -379,6 +379,12 @@ class MCPTool:
     async def _before_call(self) -> None:
         """Hook for work that must finish before the call; a live tool has none."""
 
+    def _tool_result(self, result: Any, provider: str | None) -> ToolResult:
+        """What the backend answered (a ``tools/call`` result here) as the session's result."""
+        return convert_call_result(
+            result, server=self.server_name, tool=self.mcp_tool_name, provider=provider
+        )
+
     async def execute(
         self, arguments: dict[str, Any] | None = None, *, timeout_ms: int | None = None
     ) -> ToolResult:
@@ -397,9 +403,7 @@ class MCPTool:
                 arguments if arguments is not None else {},
                 timeout_ms=timeout_ms,
             )
-            return convert_call_result(
-                result, server=self.server_name, tool=self.mcp_tool_name, provider=provider
-            )
+            return self._tool_result(result, provider)
         except Exception as error:
             return _error_result(
                 str(error) or type(error).__name__,

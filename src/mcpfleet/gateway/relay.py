@@ -326,14 +326,29 @@ class Relay:
             if missing is not None:
                 return f'the MCP client of this call did not declare the "{missing}" capability'
             return flight
+        capable = self.capable_client(method, params)
+        if capable is None:
+            return "no call is in flight on this server and no connected MCP client declared the capability"
+        return capable
+
+    def capable_client(self, method: str, params: Mapping[str, Any]) -> ClientSession | None:
+        """The most recently active client that declared what ``method`` needs, if any."""
+        if self._gateway is None:
+            return None
         capable = [
             client
             for client in self.gateway.sessions
             if missing_capability(client.capabilities, method, params) is None
         ]
-        if not capable:
-            return "no call is in flight on this server and no connected MCP client declared the capability"
-        return max(capable, key=lambda client: client.last_active)
+        return max(capable, key=lambda client: client.last_active) if capable else None
+
+    def flights_on(self, server: str) -> list[InFlight]:
+        """This gateway's client requests being answered by ``server`` now, oldest first."""
+        return [flight for flight in self._in_flight.get(server, ()) if not flight.done]
+
+    def owns(self, flight: InFlight) -> bool:
+        """Whether ``flight`` is a request of this gateway's clients."""
+        return any(flight in flights for flights in self._in_flight.values())
 
     def _flight_on(self, server: str) -> InFlight | None:
         current = _current_flight.get()
@@ -348,7 +363,7 @@ class Relay:
             and connection.era == "modern"
         ):
             return current
-        flights = [flight for flight in self._in_flight.get(server, ()) if not flight.done]
+        flights = self.flights_on(server)
         return flights[-1] if flights else None
 
     async def _ask(
@@ -510,6 +525,12 @@ class Relay:
         manager.task_group.start_soon(manager.notify_roots_changed, name="mcpfleet roots changed")
 
 
+def current_flight() -> InFlight | None:
+    """The client request whose backend call runs in this task, whichever relay made it (a
+    2026-07-28 backend asks from inside that task; any other context tells nothing)."""
+    return _current_flight.get()
+
+
 @contextmanager
 def _noted_on_the_call() -> Iterator[None]:
     """Remember on the current call a JSON-RPC error its backend's question ends with here."""
@@ -568,4 +589,4 @@ def _raise(code: int, message: str) -> NoReturn:
     raise MCPError(code=code, message=message)
 
 
-__all__ = ["ANSWER_TIMEOUT_S", "ParkedCall", "Relay", "can_be_asked", "missing_capability"]
+__all__ = ["ANSWER_TIMEOUT_S", "ParkedCall", "Relay", "can_be_asked", "current_flight", "missing_capability"]

@@ -34,6 +34,8 @@ READY_TIMEOUT_S = 30.0
 """Generous: a daemon imports the SDK before its socket accepts, on a loaded machine."""
 ANSWER_TIMEOUT_S = 60.0
 """The longest a test waits for one line from the daemon."""
+WATCHDOG_MARK = "# mcpfleet watchdog"
+"""How the watchdog's command line starts (``transport/watchdog.py``)."""
 GONE_TIMEOUT_S = 30.0
 """The fleet's shutdown deadline is 5 s, the watchdog's grace 1 s; a loaded machine adds to both."""
 
@@ -84,7 +86,10 @@ class Connection:
         self.sock.close()
 
     def send(self, message: Mapping[str, Any]) -> None:
-        self.sock.sendall(json.dumps(message).encode() + b"\n")
+        self.send_line(json.dumps(message).encode())
+
+    def send_line(self, line: bytes) -> None:
+        self.sock.sendall(line + b"\n")
 
     def receive(self, timeout_s: float = ANSWER_TIMEOUT_S) -> dict[str, Any]:
         line = self.receive_line(timeout_s)
@@ -303,8 +308,9 @@ class DaemonProcess:
 
 
 def processes_of_home(home: Path) -> list[int]:
-    """Every live process (but this one) whose environment has ``HOME`` = ``home``: what a
-    daemon started under the test's home, the daemon included."""
+    """Every live process whose environment has ``HOME`` = ``home``: what a daemon started
+    under the test's home, the daemon included. Not this process, nor its own watchdog (an
+    in-process fleet's, which lives as long as this process does)."""
     mark = b"HOME=" + os.fsencode(home)
     found: list[int] = []
     for name in os.listdir("/proc"):
@@ -312,11 +318,15 @@ def processes_of_home(home: Path) -> list[int]:
             continue
         try:
             environ = Path("/proc", name, "environ").read_bytes()
-            state = Path("/proc", name, "stat").read_text().rpartition(")")[2].split()[0]
+            fields = Path("/proc", name, "stat").read_text().rpartition(")")[2].split()
         except OSError:
             continue
-        if state != "Z" and mark in environ.split(b"\0"):
-            found.append(int(name))
+        state, parent = fields[0], int(fields[1])
+        if state == "Z" or mark not in environ.split(b"\0"):
+            continue
+        if parent == os.getpid() and WATCHDOG_MARK in command_line(int(name)):
+            continue
+        found.append(int(name))
     return found
 
 

@@ -112,6 +112,17 @@ def test_a_client_of_another_version_drains_the_daemon(
     assert "draining (a client of mcpfleet 99.0.0 connected)" in paths.log_path().read_text()
 
 
+def test_a_drained_daemon_with_no_session_answers_then_exits(start_daemon: StartDaemon) -> None:
+    daemon = start_daemon()
+    newer = connect("control", version="99.0.0")
+    try:
+        assert newer.answer["code"] == "version-mismatch"
+    finally:
+        newer.close()
+    assert daemon.wait_exit() == 0
+    assert not paths.socket_path().exists()
+
+
 def test_a_second_daemon_does_not_take_the_socket(isolated_home: Path, start_daemon: StartDaemon) -> None:
     first = start_daemon()
     second = start_daemon(wait=False)

@@ -8,7 +8,6 @@ import socket
 import threading
 from pathlib import Path
 
-import pytest
 from tests.integration.daemon.conftest import StartDaemon
 from tests.integration.daemon.daemon_harness import (
     Connection,
@@ -79,10 +78,6 @@ def test_a_line_that_is_not_json_gets_a_parse_error_and_the_session_goes_on(
         assert "alpha_echo" in host.tool_names()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the fleet skeleton gives each session its own servers; sharing comes from branch fleet",
-)
 def test_five_sessions_from_two_projects_at_once(isolated_home: Path, start_daemon: StartDaemon) -> None:
     """Each session sees the user's server and its own project's, never the other project's;
     every call is answered by the right backend."""
@@ -124,6 +119,14 @@ def test_five_sessions_from_two_projects_at_once(isolated_home: Path, start_daem
         assert len(server_processes(isolated_home, "shared")) == 1
         assert len(server_processes(isolated_home, "local_one")) == 1
         assert len(server_processes(isolated_home, "local_two")) == 1
+        rows = {(row["name"], row["project"]): row for row in status["servers"]}
+        shared = rows[("shared", None)]
+        assert (shared["share"], shared["sessions"]) == ("user", 5)
+        for project, sessions in ((projects[0], 3), (projects[1], 2)):
+            local = rows[(f"local_{project.name}", str(project.resolve()))]
+            assert (local["share"], local["sessions"]) == ("project", sessions)
+            assert local["pid"] in server_processes(isolated_home, f"local_{project.name}")
+        assert status["totals"]["processes"] == 4  # the daemon and three servers
     finally:
         if not barrier.broken:
             barrier.wait(timeout=120)

@@ -1,23 +1,33 @@
-"""The daemon's shared fleet: who shares which backend, lifetimes, routing, status.
+"""The daemon's shared fleet: who shares which backend, lifetimes, questions, config edits, status.
 
-Everything runs in this process (``SharedFleet`` and a ``Gateway`` per view, SDK clients over
-memory streams) with real subprocess servers from ``tests/servers``.
+Everything runs in this process: one ``SharedFleet``, a ``Gateway`` per attached view and an
+SDK ``Client`` per session over memory streams, as the daemon serves a host session. The
+backends are real subprocesses (``tests/servers``); ``fake_server.py --pid-dir DIR`` leaves
+one file per process it ever started, which is how processes are counted.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import anyio
+import mcp_types
 import pytest
 from mcp import Client
-from tests.servers.fixtures import FAKE_SERVER
+from tests.integration.gateway.gateway_harness import wait_until
+from tests.servers.fixtures import FAKE_SERVER, SERVERS_DIR
 
 from mcpfleet import paths
 from mcpfleet.config.profiles import DaemonSettings
 from mcpfleet.daemon.fleet import SharedFleet
+from mcpfleet.daemon.view import FleetView
 from mcpfleet.daemon.wire import FleetSpec
 from mcpfleet.gateway.core import Gateway
 from mcpfleet.gateway.relay import Relay
@@ -25,9 +35,32 @@ from mcpfleet.gateway.server import build_server
 
 pytestmark = pytest.mark.anyio
 
+ASKING_SERVER = SERVERS_DIR / "asking_server.py"
+SETTLE_S = 20.0
 
-def fake(name: str, *flags: str, **fields: Any) -> dict[str, Any]:
-    return {"command": sys.executable, "args": [str(FAKE_SERVER), "--name", name, *flags], **fields}
+
+def fake(name: str, pid_dir: Path, *flags: str, **fields: Any) -> dict[str, Any]:
+    """A fake server entry that leaves one file per process in ``pid_dir``."""
+    pid_dir.mkdir(parents=True, exist_ok=True)
+    args = [str(FAKE_SERVER), "--name", name, "--tool", "echo", "--pid-dir", str(pid_dir), *flags]
+    return {"command": sys.executable, "args": args, **fields}
+
+
+def started(pid_dir: Path) -> int:
+    """How many processes of that server were ever started."""
+    return len(os.listdir(pid_dir)) if pid_dir.is_dir() else 0
+
+
+def alive(pid_dir: Path) -> list[int]:
+    return [int(name) for name in os.listdir(pid_dir) if _alive(int(name))] if pid_dir.is_dir() else []
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
 
 
 def write_user_servers(servers: dict[str, dict[str, Any]]) -> None:
@@ -36,17 +69,340 @@ def write_user_servers(servers: dict[str, dict[str, Any]]) -> None:
     path.write_text(json.dumps({"mcpServers": servers}))
 
 
-async def test_a_view_serves_the_users_servers(isolated_home: Path) -> None:
-    write_user_servers({"alpha": fake("alpha", "--tool", "echo")})
-    async with SharedFleet(DaemonSettings(), cache=None) as fleet:
-        relay = Relay()
-        spec = FleetSpec(cwd=str(isolated_home), startup_timeout_ms=0)
-        async with (
-            fleet.attach(spec, session_id="s1", host="test", relay=relay) as view,
-            Gateway(view, relay=relay) as gateway,
-            Client(build_server(gateway)) as client,
-        ):
-            tools = await client.list_tools()
-            assert [tool.name for tool in tools.tools] == ["alpha_echo"]
-            result = await client.call_tool("alpha_echo", {"message": "hi"})
-            assert not result.is_error
+def write_project_servers(root: Path, servers: dict[str, dict[str, Any]]) -> Path:
+    path = paths.project_config_file(root)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"mcpServers": servers}))
+    return path
+
+
+@dataclass
+class Session:
+    view: FleetView
+    client: Client
+    notifications: list[Any]
+
+    async def tool_names(self) -> list[str]:
+        return sorted(tool.name for tool in (await self.client.list_tools()).tools)
+
+    async def echo(self, tool: str) -> str:
+        result = await self.client.call_tool(tool, {"message": "hi"})
+        assert not result.is_error, result
+        block = result.content[0]
+        assert isinstance(block, mcp_types.TextContent)
+        return block.text
+
+
+@asynccontextmanager
+async def session(
+    fleet: SharedFleet,
+    root: Path,
+    session_id: str,
+    *,
+    startup_timeout_ms: int = 0,
+    mode: str = "legacy",
+    **client_options: Any,
+) -> AsyncIterator[Session]:
+    """One host session as the daemon serves it: a view, its gateway, a client on it."""
+    notifications: list[Any] = []
+
+    async def on_message(message: Any) -> None:
+        notifications.append(message)
+
+    relay = Relay()
+    spec = FleetSpec(cwd=str(root), trust_project=True, startup_timeout_ms=startup_timeout_ms)
+    async with (
+        fleet.attach(spec, session_id=session_id, host="pytest", relay=relay) as view,
+        Gateway(view, relay=relay) as gateway,
+        Client(build_server(gateway), mode=mode, message_handler=on_message, **client_options) as client,
+    ):
+        yield Session(view, client, notifications)
+
+
+def rows(fleet: SharedFleet, name: str) -> list[dict[str, Any]]:
+    return [row for row in fleet.status() if row["name"] == name]
+
+
+@pytest.fixture
+def projects(tmp_path: Path) -> tuple[Path, Path]:
+    alpha, beta = tmp_path / "alpha", tmp_path / "beta"
+    alpha.mkdir()
+    beta.mkdir()
+    return alpha, beta
+
+
+async def test_user_servers_run_once_project_servers_once_per_project_session_ones_per_session(
+    isolated_home: Path, tmp_path: Path, projects: tuple[Path, Path]
+) -> None:
+    alpha, beta = projects
+    pids = tmp_path / "pids"
+    write_user_servers(
+        {
+            "common": fake("common", pids / "common"),
+            "mine": fake("mine", pids / "mine", share="session"),
+        }
+    )
+    write_project_servers(
+        alpha, {"builder": fake("builder", pids / "alpha-builder"), "only_a": fake("only_a", pids / "only_a")}
+    )
+    write_project_servers(
+        beta, {"builder": fake("builder", pids / "beta-builder"), "only_b": fake("only_b", pids / "only_b")}
+    )
+    async with SharedFleet(DaemonSettings(), cache=None) as fleet, AsyncExitStack() as stack:
+        sessions = [
+            await stack.enter_async_context(session(fleet, root, f"{root.name}-{index}"))
+            for root, count in ((alpha, 3), (beta, 2))
+            for index in range(count)
+        ]
+        for each in sessions:
+            own, other = ("only_a", "only_b") if each.view.project == str(alpha) else ("only_b", "only_a")
+            names = await each.tool_names()
+            assert names == sorted(["builder_echo", "common_echo", "mine_echo", f"{own}_echo"])
+            assert f"{other}_echo" not in names
+            assert await each.echo("builder_echo") == "hi"
+        assert started(pids / "common") == 1
+        assert started(pids / "alpha-builder") == 1
+        assert started(pids / "beta-builder") == 1
+        assert started(pids / "only_a") == 1
+        assert started(pids / "only_b") == 1
+        assert started(pids / "mine") == 5
+
+        (common,) = rows(fleet, "common")
+        assert (common["share"], common["sessions"], common["project"]) == ("user", 5, None)
+        assert common["state"] == "connected"
+        assert common["pid"] in alive(pids / "common")
+        assert common["rss_bytes"] > 0
+        assert common["idle_s"] == 0.0
+        builders = sorted((row["project"], row["share"], row["sessions"]) for row in rows(fleet, "builder"))
+        assert builders == [(str(alpha), "project", 3), (str(beta), "project", 2)]
+        assert sorted((row["share"], row["sessions"]) for row in rows(fleet, "mine")) == [("session", 1)] * 5
+    for folder in pids.iterdir():
+        assert alive(folder) == [], f"{folder.name} left running"
+
+
+async def test_a_project_entry_that_asks_to_be_shared_by_every_session_is_refused(
+    isolated_home: Path, tmp_path: Path, projects: tuple[Path, Path]
+) -> None:
+    alpha, _ = projects
+    pids = tmp_path / "pids"
+    config = write_project_servers(alpha, {"greedy": fake("greedy", pids / "greedy", share="user")})
+    async with SharedFleet(DaemonSettings(), cache=None) as fleet, session(fleet, alpha, "s") as one:
+        assert await one.tool_names() == []
+        (error,) = one.view.discover().errors
+        assert error.subject == str(config)
+        assert str(config) in error.error
+        assert '"share": "user" is for user-level entries only' in error.error
+        assert rows(fleet, "greedy") == []
+    assert started(pids / "greedy") == 0
+
+
+async def test_servers_start_when_a_session_needs_them_and_stop_when_idle_unless_kept_warm(
+    isolated_home: Path, tmp_path: Path, projects: tuple[Path, Path]
+) -> None:
+    """Nothing runs before a session needs it; an unused server stops after its idle timeout,
+    a ``keepWarm`` one does not; a later session starts it again, its tools from the cache
+    while it is still starting."""
+    alpha, _ = projects
+    pids = tmp_path / "pids"
+    gate = tmp_path / "lazy-may-start"
+    gate.touch()
+    write_user_servers(
+        {
+            "lazy": fake("lazy", pids / "lazy", "--start-when-exists", str(gate), idleTimeout=0.5),
+            "warm": fake("warm", pids / "warm", keepWarm=True, idleTimeout=0.5),
+        }
+    )
+    async with SharedFleet(DaemonSettings(idle_timeout_s=600), cache="default") as fleet:
+        await anyio.sleep(0.3)
+        assert fleet.status() == []
+        assert started(pids / "lazy") == started(pids / "warm") == 0
+        async with session(fleet, alpha, "first") as first:
+            assert await first.echo("lazy_echo") == "hi"
+            assert started(pids / "lazy") == started(pids / "warm") == 1
+        # No session: "lazy" idles out after 0.5 s, "warm" stays.
+        await wait_until(lambda: rows(fleet, "lazy") == [] and alive(pids / "lazy") == [], timeout_s=SETTLE_S)
+        (warm,) = rows(fleet, "warm")
+        assert warm["state"] == "connected"
+        assert warm["sessions"] == 0
+        assert warm["keep_warm"] is True
+        assert warm["idle_s"] > 0.5
+        assert len(alive(pids / "warm")) == 1
+
+        gate.unlink()  # the restarted "lazy" hangs before its handshake until the gate is back
+        async with session(fleet, alpha, "second", startup_timeout_ms=100) as second:
+            assert await second.tool_names() == ["lazy_echo", "warm_echo"]
+            (lazy,) = rows(fleet, "lazy")
+            assert lazy["state"] == "connecting"
+            gate.touch()
+            assert await second.echo("lazy_echo") == "hi"
+        assert started(pids / "lazy") == 2
+        assert started(pids / "warm") == 1
+
+
+def asking(name: str, *flags: str) -> dict[str, Any]:
+    return {"command": sys.executable, "args": [str(ASKING_SERVER), "--name", name, *flags]}
+
+
+def sampling_as(who: str, hold: anyio.Event | None = None, entered: anyio.Event | None = None) -> Any:
+    """A sampling callback answering as ``who``; with ``hold``, it answers once that is set."""
+
+    async def sample(
+        context: Any, params: mcp_types.CreateMessageRequestParams
+    ) -> mcp_types.CreateMessageResult:
+        if entered is not None:
+            entered.set()
+        if hold is not None:
+            with anyio.fail_after(SETTLE_S):
+                await hold.wait()
+        prompt = params.messages[0].content
+        text = prompt.text if isinstance(prompt, mcp_types.TextContent) else ""
+        return mcp_types.CreateMessageResult(
+            role="assistant",
+            content=mcp_types.TextContent(type="text", text=f"{text}, says {who}"),
+            model=who,
+        )
+
+    return sample
+
+
+def text_of(result: mcp_types.CallToolResult) -> str:
+    block = result.content[0]
+    assert isinstance(block, mcp_types.TextContent), block
+    return block.text
+
+
+@pytest.mark.parametrize("era", ["legacy", "modern"])
+async def test_a_shared_servers_question_reaches_the_session_whose_call_caused_it(
+    isolated_home: Path, projects: tuple[Path, Path], era: str
+) -> None:
+    alpha, beta = projects
+    flags = ("--legacy",) if era == "legacy" else ()
+    write_user_servers({"ask": asking("ask", *flags)})
+    async with (
+        SharedFleet(DaemonSettings(), cache=None) as fleet,
+        session(fleet, alpha, "a", sampling_callback=sampling_as("A")) as a,
+        session(fleet, beta, "b", sampling_callback=sampling_as("B")) as b,
+    ):
+        (row,) = rows(fleet, "ask")
+        assert row["sessions"] == 2
+        for _ in range(2):
+            assert (
+                text_of(await b.client.call_tool("ask_sample", {"prompt": "to B"}))
+                == "sampled to B, says B from B"
+            )
+            assert (
+                text_of(await a.client.call_tool("ask_sample", {"prompt": "to A"}))
+                == "sampled to A, says A from A"
+            )
+
+
+async def test_a_question_that_cannot_be_tied_to_one_session_is_refused_and_the_server_goes_per_session(
+    isolated_home: Path, projects: tuple[Path, Path]
+) -> None:
+    """Two sessions with calls in flight on one handshake-era backend: its next question could
+    be either's. It is refused, and each session gets a backend of its own from then on."""
+    alpha, beta = projects
+    write_user_servers({"ask": asking("ask", "--legacy")})
+    hold, entered = anyio.Event(), anyio.Event()
+    async with (
+        SharedFleet(DaemonSettings(), cache=None) as fleet,
+        session(fleet, alpha, "a", sampling_callback=sampling_as("A", hold, entered)) as a,
+        session(fleet, beta, "b", sampling_callback=sampling_as("B")) as b,
+    ):
+        answers: dict[str, str] = {}
+
+        async def call_a() -> None:
+            answers["A"] = text_of(await a.client.call_tool("ask_sample", {"prompt": "to A"}))
+
+        async with anyio.create_task_group() as calls:
+            calls.start_soon(call_a)
+            with anyio.fail_after(SETTLE_S):
+                await entered.wait()  # A's call is in flight, its question held by A's client
+            answers["B"] = text_of(await b.client.call_tool("ask_sample", {"prompt": "to B"}))
+            hold.set()
+        assert answers["A"] == "sampled to A, says A from A"
+        assert answers["B"].startswith("refused -32600 ")
+        assert "cannot be tied to one of them" in answers["B"]
+
+        await wait_until(
+            lambda: sorted(row["share"] for row in rows(fleet, "ask")) == ["session", "session", "user"]
+        )
+        assert (
+            text_of(await b.client.call_tool("ask_sample", {"prompt": "to B"}))
+            == "sampled to B, says B from B"
+        )
+        assert (
+            text_of(await a.client.call_tool("ask_sample", {"prompt": "to A"}))
+            == "sampled to A, says A from A"
+        )
+        per_session = json.loads((paths.user_state_dir() / "daemon-per-session.json").read_text())
+        assert [server["name"] for server in per_session["servers"]] == ["ask"]
+
+    # A new daemon knows it: the server is per session from the start.
+    async with SharedFleet(DaemonSettings(), cache=None) as fleet, session(fleet, alpha, "c"):
+        assert [row["share"] for row in rows(fleet, "ask")] == ["session"]
+
+
+async def test_a_config_edit_reaches_the_sessions_that_see_the_server(
+    isolated_home: Path, tmp_path: Path, projects: tuple[Path, Path]
+) -> None:
+    """A server added to one project: that project's sessions are told their tools changed,
+    the other project's are not; removed, it stops; a user server added reaches everyone."""
+    alpha, beta = projects
+    pids = tmp_path / "pids"
+    write_user_servers({"common": fake("common", pids / "common")})
+    write_project_servers(alpha, {})
+    async with (
+        SharedFleet(DaemonSettings(), cache=None, watch_interval_s=0.05) as fleet,
+        session(fleet, alpha, "a") as a,
+        session(fleet, beta, "b") as b,
+    ):
+        write_project_servers(alpha, {"added": fake("added", pids / "added")})
+        await wait_until(lambda: _listed(a, "added_echo"))
+        assert await a.echo("added_echo") == "hi"
+        assert any(isinstance(note, mcp_types.ToolListChangedNotification) for note in a.notifications)
+        assert not any(isinstance(note, mcp_types.ToolListChangedNotification) for note in b.notifications)
+        assert await b.tool_names() == ["common_echo"]
+
+        write_project_servers(alpha, {})
+        await wait_until(lambda: rows(fleet, "added") == [] and alive(pids / "added") == [])
+        assert await a.tool_names() == ["common_echo"]
+
+        write_user_servers(
+            {"common": fake("common", pids / "common"), "later": fake("later", pids / "later")}
+        )
+        await wait_until(lambda: _listed(a, "later_echo"))
+        await wait_until(lambda: _listed(b, "later_echo"))
+        assert any(isinstance(note, mcp_types.ToolListChangedNotification) for note in b.notifications)
+        assert started(pids / "later") == 1
+        assert started(pids / "common") == 1
+
+
+async def _listed(each: Session, tool: str) -> bool:
+    return tool in await each.tool_names()
+
+
+async def test_a_user_server_that_names_the_workspace_runs_once_per_project(
+    isolated_home: Path, tmp_path: Path, projects: tuple[Path, Path]
+) -> None:
+    """Cursor's ``${workspaceFolder}`` in a user-level entry: sharing one backend would hand one
+    project's folder to the other's sessions, so each project gets its own."""
+    alpha, beta = projects
+    pids = tmp_path / "pids"
+    entry = fake("files", pids / "files", "--tool", "env", env={"ROOT": "${workspaceFolder}"})
+    cursor_file = isolated_home / ".cursor" / "mcp.json"
+    cursor_file.parent.mkdir()
+    cursor_file.write_text(json.dumps({"mcpServers": {"files": entry}}))
+    async with (
+        SharedFleet(DaemonSettings(), cache=None) as fleet,
+        session(fleet, alpha, "a1") as a1,
+        session(fleet, alpha, "a2") as a2,
+        session(fleet, beta, "b") as b,
+    ):
+        for each, root in ((a1, alpha), (a2, alpha), (b, beta)):
+            result = await each.client.call_tool("files_env", {"name": "ROOT"})
+            assert result.structured_content is not None
+            assert result.structured_content["value"] == str(root)
+        shared = sorted((row["share"], row["project"], row["sessions"]) for row in rows(fleet, "files"))
+        assert shared == [("project", str(alpha), 2), ("project", str(beta), 1)]
+    assert started(pids / "files") == 2

@@ -1,0 +1,275 @@
+"""An agent session's MCP tools served by the user's daemon (``open_agent_session(daemon=True)``).
+
+The daemon already runs the fleet, so a session that uses it lists the tools with one
+request and has them in milliseconds, instead of starting every server itself. A
+``DaemonFleet`` holds one control connection (``daemon.async_client``) for the session's
+life: ``watch`` first, then ``tools``, and the tools are listed again at every
+``tools_changed`` event; each ``DaemonTool`` is an ``MCPTool`` whose calls go out as ``call``
+requests. When the daemon goes away, the connection is made again (starting a daemon if
+none runs), the tools listed again, and a call that was running then ends as an error
+result that says to retry it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import AsyncExitStack, asynccontextmanager
+from pathlib import Path
+from typing import Any, Self
+
+import anyio
+from anyio.abc import TaskStatus
+
+from mcpfleet.client.definitions import ToolDefinition
+from mcpfleet.daemon.async_client import AsyncControlClient
+from mcpfleet.daemon.client import DaemonLost, DaemonRefused, DaemonUnavailable, OperationFailed
+from mcpfleet.daemon.wire import FleetSpec
+from mcpfleet.errors import Failure
+from mcpfleet.fleet.tools import MCPTool, ToolResult
+
+logger = logging.getLogger(__name__)
+
+RECONNECT_DELAY_S = 0.5
+"""Pause before connecting again after the daemon went away."""
+MAX_RECONNECTS = 3
+RECONNECT_WINDOW_S = 30.0
+"""More than ``MAX_RECONNECTS`` losses within this window and the session stops trying:
+a daemon that keeps dying should not be restarted in a loop by every agent."""
+READY_WAIT_S = 15.0
+"""How long a call waits for the connection to come back before it fails."""
+_RESTART_CODES = frozenset({"version-mismatch", "draining"})
+"""Refusals of a daemon on its way out: a new one is started in its place, once."""
+
+StartDaemon = Callable[[], object]
+"""Starts the daemon and returns once it accepts connections (``launch.start_daemon``)."""
+
+
+class DaemonTool(MCPTool):
+    """A tool of the daemon's fleet: listed by its ``tools`` request, called by ``call``."""
+
+    def __init__(self, fleet: DaemonFleet, row: Mapping[str, Any]) -> None:
+        schema = row.get("input_schema")
+        definition = ToolDefinition(
+            name=str(row["mcp_name"]),
+            description=str(row.get("description") or "") or None,
+            input_schema=dict(schema)
+            if isinstance(schema, Mapping)
+            else {"type": "object", "properties": {}},
+        )
+        super().__init__(fleet, str(row["server"]), definition, name=str(row["name"]))
+
+    def _tool_result(self, result: Any, provider: str | None) -> ToolResult:
+        # The daemon sends the ``call --json`` document: the call's result, converted there.
+        document: Mapping[str, Any] = result
+        content = document.get("content")
+        return ToolResult(
+            content=[block for block in content if isinstance(block, dict)]
+            if isinstance(content, list)
+            else [],
+            text=str(document.get("text") or ""),
+            structured=document.get("structured"),
+            is_error=bool(document.get("is_error")),
+            details={"server": self.server_name, "tool": self.mcp_tool_name, "provider": provider},
+        )
+
+
+def failure_of(row: Mapping[str, Any]) -> Failure:
+    """An ``errors`` row of a document as a ``Failure`` (``mcp:<name>`` is a server's)."""
+    path, message = str(row.get("path", "")), str(row.get("error", ""))
+    if path.startswith("mcp:"):
+        return Failure(path.removeprefix("mcp:"), "connect", message)
+    return Failure(path, "config", message)
+
+
+class DaemonFleet(anyio.AsyncContextManagerMixin):
+    """The tools of one fleet as the daemon serves it, kept current, and calls to them.
+
+    Entering it connects (starting the daemon with ``start`` when none runs) and lists the
+    tools; ``DaemonUnavailable`` when the daemon cannot serve this fleet, so the caller can
+    run the fleet itself. Implements ``ToolBackend`` for its ``DaemonTool``s.
+    """
+
+    def __init__(
+        self,
+        spec: FleetSpec,
+        *,
+        start: StartDaemon | None,
+        host: str | None = None,
+        socket_path: Path | None = None,
+    ) -> None:
+        self.spec = spec
+        self.tools: list[DaemonTool] = []
+        self.errors: list[Failure] = []
+        """What could not load, from the daemon's ``tools`` document."""
+        self._fleet = spec.to_json()
+        self._start = start
+        self._host = host
+        self._socket_path = socket_path
+        self._listeners: list[Callable[[], None]] = []
+        self._client: AsyncControlClient | None = None
+        self._client_changed = anyio.Event()
+        """Set (and replaced) whenever ``_client`` changes: what a call waiting for it awaits."""
+        self._gave_up: str | None = None
+
+    @asynccontextmanager
+    async def __asynccontextmanager__(self) -> AsyncIterator[Self]:
+        following = False
+        try:
+            async with anyio.create_task_group() as group:
+                await group.start(self._follow)
+                following = True
+                try:
+                    yield self
+                finally:
+                    group.cancel_scope.cancel()
+        except BaseExceptionGroup as failures:
+            if following or len(failures.exceptions) != 1:
+                raise
+            # The first connection failed: its own error (``DaemonUnavailable``), for the
+            # caller to serve in-process, rather than a group of one.
+            raise failures.exceptions[0] from None
+
+    def subscribe(self, listener: Callable[[], None]) -> Callable[[], None]:
+        """Call ``listener`` each time ``tools`` (and ``errors``) were listed again."""
+        self._listeners.append(listener)
+
+        def unsubscribe() -> None:
+            if listener in self._listeners:
+                self._listeners.remove(listener)
+
+        return unsubscribe
+
+    # -- ToolBackend ------------------------------------------------------------------
+
+    def get_provider_name(self, server_name: str) -> str | None:
+        return None  # the daemon's tools document does not say which file a server came from
+
+    async def wait_for_connection(self, server_name: str) -> None:
+        """Nothing to wait for here: the daemon waits for its server when a call needs it."""
+
+    async def call_tool(
+        self, server_name: str, tool_name: str, arguments: dict[str, Any], *, timeout_ms: int | None = None
+    ) -> dict[str, Any]:
+        """The ``call --json`` document of one call, made by the daemon.
+
+        A call that never reached the daemon (its connection had just ended) is sent again on
+        the next connection; one that reached it is not: the tool may have run.
+        """
+        # ``server/tool`` names the tool whatever served name the daemon gives it now.
+        request = {"fleet": self._fleet, "tool": f"{server_name}/{tool_name}", "arguments": arguments}
+        try:
+            with anyio.fail_after(None if timeout_ms is None else timeout_ms / 1000):
+                try:
+                    return await (await self._ready_client()).request("call", request)
+                except DaemonLost as error:
+                    if error.request_sent:
+                        raise
+                return await (await self._ready_client()).request("call", request)
+        except TimeoutError:
+            raise TimeoutError(f"{server_name}/{tool_name} did not answer within {timeout_ms} ms") from None
+        except DaemonLost as error:
+            if not error.request_sent:
+                raise
+            raise DaemonLost(
+                "the mcpfleet daemon stopped while this call ran; retry it", request_sent=True
+            ) from error
+
+    # -- the connection ---------------------------------------------------------------
+
+    async def _ready_client(self) -> AsyncControlClient:
+        """The open connection; while there is none, wait (bounded) for the next one."""
+        with anyio.move_on_after(READY_WAIT_S):
+            while self._gave_up is None:
+                client = self._client
+                if client is not None and not client.closed:
+                    return client
+                await self._client_changed.wait()
+        raise DaemonUnavailable(
+            self._gave_up or "the mcpfleet daemon is not reachable: it is being reconnected"
+        )
+
+    def _set_client(self, client: AsyncControlClient | None) -> None:
+        self._client = client
+        changed, self._client_changed = self._client_changed, anyio.Event()
+        changed.set()
+
+    async def _follow(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Stay connected for the fleet's life: watch, list, list again at each change.
+
+        The first connection's failure is the caller's (raised from ``start``); later ones
+        are retried a few times, then the tools stay as they were and calls fail.
+        """
+        losses: list[float] = []
+        started = False
+        while True:
+            try:
+                async with AsyncExitStack() as stack:
+                    client = await self._open(stack)
+                    # Watch before listing: a change in between is then not missed.
+                    await client.request("watch", {"fleet": self._fleet})
+                    await self._list_tools(client)
+                    self._set_client(client)
+                    if not started:
+                        started = True
+                        task_status.started()
+                    async for event in client.events:
+                        if event.name == "tools_changed":
+                            await self._list_again(client)
+                    reason = "the daemon closed the connection"
+            except (DaemonUnavailable, OperationFailed) as error:
+                if not started:
+                    if isinstance(error, DaemonUnavailable):
+                        raise
+                    raise DaemonUnavailable(f"the daemon cannot list this fleet's tools: {error}") from error
+                reason = str(error)
+            finally:
+                self._set_client(None)
+            now = anyio.current_time()
+            losses = [*(moment for moment in losses if now - moment < RECONNECT_WINDOW_S), now]
+            if len(losses) > MAX_RECONNECTS:
+                self._gave_up = (
+                    f"the mcpfleet daemon went away {len(losses)} times within {RECONNECT_WINDOW_S:.0f} s "
+                    f"(last: {reason}); this session no longer reaches it"
+                )
+                logger.warning("%s: its MCP tools stay as they were and calls fail", self._gave_up)
+                self._set_client(None)
+                return
+            logger.warning("the mcpfleet daemon went away (%s): connecting again", reason)
+            await anyio.sleep(RECONNECT_DELAY_S)
+
+    async def _open(self, stack: AsyncExitStack) -> AsyncControlClient:
+        """A connection that said hello, starting a daemon when none runs or one is leaving."""
+        started = False
+        while True:
+            try:
+                return await stack.enter_async_context(
+                    AsyncControlClient.connect(self._socket_path, host=self._host)
+                )
+            except DaemonRefused as refusal:
+                if refusal.code not in _RESTART_CODES or self._start is None or started:
+                    raise
+            except DaemonUnavailable as error:
+                none_runs = isinstance(error.__cause__, FileNotFoundError | ConnectionRefusedError)
+                if not none_runs or self._start is None or started:
+                    raise
+            started = True
+            try:
+                await anyio.to_thread.run_sync(self._start)
+            except OSError as error:
+                raise DaemonUnavailable(f"the mcpfleet daemon could not be started: {error}") from error
+
+    async def _list_again(self, client: AsyncControlClient) -> None:
+        """After a change: a fleet the daemon cannot list now (a config file broken by an
+        edit) keeps the tools it had, as an in-process reload keeps its servers."""
+        try:
+            await self._list_tools(client)
+        except OperationFailed as failure:
+            logger.warning("the mcpfleet daemon could not list the changed tools: %s", failure)
+
+    async def _list_tools(self, client: AsyncControlClient) -> None:
+        document = await client.request("tools", {"fleet": self._fleet})
+        self.tools = [DaemonTool(self, row) for row in document.get("tools", []) if isinstance(row, Mapping)]
+        self.errors = [failure_of(row) for row in document.get("errors", []) if isinstance(row, Mapping)]
+        for listener in list(self._listeners):
+            listener()

@@ -1,0 +1,205 @@
+"""``open_agent_session(daemon=True)`` against a scripted daemon on a real socket (the session
+is what is under test): tools registered from the ``tools`` document and called through
+``call``, a ``tools_changed`` event swapping them, a daemon gone mid-call, refusals falling
+back to a fleet of this process, and the keywords that cannot go with ``daemon=True``."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from tests.servers.control_peer import ControlPeer, Reply, control_peer, result
+from tests.servers.fixtures import FAKE_SERVER
+
+from mcpfleet import open_agent_session
+from mcpfleet.daemon import paths
+from mcpfleet.daemon.remote import DaemonTool
+from mcpfleet.paths import user_config_file
+
+pytestmark = pytest.mark.anyio
+
+
+async def wait_until(condition: Callable[[], bool], within_s: float = 20.0) -> None:
+    with anyio.fail_after(within_s):
+        while True:
+            if condition():
+                return
+            await anyio.sleep(0.02)
+
+
+def tool_row(server: str, tool: str, description: str = "") -> dict[str, Any]:
+    return {
+        "name": f"mcp_{server}_{tool}",
+        "server": server,
+        "mcp_name": tool,
+        "description": description or f"{tool} of {server}",
+        "deferred": False,
+        "input_schema": {"type": "object", "properties": {"message": {"type": "string"}}},
+    }
+
+
+class ScriptedFleet:
+    """The daemon's side: a tools document that can change, and calls that echo."""
+
+    def __init__(self) -> None:
+        self.tools = [tool_row("files", "echo")]
+        self.errors: list[dict[str, str]] = [{"path": "mcp:broken", "error": "exited with code 3"}]
+        self.hold_calls = threading.Event()
+
+    def __call__(self, request: dict[str, Any]) -> Reply | None:
+        if request["op"] == "watch":
+            return result(request, {})
+        if request["op"] == "tools":
+            return result(request, {"tools": self.tools, "errors": self.errors})
+        if request["op"] == "call":
+            if request["arguments"].get("message") == "vanish":
+                return Reply(close=True)
+            text = f"{request['tool']}: {request['arguments'].get('message')}"
+            block = {"type": "text", "text": text}
+            return result(
+                request, {"is_error": False, "text": text, "content": [block], "structured": {"n": 1}}
+            )
+        return result(request, {})
+
+
+@pytest.fixture
+def scripted() -> ScriptedFleet:
+    return ScriptedFleet()
+
+
+@pytest.fixture
+def peer(scripted: ScriptedFleet) -> Any:
+    with control_peer(paths.socket_path(), scripted) as running:
+        yield running
+
+
+@pytest.fixture
+def local_fleet() -> None:
+    path = user_config_file()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    entry = {"command": sys.executable, "args": [str(FAKE_SERVER), "--name", "local", "--tool", "echo"]}
+    path.write_text(json.dumps({"mcpServers": {"local": entry}}))
+
+
+async def test_tools_come_from_the_daemon_and_calls_go_to_it(tmp_path: Path, peer: ControlPeer) -> None:
+    project = str(await anyio.Path(tmp_path).resolve())
+    with anyio.fail_after(30):
+        async with open_agent_session(tmp_path, daemon=True, trust_project=True) as session:
+            (tool,) = session.tools
+            assert isinstance(tool, DaemonTool)
+            assert (tool.name, tool.description) == ("mcp_files_echo", "echo of files")
+            assert tool.parameters["properties"] == {"message": {"type": "string"}}
+            assert [(failure.server, failure.message) for failure in session.mcp_errors] == [
+                ("broken", "exited with code 3")
+            ]
+            called = await session.call_tool("files/echo", {"message": "hi"})
+            assert (called.text, called.structured, called.is_error) == ("files/echo: hi", {"n": 1}, False)
+            assert called.content == [{"type": "text", "text": "files/echo: hi"}]
+            assert called.details == {"server": "files", "tool": "echo", "provider": None}
+            assert [t.name for t in session.create_subagent().tools] == ["mcp_files_echo"]
+            with pytest.raises(RuntimeError, match="run in the mcpfleet daemon"):
+                session.mcp_manager  # noqa: B018
+    watch, tools, call = peer.requests
+    assert watch["op"] == "watch" and tools["op"] == "tools"
+    assert watch["fleet"] == tools["fleet"] == call["fleet"]
+    assert watch["fleet"]["cwd"] == project
+    assert watch["fleet"]["trust_project"] is True
+    assert (call["tool"], call["arguments"]) == ("files/echo", {"message": "hi"})
+    (hello,) = peer.hellos
+    assert hello["kind"] == "control"
+
+
+async def test_a_change_event_swaps_the_tools(
+    tmp_path: Path, peer: ControlPeer, scripted: ScriptedFleet
+) -> None:
+    with anyio.fail_after(30):
+        async with open_agent_session(tmp_path, daemon=True) as session:
+            assert [t.name for t in session.tools] == ["mcp_files_echo"]
+            scripted.tools = [tool_row("files", "echo"), tool_row("notes", "read")]
+            scripted.errors = []
+            peer.push_event("tools_changed")
+            await wait_until(lambda: [t.name for t in session.tools] == ["mcp_files_echo", "mcp_notes_read"])
+            assert session.mcp_errors == []
+            # A tool that is gone from the document is gone from the session.
+            scripted.tools = [tool_row("notes", "read")]
+            peer.push_event("tools_changed")
+            await wait_until(lambda: [t.name for t in session.tools] == ["mcp_notes_read"])
+    assert [r["op"] for r in peer.requests] == ["watch", "tools", "tools", "tools"]
+
+
+async def test_a_daemon_gone_mid_call_is_an_error_result_and_the_next_call_reconnects(
+    tmp_path: Path, peer: ControlPeer
+) -> None:
+    with anyio.fail_after(30):
+        async with open_agent_session(tmp_path, daemon=True) as session:
+            lost = await session.call_tool("mcp_files_echo", {"message": "vanish"})
+            assert lost.is_error
+            assert "the mcpfleet daemon stopped while this call ran; retry it" in lost.text
+            again = await session.call_tool("mcp_files_echo", {"message": "back"})
+            assert again.text == "files/echo: back"
+    # The second connection watched and listed again before the call.
+    assert [r["op"] for r in peer.requests] == ["watch", "tools", "call", "watch", "tools", "call"]
+    assert len(peer.hellos) == 2
+
+
+@pytest.mark.usefixtures("local_fleet")
+@pytest.mark.parametrize("code", ["environment-mismatch", "refused"])
+async def test_a_refusal_falls_back_to_a_fleet_of_this_process(
+    tmp_path: Path, scripted: ScriptedFleet, caplog: pytest.LogCaptureFixture, code: str
+) -> None:
+    with (
+        caplog.at_level(logging.WARNING, logger="mcpfleet.agent.session"),
+        control_peer(paths.socket_path(), scripted, refusal=(code, "other config folders")),
+        anyio.fail_after(60),
+    ):
+        async with open_agent_session(tmp_path, daemon=True) as session:
+            assert [t.name for t in session.tools] == ["mcp_local_echo"]
+            assert session.mcp_manager.get_connection_status("local") == "connected"
+            called = await session.call_tool("mcp_local_echo", {"message": "here"})
+            assert not called.is_error
+    assert f"refused the connection ({code}): other config folders" in caplog.text
+    assert "its MCP servers run in this process" in caplog.text
+
+
+@pytest.mark.usefixtures("local_fleet")
+async def test_mcpfleet_no_daemon_keeps_the_fleet_in_this_process(
+    tmp_path: Path, peer: ControlPeer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MCPFLEET_NO_DAEMON", "1")
+    with anyio.fail_after(60):
+        async with open_agent_session(tmp_path, daemon=True) as session:
+            assert [t.name for t in session.tools] == ["mcp_local_echo"]
+    assert peer.hellos == []
+
+
+@pytest.mark.parametrize(
+    ("keywords", "named"),
+    [
+        ({"cache": None}, "cache"),
+        ({"extra_config_paths": ["x.json"]}, "extra_config_paths"),
+        ({"on_uncached": "late-join"}, "on_uncached"),
+        (
+            {"sampling_handler": object(), "elicitation_handler": object()},
+            "elicitation_handler, sampling_handler",
+        ),
+    ],
+)
+def test_keywords_of_a_fleet_of_this_process_are_refused_with_daemon(
+    tmp_path: Path, keywords: dict[str, Any], named: str
+) -> None:
+    with pytest.raises(ValueError, match=f"daemon=True takes the fleet the daemon runs; {named} describe"):
+        open_agent_session(tmp_path, daemon=True, **keywords)
+
+
+def test_a_manager_of_ones_own_is_refused_with_daemon(tmp_path: Path) -> None:
+    from mcpfleet import MCPManager
+
+    with pytest.raises(ValueError, match="mcp_manager describe"):
+        open_agent_session(tmp_path, daemon=True, mcp_manager=MCPManager(tmp_path))

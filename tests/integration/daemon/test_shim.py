@@ -94,7 +94,10 @@ def test_a_lost_daemon_is_replaced_without_the_host_noticing_more_than_a_list_ch
     with ScriptedDaemon(daemon_runtime / "daemon.sock") as daemon, ShimHost("serve") as host:
         host.initialize()
         first = daemon.session(0)
-        in_flight = host.request("tools/call", call("hang"))
+        # Answered, in a line too long to be read whole: it must not be taken for one in flight.
+        assert "result" in host.call("tools/call", call("big", size=200_000))
+        # In flight, in a line too long to be read whole: it must get its error all the same.
+        in_flight = host.request("tools/call", call("hang", padding="p" * 100_000))
         asked = host.request("tools/call", call("ask"))
         question = host.receive()
         daemon.wait_until(lambda: any(line.get("id") == in_flight for line in first.lines), "the call")

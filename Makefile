@@ -79,7 +79,8 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.run
 	$(BIN)/python -m bench.tool_budget --write
 
-# Native MCP integrations of the agent frameworks against mcpfleet's (BENCHMARKS.md section 9, ~3 min).
+# Native MCP integrations of the agent frameworks against mcpfleet's (BENCHMARKS.md section 9, ~10 min;
+# the Pydantic AI and LangChain natives get venvs of their own under .tools/bench-venvs).
 bench-integrations: $(STAMP)
 	$(BIN)/python -m bench.integrations --write
 

@@ -76,6 +76,16 @@ async def import_off_loop(module_name: str) -> ModuleType:
     return module
 
 
+def import_now(module_name: str) -> ModuleType:
+    """A module that imports the SDK, imported here and now, for callers that know every use
+    of theirs connects a server and would rather pay for the SDK with their own imports than
+    on their first connection (where it delays every handshake behind it)."""
+    module = _imported.get(module_name)
+    if module is None:
+        module = _imported[module_name] = _import_serially(module_name)
+    return module
+
+
 def _import_serially(module_name: str) -> ModuleType:
     with _import_lock:
         return importlib.import_module(module_name)
@@ -252,6 +262,7 @@ async def connect_to_server(
 __all__ = [
     "check_transport",
     "connect_to_server",
+    "import_now",
     "import_off_loop",
     "open_connection",
     "prepare_stdio_transport",

@@ -18,7 +18,14 @@ from typing import TYPE_CHECKING, Literal, TypedDict
 import anyio
 
 from mcpfleet.agent.session import AgentSession, Tool, open_agent_session
+from mcpfleet.client.opening import CONNECTION_MODULE, import_now
 from mcpfleet.fleet.tools import ToolResult
+
+# The SDK's client comes with the integration, as a framework's own MCP client comes with its
+# import. Left to the first connection (the fleet's default, see ``client.opening``), its import
+# (0.6-1.4 s) would hold back every handshake of the first start, competing with the
+# framework's own first-run imports, and a warm start would wait for it instead of the gate.
+import_now(CONNECTION_MODULE)
 
 if TYPE_CHECKING:
     from mcpfleet.client.connection import ElicitationHandler, SamplingHandler

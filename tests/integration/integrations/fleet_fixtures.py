@@ -11,6 +11,7 @@ starts well after the gate and its tools are deferred (served from the cache).
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -79,6 +80,29 @@ def logged(kind: str) -> str:
     """What ``files`` has logged so far (see ``files_log``)."""
     path = files_log(kind)
     return path.read_text() if path.exists() else ""
+
+
+def starts_of_files() -> int:
+    """How many ``files`` processes have started so far: each one's handshake opens with one
+    ``initialize``, which ``files`` logs."""
+    return logged("requests").splitlines().count("initialize")
+
+
+def running_servers() -> list[int]:
+    """The pids of the ``fake_server.py`` processes this test process started and that still run
+    (``slow`` too: its shell ``exec``s the server, so the pid is the same)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            command = (entry / "cmdline").read_bytes().split(b"\0")
+        except (OSError, IndexError, ValueError):
+            continue  # gone meanwhile
+        if parent == os.getpid() and str(FAKE_SERVER).encode() in command:
+            found.append(int(entry.name))
+    return found
 
 
 async def wait_until(condition: Callable[[], bool], within_s: float = 20.0) -> None:

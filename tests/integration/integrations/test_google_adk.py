@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 from pydantic import Field
-from tests.integration.integrations.fleet_fixtures import require
+from tests.integration.integrations.fleet_fixtures import require, running_servers, starts_of_files
 
 require("google.adk", "google-adk")
 
@@ -113,3 +113,32 @@ async def test_tool_filter_keeps_only_the_named_tools(project: Path) -> None:
     async with MCPFleetToolset(cwd=project, tool_filter=["mcp_files_echo"]) as toolset:
         await run(toolset, model)
     assert list(model.offered[0]) == ["mcp_files_echo"]
+
+
+async def test_a_sub_agent_given_the_same_toolset_calls_through_its_connections(project: Path) -> None:
+    started = starts_of_files()
+    lead_model = ScriptedLlm(
+        calls=[
+            ("mcp_files_echo", {"message": "from the lead"}),
+            ("transfer_to_agent", {"agent_name": "helper"}),
+        ]
+    )
+    helper_model = ScriptedLlm(calls=[("mcp_files_echo", {"message": "from the helper"})])
+    async with MCPFleetToolset(cwd=project) as toolset:
+        helper = LlmAgent(name="helper", model=helper_model, tools=[toolset])
+        lead = LlmAgent(name="lead", model=lead_model, tools=[toolset], sub_agents=[helper])
+        runner = InMemoryRunner(agent=lead, app_name="tests")
+        session = await runner.session_service.create_session(app_name="tests", user_id="user")
+        message = types.Content(role="user", parts=[types.Part(text="go")])
+        events = [
+            event
+            async for event in runner.run_async(user_id="user", session_id=session.id, new_message=message)
+        ]
+        await runner.close()
+        running = running_servers()
+    assert events[-1].author == "helper"
+    lead_answer, helper_answer = lead_model.received[0].response, helper_model.received[-1].response
+    assert lead_answer is not None and lead_answer["structuredContent"] == {"message": "from the lead"}
+    assert helper_answer is not None and helper_answer["structuredContent"] == {"message": "from the helper"}
+    assert len(running) == 2  # files and slow, one process each, for both agents
+    assert starts_of_files() - started == 1

@@ -10,7 +10,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.integration.integrations.fleet_fixtures import add_server, require, wait_until
+from tests.integration.integrations.fleet_fixtures import (
+    add_server,
+    require,
+    running_servers,
+    starts_of_files,
+    wait_until,
+)
 
 require("agents", "openai-agents")
 
@@ -33,8 +39,10 @@ class ScriptedModel(Model):
     """Makes the given tool calls, one per turn, then answers "done"; records what it was
     offered (tool name → JSON schema) and every tool output the run handed back to it."""
 
-    def __init__(self, *calls: tuple[str, dict[str, Any]]) -> None:
+    def __init__(self, *calls: tuple[str, dict[str, Any]], call_ids: str = "call") -> None:
         self.calls = list(calls)
+        self.call_ids = call_ids
+        """Prefix of the call ids: agents of one run must not reuse each other's."""
         self.offered: list[dict[str, Any]] = []
         self.outputs: list[Any] = []
         self.turn = 0
@@ -59,7 +67,10 @@ class ScriptedModel(Model):
         if turn < len(self.calls):
             name, arguments = self.calls[turn]
             call = ResponseFunctionToolCall(
-                type="function_call", call_id=f"call-{turn}", name=name, arguments=json.dumps(arguments)
+                type="function_call",
+                call_id=f"{self.call_ids}-{turn}",
+                name=name,
+                arguments=json.dumps(arguments),
             )
             return ModelResponse(output=[call], usage=Usage(), response_id=None)
         text = ResponseOutputText(type="output_text", text="done", annotations=[])
@@ -145,6 +156,26 @@ async def test_a_tools_list_changed_shows_on_the_next_listing(project: Path) -> 
     assert "mcp_growing_late_tool" in after
     assert "mcp_growing_late_tool" in model.offered[0]
     assert output_texts(model.outputs[0])[0] == "new"
+
+
+async def test_a_handoff_calls_through_the_parents_connections(project: Path) -> None:
+    started = starts_of_files()
+    lead_model = ScriptedModel(("mcp_files_echo", {"message": "from the lead"}), ("transfer_to_helper", {}))
+    helper_model = ScriptedModel(("mcp_files_echo", {"message": "from the helper"}), call_ids="helper")
+    async with MCPFleetServer(cwd=project) as fleet:
+        # The helper's own MCPServer, over a sub-agent session of the lead's fleet.
+        helper_fleet = MCPFleetServer(session=fleet.session.create_subagent())
+        async with helper_fleet:
+            helper = Agent(name="helper", model=helper_model, mcp_servers=[helper_fleet])
+            lead = Agent(name="lead", model=lead_model, mcp_servers=[fleet], handoffs=[helper])
+            result = await Runner.run(lead, "go", run_config=NO_TRACING)
+            running = running_servers()
+    assert result.last_agent is helper
+    assert result.final_output == "done"
+    assert output_texts(lead_model.outputs[0])[0] == "from the lead"
+    assert output_texts(helper_model.outputs[-1])[0] == "from the helper"
+    assert len(running) == 2  # files and slow, one process each, for both agents
+    assert starts_of_files() - started == 1
 
 
 def test_exactly_one_of_session_and_cwd() -> None:

@@ -25,6 +25,18 @@ def test_importing_mcpfleet_and_its_integrations_package_loads_no_framework() ->
     assert shown.stdout.strip() == "[]"
 
 
+def test_the_integrations_bring_the_sdk_client_with_their_import() -> None:
+    # Every integration serves from a SessionLease. Left to the first connection, the SDK's
+    # import would hold back every handshake of the first start (and a warm start's first
+    # call) while the framework runs its own first steps.
+    probe = (
+        "import sys, mcpfleet.integrations._lease; from mcpfleet.client import opening; "
+        "print(opening.CONNECTION_MODULE in sys.modules, opening.CONNECTION_MODULE in opening._imported)"
+    )
+    shown = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert shown.stdout.split() == ["True", "True"]
+
+
 def test_a_missing_framework_names_the_extra_to_install() -> None:
     with pytest.raises(ImportError, match=r"needs Some Framework .*pip install 'mcpfleet\[some-extra\]'"):
         require_framework("mcpfleet_no_such_framework", "Some Framework", "some-extra")

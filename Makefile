@@ -22,7 +22,7 @@ INSPECTOR := .tools/inspector/.installed-$(INSPECTOR_VERSION)
 CLAUDE_CODE_VERSION := 2.1.332
 CLAUDE_CODE := .tools/claude-code/.installed-$(CLAUDE_CODE_VERSION)
 
-.PHONY: demo test lint typecheck pytest conformance bench bench-smoke bench-gateway bench-integrations clean
+.PHONY: demo test lint typecheck pytest conformance bench bench-smoke bench-gateway bench-integrations bench-daemon clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -75,9 +75,10 @@ pytest: $(STAMP) $(EVERYTHING) $(INSPECTOR) $(CLAUDE_CODE) conformance
 # .tools/bench-venvs and mcp-hub (npm) under .tools/mcp-hub, writes BENCHMARKS.md and docs/bench-*.png.
 # Then the gateway's tool budget (its own section, ~1 min). Not part of `make test`; its ~1 min smoke
 # version is (tests/test_bench_smoke.py, bounded at 4 min).
-bench: $(STAMP)
+bench: $(STAMP) $(EVERYTHING)
 	$(BIN)/python -m bench.run
 	$(BIN)/python -m bench.tool_budget --write
+	$(BIN)/python -m bench.daemon --write
 
 # Native MCP integrations of the agent frameworks against mcpfleet's (BENCHMARKS.md section 9, ~10 min;
 # the Pydantic AI and LangChain natives get venvs of their own under .tools/bench-venvs).
@@ -90,6 +91,12 @@ bench-smoke: $(STAMP)
 # Only the gateway part (`mcpfleet serve` against its peers): rewrites its section of BENCHMARKS.md.
 bench-gateway: $(STAMP)
 	$(BIN)/python -m bench.gateway --write
+
+# Host sessions sharing one fleet through the per-user daemon (BENCHMARKS.md section 11, ~2 min):
+# processes and memory of 5 sessions x 8 servers direct, through in-process gateways and through the
+# daemon, and how fast a new session and `mcpfleet tools` answer with the daemon warm.
+bench-daemon: $(STAMP) $(EVERYTHING)
+	$(BIN)/python -m bench.daemon --write
 
 clean:
 	rm -rf $(VENV) .tools .pytest_cache .mypy_cache .ruff_cache

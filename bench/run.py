@@ -28,8 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bench import daemon, integrations, protocol_eras, tool_budget
 from bench import gateway as gateway_bench
-from bench import integrations, protocol_eras, tool_budget
 from bench.harness import gateway_report, report, sections
 from bench.harness.peers import (
     COMPETITORS,
@@ -267,12 +267,13 @@ def make_plots(results_path: Path, docs: Path, log: Path) -> list[str]:
 
 def _write_report(target: Path, text: str) -> None:
     """Write the report, keeping the sections measured by their own commands (protocol eras,
-    framework integrations, tool budget), and the gateway section when ``text`` was rendered
+    framework integrations, tool budget, daemon), and the gateway section when ``text`` was rendered
     from results that have none."""
     previous = target.read_text(encoding="utf-8") if target.exists() else None
     text = protocol_eras.carry_over(previous, gateway_report.carry_over(previous, text))
     text = sections.carry_over(previous, text, integrations.HEADING)
     text = sections.carry_over(previous, text, tool_budget.HEADING)
+    text = sections.carry_over(previous, text, daemon.HEADING)
     target.write_text(text, encoding="utf-8")
 
 

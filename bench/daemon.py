@@ -1,0 +1,498 @@
+"""The daemon benchmark: host sessions sharing one fleet through the per-user daemon, in one run.
+
+    python -m bench.daemon --write      # the "Daemon" section of BENCHMARKS.md (~2 min on 2 cores)
+    python -m bench.daemon --smoke      # ~30 s: fewer runs, prints the figures only
+
+Eight stdio servers (``bench/servers/synthetic_server.py``, 3 echo tools each) are configured at
+user level in a private home; five host sessions use them in three set-ups:
+
+- **direct**: each host starts its own copy of every server (what hosts do today): 40 processes;
+- **in-process gateways**: each host launches ``mcpfleet serve --no-daemon``: 5 gateways, 40 servers;
+- **daemon**: each host launches ``mcpfleet serve`` (the shim): one daemon, 8 servers, 5 shims.
+
+For each set-up: server processes and the resident memory of every process a host session costs
+(hosts themselves excluded: they are the same in all three), once every session has listed its
+tools and called one tool of each server. Then, with the daemon warm, the time from launching
+``mcpfleet serve`` to its first answered ``tools/list`` holding every tool (against ``serve
+--no-daemon`` with a warm tool cache), and the whole ``mcpfleet tools --json`` process with and
+without a running daemon.
+
+The host here is this process speaking JSON-RPC lines on each child's stdio (no SDK import, so
+what is timed is the child, not the client).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import selectors
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bench.harness import sections
+from bench.harness.peers import REPO_ROOT
+
+HEADING = "## 11. The daemon: one fleet for every host session"
+SERVERS = 8
+TOOLS_PER_SERVER = 3
+SESSIONS = 5
+ANSWER_TIMEOUT_S = 60.0
+SYNTHETIC_SERVER = REPO_ROOT / "bench" / "servers" / "synthetic_server.py"
+EVERYTHING_SERVER = (
+    REPO_ROOT / ".tools/everything/node_modules/@modelcontextprotocol/server-everything/dist/index.js"
+)
+BIN = Path(sys.executable).parent
+MCPFLEET = str(BIN / "mcpfleet")
+PAGE_BYTES = os.sysconf("SC_PAGE_SIZE")
+
+
+@dataclass(frozen=True)
+class ServerKind:
+    """What the eight servers are: a stdlib Python echo server (the lightest there is), or the MCP
+    project's reference server on Node (what the many ``npx`` servers weigh)."""
+
+    key: str
+    label: str
+    marker: str
+    """In a server's command line: how its processes are told from the rest."""
+    call: tuple[str, dict[str, Any]]
+    """A tool every server has, and its arguments."""
+
+    def argv(self, index: int) -> list[str]:
+        if self.key == "node":
+            return [shutil.which("node") or "node", self.marker, "stdio"]
+        return [sys.executable, self.marker, "--name", f"s{index}", "--tools", str(TOOLS_PER_SERVER)]
+
+
+PYTHON_SERVERS = ServerKind(
+    "python", "stdlib Python echo servers", str(SYNTHETIC_SERVER), ("tool_0", {"message": "x"})
+)
+NODE_SERVERS = ServerKind(
+    "node", "the reference server-everything (Node)", str(EVERYTHING_SERVER), ("echo", {"message": "x"})
+)
+
+
+@dataclass
+class Home:
+    """A private user (home, config, cache, runtime folder) whose user config holds the servers."""
+
+    root: Path
+    runtime: Path
+    kind: ServerKind
+    projects: list[Path] = field(default_factory=list)
+    tools_per_server: int = 0
+    """Counted on the first direct connection."""
+
+    @property
+    def tool_total(self) -> int:
+        return SERVERS * self.tools_per_server
+
+    @property
+    def env(self) -> dict[str, str]:
+        return {
+            **os.environ,
+            "HOME": str(self.root),
+            "XDG_CONFIG_HOME": str(self.root / ".config"),
+            "XDG_STATE_HOME": str(self.root / ".local" / "state"),
+            "XDG_CACHE_HOME": str(self.root / ".cache"),
+            "XDG_DATA_HOME": str(self.root / ".local" / "share"),
+            "MCPFLEET_RUNTIME_DIR": str(self.runtime),
+            "PYTHONDONTWRITEBYTECODE": "1",
+        }
+
+
+@contextmanager
+def private_home(kind: ServerKind) -> Iterator[Home]:
+    root = Path(tempfile.mkdtemp(prefix="mcpfleet-bench-daemon-"))
+    runtime = Path(tempfile.mkdtemp(prefix="mfb-", dir="/tmp"))
+    home = Home(root, runtime, kind)
+    config_dir = root / ".config" / "mcpfleet"
+    config_dir.mkdir(parents=True)
+    servers = {}
+    for index in range(SERVERS):
+        command, *args = kind.argv(index)
+        # Eight entries of one command would be one server (discovery folds identical
+        # connections): each gets a variable of its own.
+        servers[f"s{index}"] = {"command": command, "args": args, "env": {"BENCH_SERVER": str(index)}}
+    (config_dir / "mcp.json").write_text(json.dumps({"mcpServers": servers}), encoding="utf-8")
+    for name in ("project-a", "project-b"):
+        project = root / name
+        project.mkdir()
+        home.projects.append(project)
+    try:
+        yield home
+    finally:
+        subprocess.run([MCPFLEET, "daemon", "stop"], env=home.env, capture_output=True, timeout=60)
+        shutil.rmtree(root, ignore_errors=True)
+        shutil.rmtree(runtime, ignore_errors=True)
+
+
+# -- one host session: JSON-RPC lines on a child's stdio ------------------------------------------------
+
+
+class Host:
+    """One MCP host's connection to one child process it launched (a server or ``mcpfleet serve``)."""
+
+    def __init__(self, argv: list[str], env: dict[str, str], cwd: Path) -> None:
+        self.started = time.perf_counter()
+        self.name = Path(argv[1] if Path(argv[0]).name.startswith(("python", "node")) else argv[0]).name
+        self.process = subprocess.Popen(
+            argv,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env=env,
+            cwd=cwd,
+            start_new_session=True,
+        )
+        self._selector = selectors.DefaultSelector()
+        assert self.process.stdout is not None
+        self._selector.register(self.process.stdout, selectors.EVENT_READ)
+        self._buffer = b""
+        self._next_id = 0
+
+    def request(self, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
+        self._next_id += 1
+        request_id = self._next_id
+        self._send({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params or {}})
+        deadline = time.monotonic() + ANSWER_TIMEOUT_S
+        while True:
+            message = self._receive(deadline)
+            if message.get("id") == request_id and "method" not in message:
+                if "error" in message:
+                    raise RuntimeError(f"{method}: {message['error']}")
+                result: dict[str, Any] = message["result"]
+                return result
+
+    def notify(self, method: str) -> None:
+        self._send({"jsonrpc": "2.0", "method": method})
+
+    def initialize(self) -> dict[str, Any]:
+        result = self.request(
+            "initialize",
+            {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {},
+                "clientInfo": {"name": "bench-host", "version": "1"},
+            },
+        )
+        self.notify("notifications/initialized")
+        return result
+
+    def tools_until(self, count: int) -> list[dict[str, Any]]:
+        """``tools/list`` until it holds ``count`` tools (a gateway may list what is up first)."""
+        deadline = time.monotonic() + ANSWER_TIMEOUT_S
+        while True:
+            tools: list[dict[str, Any]] = self.request("tools/list")["tools"]
+            if len(tools) >= count or time.monotonic() > deadline:
+                return tools
+            time.sleep(0.02)
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            assert self.process.stdin is not None
+            self.process.stdin.close()
+            try:
+                self.process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait()
+        self._selector.close()
+        assert self.process.stdout is not None
+        self.process.stdout.close()
+
+    def _send(self, message: dict[str, Any]) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.write(json.dumps(message).encode() + b"\n")
+        self.process.stdin.flush()
+
+    def _receive(self, deadline: float) -> dict[str, Any]:
+        assert self.process.stdout is not None
+        while b"\n" not in self._buffer:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or not self._selector.select(remaining):
+                raise TimeoutError(f"no answer from {self.name} in {ANSWER_TIMEOUT_S:.0f} s")
+            chunk = os.read(self.process.stdout.fileno(), 1 << 16)
+            if not chunk:
+                raise RuntimeError(f"{self.name} closed its stdout (exit {self.process.wait()})")
+            self._buffer += chunk
+        line, self._buffer = self._buffer.split(b"\n", 1)
+        message: dict[str, Any] = json.loads(line)
+        return message
+
+
+# -- processes and memory -------------------------------------------------------------------------------
+
+
+def rss_bytes(pid: int) -> int:
+    try:
+        resident = int(Path(f"/proc/{pid}/statm").read_text().split()[1])
+    except (OSError, IndexError, ValueError):
+        return 0
+    return resident * PAGE_BYTES
+
+
+def descendants(pid: int) -> list[int]:
+    """``pid`` and every process below it (from /proc's parent links)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        children.setdefault(parent, []).append(int(entry.name))
+    found, queue = [], [pid]
+    while queue:
+        current = queue.pop()
+        found.append(current)
+        queue.extend(children.get(current, ()))
+    return found
+
+
+def live_servers(home: Home) -> list[int]:
+    """The processes of the home's servers alive now (told by their command line)."""
+    alive = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            command_line = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if home.kind.marker.encode() in command_line:
+            alive.append(int(entry.name))
+    return alive
+
+
+def daemon_pid(home: Home) -> int | None:
+    done = subprocess.run(
+        [MCPFLEET, "--json", "daemon", "status"], env=home.env, capture_output=True, text=True, timeout=30
+    )
+    if done.returncode != 0:
+        return None
+    pid = json.loads(done.stdout).get("pid")
+    return pid if isinstance(pid, int) else None
+
+
+@dataclass(frozen=True)
+class Footprint:
+    setup: str
+    server_processes: int
+    processes: int
+    rss_bytes: int
+    servers_rss_bytes: int
+    """Of ``rss_bytes``, what the servers hold; the rest is mcpfleet's (gateways, daemon, shims)."""
+
+
+def footprint(home: Home, setup: str, roots: list[int]) -> Footprint:
+    servers = live_servers(home)
+    pids = sorted({pid for root in roots for pid in descendants(root)} | set(servers))
+    return Footprint(
+        setup,
+        len(servers),
+        len(pids),
+        sum(rss_bytes(pid) for pid in pids),
+        sum(rss_bytes(pid) for pid in servers),
+    )
+
+
+def wait_servers_gone(home: Home, bound_s: float = 30.0) -> None:
+    deadline = time.monotonic() + bound_s
+    while live_servers(home) and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+def measure_direct(home: Home) -> Footprint:
+    hosts = [
+        Host(home.kind.argv(index), home.env, home.projects[session % 2])
+        for session in range(SESSIONS)
+        for index in range(SERVERS)
+    ]
+    tool, arguments = home.kind.call
+    try:
+        for host in hosts:
+            host.initialize()
+            home.tools_per_server = len(host.request("tools/list")["tools"])
+            host.request("tools/call", {"name": tool, "arguments": arguments})
+        return footprint(home, "direct", [host.process.pid for host in hosts])
+    finally:
+        for host in hosts:
+            host.close()
+        wait_servers_gone(home)
+
+
+def _sessions(home: Home, argv: list[str]) -> list[Host]:
+    hosts = [Host(argv, home.env, home.projects[session % 2]) for session in range(SESSIONS)]
+    called, arguments = home.kind.call
+    for host in hosts:
+        host.initialize()
+        for tool in host.tools_until(home.tool_total):
+            if tool["name"].endswith(f"_{called}"):
+                host.request("tools/call", {"name": tool["name"], "arguments": arguments})
+    return hosts
+
+
+def measure_gateways(home: Home) -> Footprint:
+    hosts = _sessions(home, [MCPFLEET, "serve", "--no-daemon"])
+    try:
+        return footprint(home, "in-process gateways", [host.process.pid for host in hosts])
+    finally:
+        for host in hosts:
+            host.close()
+        wait_servers_gone(home)
+
+
+def measure_daemon(home: Home) -> Footprint:
+    hosts = _sessions(home, [MCPFLEET, "serve"])
+    try:
+        pid = daemon_pid(home)
+        roots = [host.process.pid for host in hosts] + ([pid] if pid is not None else [])
+        return footprint(home, "daemon", roots)
+    finally:
+        for host in hosts:
+            host.close()
+
+
+# -- time to a new session's first list, and the CLI ---------------------------------------------------
+
+
+def first_list_s(home: Home, argv: list[str]) -> float:
+    """From launching ``argv`` to its first answered ``tools/list`` holding every tool."""
+    host = Host(argv, home.env, home.projects[0])
+    try:
+        host.initialize()
+        host.tools_until(home.tool_total)
+        return time.perf_counter() - host.started
+    finally:
+        host.close()
+
+
+def command_s(home: Home, argv: list[str], env: dict[str, str] | None = None) -> float:
+    """The whole run of one command, from launch to exit."""
+    started = time.perf_counter()
+    done = subprocess.run(argv, env=env or home.env, cwd=home.projects[0], capture_output=True, timeout=120)
+    elapsed = time.perf_counter() - started
+    if done.returncode != 0:
+        raise RuntimeError(f"{argv} exited {done.returncode}: {done.stderr.decode(errors='replace')[-400:]}")
+    return elapsed
+
+
+def median_ms(samples: list[float]) -> float:
+    return statistics.median(samples) * 1000
+
+
+@dataclass
+class Results:
+    footprints: dict[str, list[Footprint]] = field(default_factory=dict)
+    """By server kind: direct, in-process gateways, daemon."""
+    first_list: dict[str, list[float]] = field(default_factory=dict)
+    tools_command: dict[str, list[float]] = field(default_factory=dict)
+    tool_total: int = 0
+
+
+def run(smoke: bool) -> Results:
+    runs = 3 if smoke else 15
+    results = Results()
+    has_node_servers = EVERYTHING_SERVER.is_file() and shutil.which("node") is not None
+    kinds = [PYTHON_SERVERS, NODE_SERVERS] if has_node_servers else [PYTHON_SERVERS]
+    for kind in kinds:
+        with private_home(kind) as home:
+            footprints = results.footprints[kind.key] = [measure_direct(home)]
+            footprints.append(measure_gateways(home))  # also fills the tool cache
+            footprints.append(measure_daemon(home))  # leaves the daemon running, warm
+            if kind is not PYTHON_SERVERS:
+                continue
+            results.tool_total = home.tool_total
+            tools = [MCPFLEET, "--json", "tools"]
+            results.first_list["daemon"] = [first_list_s(home, [MCPFLEET, "serve"]) for _ in range(runs)]
+            results.tools_command["daemon"] = [command_s(home, tools) for _ in range(runs)]
+            subprocess.run([MCPFLEET, "daemon", "stop"], env=home.env, capture_output=True, timeout=60)
+            wait_servers_gone(home)
+            # In-process runs take a second or more each: fewer of them.
+            in_process_runs = max(3, runs // 3)
+            no_daemon = {**home.env, "MCPFLEET_NO_DAEMON": "1"}
+            results.first_list["in-process"] = [
+                first_list_s(home, [MCPFLEET, "serve", "--no-daemon"]) for _ in range(in_process_runs)
+            ]
+            results.tools_command["in-process"] = [
+                command_s(home, tools, no_daemon) for _ in range(in_process_runs)
+            ]
+    return results
+
+
+# -- the report -----------------------------------------------------------------------------------------
+
+
+def section(results: Results) -> str:
+    lines = [
+        HEADING,
+        "",
+        f"`make bench-daemon` (`python -m bench.daemon --write`). {SESSIONS} host sessions "
+        f"(two projects) × {SERVERS} user-level stdio servers; each session lists its tools and "
+        "calls one tool of every server before anything is counted. The host is the benchmark "
+        "process itself, speaking JSON-RPC lines on each child's stdio. Resident memory is the sum "
+        "of the RSS of every process a session set-up costs (shared pages counted in each one).",
+        "",
+        "| servers | set-up | server processes | processes in all | resident memory (mcpfleet's part) "
+        "| vs direct |",
+        "|---|---|---|---|---|---|",
+    ]
+    labels = {PYTHON_SERVERS.key: PYTHON_SERVERS.label, NODE_SERVERS.key: NODE_SERVERS.label}
+    for key, footprints in results.footprints.items():
+        direct = footprints[0]
+        for footprint in footprints:
+            lines.append(
+                f"| {labels[key]} | {footprint.setup} | {footprint.server_processes} | "
+                f"{footprint.processes} | {footprint.rss_bytes / 2**20:.0f} MiB "
+                f"({(footprint.rss_bytes - footprint.servers_rss_bytes) / 2**20:.0f} MiB) | "
+                f"{footprint.rss_bytes / direct.rss_bytes:.0%} |"
+            )
+    daemon_list = median_ms(results.first_list["daemon"])
+    in_process_list = median_ms(results.first_list["in-process"])
+    daemon_tools = median_ms(results.tools_command["daemon"])
+    in_process_tools = median_ms(results.tools_command["in-process"])
+    lines += [
+        "",
+        "| measure (median, Python servers) | with the daemon warm | without it (warm tool cache) | goal |",
+        "|---|---|---|---|",
+        f"| launch `mcpfleet serve` → first `tools/list` with all {results.tool_total} tools | "
+        f"{daemon_list:.0f} ms | {in_process_list:.0f} ms (`--no-daemon`) | ≤ 100 ms |",
+        f"| `mcpfleet --json tools`, whole process | {daemon_tools:.0f} ms | "
+        f"{in_process_tools:.0f} ms | ≤ 200 ms |",
+        "",
+        f"Goals: {SERVERS} server processes for {SESSIONS} sessions (vs {SERVERS * SESSIONS} direct), "
+        "resident memory ≤ 30 % of the direct set-up.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--smoke", action="store_true", help="fewer runs; print the section only")
+    parser.add_argument("--write", action="store_true", help="write the section into BENCHMARKS.md")
+    args = parser.parse_args()
+    text = section(run(args.smoke))
+    print(text)
+    if args.write:
+        path = REPO_ROOT / "BENCHMARKS.md"
+        path.write_text(sections.splice(path.read_text(encoding="utf-8"), HEADING, text), encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()

@@ -21,6 +21,9 @@ INSPECTOR_VERSION := 2.12.0
 INSPECTOR := .tools/inspector/.installed-$(INSPECTOR_VERSION)
 CLAUDE_CODE_VERSION := 2.1.332
 CLAUDE_CODE := .tools/claude-code/.installed-$(CLAUDE_CODE_VERSION)
+# The suite runs on this many pytest-xdist workers. Its tests mostly wait on the servers and CLIs
+# they start, so three keep two cores busy; tests/conftest.py says how the files are spread.
+TEST_WORKERS ?= 3
 
 .PHONY: demo test lint typecheck pytest conformance bench bench-smoke bench-gateway bench-integrations clean
 
@@ -68,8 +71,10 @@ $(CLAUDE_CODE):
 conformance: $(STAMP) $(CONFORMANCE_SUITE)
 	$(BIN)/pytest -q tests/conformance
 
-pytest: $(STAMP) $(EVERYTHING) $(INSPECTOR) $(CLAUDE_CODE) conformance
-	$(BIN)/pytest -q --ignore=tests/conformance
+# Everything, the conformance runs included, in one parallel run: they start first, on a worker of
+# their own, while the other workers take the rest.
+pytest: $(STAMP) $(EVERYTHING) $(CONFORMANCE_SUITE) $(INSPECTOR) $(CLAUDE_CODE)
+	$(BIN)/pytest -q -n $(TEST_WORKERS)
 
 # Benchmarks against the peers (~25 min on 2 cores, the gateway part ~5): creates each peer's venv under
 # .tools/bench-venvs and mcp-hub (npm) under .tools/mcp-hub, writes BENCHMARKS.md and docs/bench-*.png.

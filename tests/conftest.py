@@ -7,8 +7,9 @@ folder, so no test reads or writes a file of the real user.
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -70,3 +71,58 @@ def no_remembered_secrets() -> Iterator[None]:
     forget_secrets()
     yield
     forget_secrets()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_report_to_serializable() -> Generator[None, dict[str, Any] | None, dict[str, Any] | None]:
+    """A report as pytest-xdist sends it from a worker, with every lone surrogate escaped.
+
+    The fuzz tests feed lone surrogates to code that logs them, so a passing report's captured
+    log (or a failing one's message) can carry them; xdist's channel accepts only strings UTF-8
+    can encode and would take the worker down. Only what is shown changes, never a verdict.
+    """
+    data = yield
+    return _utf8_encodable(data) if data is not None else None
+
+
+def _utf8_encodable(value: Any) -> Any:
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return value.encode("utf-8", "backslashreplace").decode("utf-8")
+        return value
+    if isinstance(value, dict):
+        return {key: _utf8_encodable(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(_utf8_encodable(item) for item in value)
+    return value
+
+
+CONFORMANCE_FILES = "tests/conformance/"
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """How ``make test`` spreads the suite over pytest-xdist's workers (``-n``).
+
+    Each test file is one unit of work, run whole on one worker, so a module-scoped fixture (a
+    shared gateway, the bench's smoke run, the conformance runs) is set up once. The conformance
+    files are a single unit: they run one after the other, as without xdist, so no more than
+    ``CONFORMANCE_JOBS`` suite runs are ever under way. Units go out in collection order: the
+    conformance unit, the longest, starts first, and the many short unit-test files come last,
+    where they fill in while the last long files finish. An explicit ``--dist`` other than
+    ``load`` (xdist's default with ``-n``) keeps xdist's own scheduler.
+    """
+    if config.getvalue("dist") != "load":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class SuiteScheduling(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            if nodeid.startswith(CONFORMANCE_FILES):
+                return CONFORMANCE_FILES
+            return super()._split_scope(nodeid)
+
+    # LoadScopeScheduling otherwise sorts units by how many tests they hold, not by how long they take.
+    config.option.loadscopereorder = False
+    return SuiteScheduling(config, log)

@@ -102,6 +102,7 @@ def _utf8_encodable(value: Any) -> Any:
 CONFORMANCE_FILES = "tests/conformance/"
 
 
+@pytest.hookimpl(optionalhook=True)  # a plain pytest, without xdist, runs the suite too
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """How ``make test`` spreads the suite over pytest-xdist's workers (``-n``).
 

@@ -1,0 +1,40 @@
+"""The daemon's section of BENCHMARKS.md: rendered from its figures, and kept by ``make bench``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from bench.daemon import HEADING, Footprint, Results, section
+from bench.harness.sections import carry_over
+
+REPORT = Path(__file__).resolve().parent.parent / "BENCHMARKS.md"
+MIB = 2**20
+
+
+def test_the_section_compares_each_set_up_with_the_direct_one_and_states_the_goals() -> None:
+    results = Results(
+        footprints={
+            "node": [
+                Footprint("direct", 40, 40, 2000 * MIB, 2000 * MIB),
+                Footprint("daemon", 8, 15, 500 * MIB, 400 * MIB),
+            ]
+        },
+        first_list={"daemon": [0.05, 0.07, 0.06], "in-process": [0.9, 1.0, 0.8]},
+        tools_command={"daemon": [0.1, 0.08, 0.09], "in-process": [1.1, 1.2, 1.0]},
+        tool_total=24,
+    )
+    text = section(results)
+    assert text.startswith(HEADING + "\n")
+    assert "| daemon | 8 | 15 | 500 MiB (100 MiB) | 25% |" in text
+    assert "| 60 ms | 900 ms (`--no-daemon`) | ≤ 100 ms |" in text
+    assert "| 90 ms | 1100 ms | ≤ 200 ms |" in text
+
+
+def test_a_regenerated_report_keeps_the_daemon_section_in_its_place() -> None:
+    current = REPORT.read_text(encoding="utf-8")
+    lines = current.split("\n")
+    assert HEADING in lines
+    start = lines.index(HEADING)
+    end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith(("## ", "!["))), len(lines))
+    regenerated = "\n".join(lines[:start] + lines[end:]).rstrip("\n") + "\n"
+    assert carry_over(current, regenerated, HEADING) == current

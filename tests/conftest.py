@@ -6,6 +6,7 @@ folder, so no test reads or writes a file of the real user.
 
 from __future__ import annotations
 
+import signal
 import sys
 from collections.abc import Generator, Iterator
 from pathlib import Path
@@ -30,6 +31,18 @@ settings.register_profile(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
 settings.load_profile("mcpfleet")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Ctrl-C means Ctrl-C in every process the suite starts, however the suite was started.
+
+    A shell starts a background job (``make test &``, ``nohup``) with SIGINT ignored, Python
+    keeps ignoring it, and an ignored signal stays ignored across ``exec``: every CLI and host
+    the interrupt tests start would then shrug off their Ctrl-C, and those tests fail for a
+    reason that is not mcpfleet's. Python's own handler is reset to the default in a child.
+    """
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture

@@ -591,7 +591,7 @@ def section(results: Results) -> str:
         f"{daemon_list:.0f} ms | {in_process_list:.0f} ms (`--no-daemon`) | ≤ 100 ms |",
         f"| `mcpfleet --json tools`, whole process | {daemon_tools:.0f} ms | "
         f"{in_process_tools:.0f} ms | ≤ 200 ms |",
-        *hub_session_lines(results),
+        *hub_lines(results),
         "",
         f"Goals: {SERVERS} server processes for {SESSIONS} sessions (vs {SERVERS * SESSIONS} direct), "
         "resident memory ≤ 30 % of the direct set-up.",
@@ -600,7 +600,7 @@ def section(results: Results) -> str:
     return "\n".join(lines)
 
 
-def hub_session_lines(results: Results) -> list[str]:
+def hub_lines(results: Results) -> list[str]:
     if "mcp-hub" not in results.first_list:
         return []
     return [
@@ -609,7 +609,9 @@ def hub_session_lines(results: Results) -> list[str]:
         f"{median_ms(results.first_list['mcp-hub']):.0f} ms (median) from opening its connection to "
         f"the first `tools/list` holding all {results.tool_total} tools. That excludes any process "
         "launch, since hosts reach mcp-hub by URL; the daemon's figure above includes launching "
-        "`mcpfleet serve`, the process a host starts for its session.",
+        "`mcpfleet serve`, the process a host starts for its session. Likewise in the memory table: "
+        f"mcp-hub's hosts launch nothing, while the daemon's part counts the {SESSIONS} shims its stdio "
+        "hosts launch as well as the daemon.",
     ]
 
 

@@ -8,6 +8,8 @@ user level in a private home; five host sessions use them in three set-ups:
 
 - **direct**: each host starts its own copy of every server (what hosts do today): 40 processes;
 - **in-process gateways**: each host launches ``mcpfleet serve --no-daemon``: 5 gateways, 40 servers;
+- **mcp-hub** (npm, when Node is there): one hub process with the 8 servers, which the 5 hosts reach
+  by URL (SSE at ``/mcp``); the hosts here are SDK clients in this process, not counted;
 - **daemon**: each host launches ``mcpfleet serve`` (the shim): one daemon, 8 servers, 5 shims.
 
 For each set-up: server processes and the resident memory of every process a host session costs
@@ -15,10 +17,12 @@ For each set-up: server processes and the resident memory of every process a hos
 tools and called one tool of each server. Then, with the daemon warm, the time from launching
 ``mcpfleet serve`` to its first answered ``tools/list`` holding every tool (against ``serve
 --no-daemon`` with a warm tool cache), and the whole ``mcpfleet tools --json`` process with and
-without a running daemon.
+without a running daemon; and, with mcp-hub warm, the time from opening a new connection to it to
+the first ``tools/list`` holding every tool (no process is launched for that one).
 
 The host here is this process speaking JSON-RPC lines on each child's stdio (no SDK import, so
-what is timed is the child, not the client).
+what is timed is the child, not the client); mcp-hub has no stdio side, so its hosts are the SDK's
+SSE client, imported before any clock starts.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import selectors
 import shutil
 import signal
@@ -35,13 +40,19 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AsyncExitStack, contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import anyio
+from mcp import Client
+from mcp.client.sse import sse_client
+
 from bench.harness import sections
+from bench.harness.gateway_peers import MCP_HUB_CLI, MCP_HUB_VERSION, ensure_mcp_hub
 from bench.harness.peers import REPO_ROOT
+from bench.peers.common import free_port, seed_mcp_hub_marketplace
 
 HEADING = "## 11. The daemon: one fleet for every host session"
 SERVERS = 8
@@ -55,6 +66,9 @@ EVERYTHING_SERVER = (
 BIN = Path(sys.executable).parent
 MCPFLEET = str(BIN / "mcpfleet")
 PAGE_BYTES = os.sysconf("SC_PAGE_SIZE")
+HUB_TOOL = re.compile(r"s\d+__")
+"""How mcp-hub's ``/mcp`` endpoint names a server's tool: ``<server>__<tool>``."""
+HUB_STOP_GRACE_S = 10.0
 
 
 @dataclass(frozen=True)
@@ -366,6 +380,98 @@ def measure_daemon(home: Home) -> Footprint:
             host.close()
 
 
+# -- mcp-hub: one shared hub process, reached by URL ----------------------------------------------------
+
+
+@contextmanager
+def mcp_hub(home: Home) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
+    """mcp-hub running the home's servers (its own config file), and the URL hosts reach it at."""
+    seed_mcp_hub_marketplace(Path(home.env["XDG_DATA_HOME"]))
+    port = free_port()
+    config = home.root / ".config" / "mcpfleet" / "mcp.json"
+    log = (home.root / "mcp-hub.log").open("ab")
+    command = [shutil.which("node") or "node", str(MCP_HUB_CLI), "--port", str(port), "--config", str(config)]
+    process = subprocess.Popen(
+        command, env=home.env, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True
+    )
+    try:
+        yield process, f"http://127.0.0.1:{port}/mcp"
+    finally:
+        process.terminate()
+        try:
+            process.wait(HUB_STOP_GRACE_S)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        # Whatever the hub left of its servers is in its process group.
+        with suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        log.close()
+        wait_servers_gone(home)
+
+
+async def hub_tools(client: Client) -> list[str]:
+    names: list[str] = []
+    cursor: str | None = None
+    while True:
+        page = await client.list_tools(cursor=cursor, cache_mode="bypass")
+        names += [tool.name for tool in page.tools if HUB_TOOL.match(tool.name)]
+        cursor = page.next_cursor
+        if not cursor:
+            return names
+
+
+async def hub_tools_until(client: Client, count: int) -> list[str]:
+    """The hub's server tools, listed until all ``count`` are there (it starts its servers itself)."""
+    with anyio.fail_after(ANSWER_TIMEOUT_S):
+        while True:
+            names = await hub_tools(client)
+            if len(names) >= count:
+                return names
+            await anyio.sleep(0.02)
+
+
+async def hub_client(stack: AsyncExitStack, url: str) -> Client:
+    """A client connected to the hub, retried while the hub is still coming up."""
+    deadline = time.monotonic() + ANSWER_TIMEOUT_S
+    while True:
+        client = Client(sse_client(url), mode="legacy", cache=None)
+        try:
+            return await stack.enter_async_context(client)
+        except Exception:
+            if time.monotonic() > deadline:
+                raise
+        await anyio.sleep(0.05)
+
+
+async def _hub_sessions(
+    home: Home, url: str, hub_pid: int, new_sessions: int
+) -> tuple[Footprint, list[float]]:
+    called, arguments = home.kind.call
+    async with AsyncExitStack() as sessions:
+        for _ in range(SESSIONS):
+            client = await hub_client(sessions, url)
+            for name in await hub_tools_until(client, home.tool_total):
+                if name.endswith(f"__{called}"):
+                    result = await client.call_tool(name, arguments)
+                    if result.is_error:
+                        raise RuntimeError(f"{name} through mcp-hub: {result.content}")
+        measured = footprint(home, "mcp-hub (one shared hub)", [hub_pid])
+    opened = []
+    for _ in range(new_sessions):
+        async with AsyncExitStack() as session:
+            started = time.perf_counter()
+            await hub_tools_until(await hub_client(session, url), home.tool_total)
+            opened.append(time.perf_counter() - started)
+    return measured, opened
+
+
+def measure_mcp_hub(home: Home, new_sessions: int) -> tuple[Footprint, list[float]]:
+    """The 5 sessions' footprint on one hub, then ``new_sessions`` new connections to it, timed."""
+    with mcp_hub(home) as (process, url):
+        return anyio.run(_hub_sessions, home, url, process.pid, new_sessions)
+
+
 # -- time to a new session's first list, and the CLI ---------------------------------------------------
 
 
@@ -406,12 +512,22 @@ class Results:
 def run(smoke: bool) -> Results:
     runs = 3 if smoke else 15
     results = Results()
-    has_node_servers = EVERYTHING_SERVER.is_file() and shutil.which("node") is not None
+    has_node = shutil.which("node") is not None
+    has_node_servers = EVERYTHING_SERVER.is_file() and has_node
+    if has_node:
+        ensure_mcp_hub(Path(tempfile.gettempdir()) / "mcpfleet-bench-mcp-hub-install.log")
     kinds = [PYTHON_SERVERS, NODE_SERVERS] if has_node_servers else [PYTHON_SERVERS]
     for kind in kinds:
         with private_home(kind) as home:
             footprints = results.footprints[kind.key] = [measure_direct(home)]
             footprints.append(measure_gateways(home))  # also fills the tool cache
+            if has_node:
+                # Before the daemon, which keeps its servers running once measured.
+                hub_sessions = runs if kind is PYTHON_SERVERS else 0
+                hub, opened = measure_mcp_hub(home, hub_sessions)
+                footprints.append(hub)
+                if opened:
+                    results.first_list["mcp-hub"] = opened
             footprints.append(measure_daemon(home))  # leaves the daemon running, warm
             if kind is not PYTHON_SERVERS:
                 continue
@@ -443,10 +559,13 @@ def section(results: Results) -> str:
         f"`make bench-daemon` (`python -m bench.daemon --write`). {SESSIONS} host sessions "
         f"(two projects) × {SERVERS} user-level stdio servers; each session lists its tools and "
         "calls one tool of every server before anything is counted. The host is the benchmark "
-        "process itself, speaking JSON-RPC lines on each child's stdio. Resident memory is the sum "
-        "of the RSS of every process a session set-up costs (shared pages counted in each one).",
+        "process itself, speaking JSON-RPC lines on each child's stdio; mcp-hub (npm "
+        f"{MCP_HUB_VERSION}, one hub process with the {SERVERS} servers) has no stdio side, so its "
+        f"{SESSIONS} hosts are the SDK's SSE client in the benchmark process, not counted. Resident "
+        "memory is the sum of the RSS of every process a session set-up costs (shared pages counted "
+        "in each one); the part in brackets is what is not a server (gateways, daemon, shims, hub).",
         "",
-        "| servers | set-up | server processes | processes in all | resident memory (mcpfleet's part) "
+        "| servers | set-up | server processes | processes in all | resident memory (beyond the servers) "
         "| vs direct |",
         "|---|---|---|---|---|---|",
     ]
@@ -472,12 +591,28 @@ def section(results: Results) -> str:
         f"{daemon_list:.0f} ms | {in_process_list:.0f} ms (`--no-daemon`) | ≤ 100 ms |",
         f"| `mcpfleet --json tools`, whole process | {daemon_tools:.0f} ms | "
         f"{in_process_tools:.0f} ms | ≤ 200 ms |",
+        *hub_lines(results),
         "",
         f"Goals: {SERVERS} server processes for {SESSIONS} sessions (vs {SERVERS * SESSIONS} direct), "
         "resident memory ≤ 30 % of the direct set-up.",
         "",
     ]
     return "\n".join(lines)
+
+
+def hub_lines(results: Results) -> list[str]:
+    if "mcp-hub" not in results.first_list:
+        return []
+    return [
+        "",
+        f"With mcp-hub warm, a new session (SDK imported, SSE client) takes "
+        f"{median_ms(results.first_list['mcp-hub']):.0f} ms (median) from opening its connection to "
+        f"the first `tools/list` holding all {results.tool_total} tools. That excludes any process "
+        "launch, since hosts reach mcp-hub by URL; the daemon's figure above includes launching "
+        "`mcpfleet serve`, the process a host starts for its session. Likewise in the memory table: "
+        f"mcp-hub's hosts launch nothing, while the daemon's part counts the {SESSIONS} shims its stdio "
+        "hosts launch as well as the daemon.",
+    ]
 
 
 def main() -> None:

@@ -16,10 +16,15 @@ def test_the_section_compares_each_set_up_with_the_direct_one_and_states_the_goa
         footprints={
             "node": [
                 Footprint("direct", 40, 40, 2000 * MIB, 2000 * MIB),
+                Footprint("mcp-hub (one shared hub)", 8, 9, 600 * MIB, 400 * MIB),
                 Footprint("daemon", 8, 15, 500 * MIB, 400 * MIB),
             ]
         },
-        first_list={"daemon": [0.05, 0.07, 0.06], "in-process": [0.9, 1.0, 0.8]},
+        first_list={
+            "daemon": [0.05, 0.07, 0.06],
+            "in-process": [0.9, 1.0, 0.8],
+            "mcp-hub": [0.03, 0.02, 0.04],
+        },
         tools_command={"daemon": [0.1, 0.08, 0.09], "in-process": [1.1, 1.2, 1.0]},
         tool_total=24,
     )
@@ -28,6 +33,19 @@ def test_the_section_compares_each_set_up_with_the_direct_one_and_states_the_goa
     assert "| daemon | 8 | 15 | 500 MiB (100 MiB) | 25% |" in text
     assert "| 60 ms | 900 ms (`--no-daemon`) | ≤ 100 ms |" in text
     assert "| 90 ms | 1100 ms | ≤ 200 ms |" in text
+    assert "| mcp-hub (one shared hub) | 8 | 9 | 600 MiB (200 MiB) | 30% |" in text
+    assert "a new session (SDK imported, SSE client) takes 30 ms (median)" in text
+    assert "excludes any process launch" in text
+
+
+def test_without_node_the_section_has_no_mcp_hub_sentence() -> None:
+    results = Results(
+        footprints={"python": [Footprint("direct", 40, 40, 400 * MIB, 400 * MIB)]},
+        first_list={"daemon": [0.05], "in-process": [0.9]},
+        tools_command={"daemon": [0.1], "in-process": [1.1]},
+        tool_total=24,
+    )
+    assert "mcp-hub warm" not in section(results)
 
 
 def test_a_regenerated_report_keeps_the_daemon_section_in_its_place() -> None:

@@ -15,9 +15,11 @@ import argparse
 import asyncio
 import json
 import os
+import socket
 import statistics
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, Protocol
 
 PROCESS_STARTED = time.perf_counter()
@@ -61,6 +63,26 @@ def rss_mb() -> float:
             if line.startswith("VmRSS:"):
                 return int(line.split()[1]) / 1024
     return 0.0
+
+
+def free_port() -> int:
+    """A loopback port free now (for a gateway that listens on HTTP)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def seed_mcp_hub_marketplace(data_home: Path) -> None:
+    """mcp-hub fetches a marketplace catalog from the internet before it starts any server unless its
+    cached copy (under ``data_home``, the XDG data folder it will see) is less than an hour old; a
+    fresh (empty-entry) copy keeps the run offline, as a user who ran mcp-hub in the last hour has."""
+    folder = data_home / "mcp-hub" / "cache"
+    folder.mkdir(parents=True, exist_ok=True)
+    entry = {"id": "none", "name": "none", "description": "", "tags": [], "url": ""}
+    catalog = {"version": "1", "generatedAt": 0, "totalServers": 1, "servers": [entry]}
+    cache = {"registry": catalog, "lastFetchedAt": int(time.time() * 1000), "serverDocumentation": {}}
+    (folder / "registry.json").write_text(json.dumps(cache))
 
 
 def percentile(samples: list[float], fraction: float) -> float:

@@ -30,7 +30,6 @@ import json
 import os
 import re
 import signal
-import socket
 import statistics
 import subprocess
 import time
@@ -39,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-from common import MESSAGE, percentile
+from common import MESSAGE, free_port, percentile, seed_mcp_hub_marketplace
 from mcp import Client, StdioServerParameters
 from mcp.client.sse import sse_client
 
@@ -75,25 +74,6 @@ def write_config(params: dict[str, Any]) -> Path:
     path = Path(params["work_dir"]) / "mcp.json"
     path.write_text(json.dumps({"mcpServers": entries}, indent=1))
     return path
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
-
-
-def seed_mcp_hub_marketplace(home: Path) -> None:
-    """mcp-hub fetches a marketplace catalog from the internet before it starts any server unless its
-    cached copy is less than an hour old; a fresh (empty-entry) copy keeps the run offline, as a user
-    who ran mcp-hub in the last hour has."""
-    folder = Path(os.environ.get("XDG_DATA_HOME", home / ".local" / "share")) / "mcp-hub" / "cache"
-    folder.mkdir(parents=True, exist_ok=True)
-    entry = {"id": "none", "name": "none", "description": "", "tags": [], "url": ""}
-    catalog = {"version": "1", "generatedAt": 0, "totalServers": 1, "servers": [entry]}
-    cache = {"registry": catalog, "lastFetchedAt": int(time.time() * 1000), "serverDocumentation": {}}
-    (folder / "registry.json").write_text(json.dumps(cache))
 
 
 # -- processes ------------------------------------------------------------------------------------------
@@ -366,7 +346,8 @@ async def run_http(params: dict[str, Any], started_at: list[float]) -> dict[str,
     port = free_port()
     command = fill(gateway["command"], config=config, port=port)
     if gateway.get("seed_mcp_hub_marketplace"):
-        seed_mcp_hub_marketplace(Path(os.environ["HOME"]))
+        data_home = os.environ.get("XDG_DATA_HOME", str(Path(os.environ["HOME"]) / ".local" / "share"))
+        seed_mcp_hub_marketplace(Path(data_home))
     log_path = Path(params["work_dir"]) / "gateway.log"
     expected = params["servers"] * params["tools"]
     watch = ToolListWatch()

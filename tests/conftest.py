@@ -124,8 +124,8 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     files are a single unit: they run one after the other, as without xdist, so no more than
     ``CONFORMANCE_JOBS`` suite runs are ever under way. Units go out in collection order: the
     conformance unit, the longest, starts first, and the many short unit-test files come last,
-    where they fill in while the last long files finish. An explicit ``--dist`` other than
-    ``load`` (xdist's default with ``-n``) keeps xdist's own scheduler.
+    where they fill in while the last long files finish. Any ``--dist`` but ``load`` (xdist's
+    default with ``-n``) keeps xdist's own scheduler.
     """
     if config.getvalue("dist") != "load":
         return None

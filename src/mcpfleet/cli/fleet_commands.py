@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from mcpfleet.cli.main import strict_option
@@ -92,13 +93,9 @@ async def _connect_with_progress(
 
 
 def status_command(args: argparse.Namespace) -> int:
-    try:
-        document = ask_daemon(args, "fleet_status", {})
-    except CommandFailed as failure:
-        error_line(failure.message)
-        return failure.exit_code
-    if document is None:
-        document = _in_process(status_document, args)
+    document = _report_document(args, "fleet_status", {}, status_document)
+    if isinstance(document, int):
+        return document
     if args.json:
         emit_json(document)
     else:
@@ -107,6 +104,24 @@ def status_command(args: argparse.Namespace) -> int:
         print_status(document)
     failed = any(server.get("status") == "failed" for server in document.get("servers", []))
     return EXIT_FAILED if args.strict and failed else EXIT_OK
+
+
+def _report_document(
+    args: argparse.Namespace,
+    op: str,
+    params: dict[str, Any],
+    build_in_process: Callable[[argparse.Namespace], Awaitable[dict[str, Any]]],
+) -> dict[str, Any] | int:
+    """The report's document from a running daemon, else built in this process; or the exit
+    code (the reason said on stderr) when the daemon failed in a way not to be retried here."""
+    try:
+        document = ask_daemon(args, op, params)
+    except CommandFailed as failure:
+        error_line(failure.message)
+        return failure.exit_code
+    if document is None:
+        document = _in_process(build_in_process, args)
+    return document
 
 
 async def status_document(args: argparse.Namespace) -> dict[str, Any]:
@@ -129,13 +144,10 @@ def tools_command(args: argparse.Namespace) -> int:
 
         result: int = _in_process(served_tools_command, args, _connect_with_progress)
         return result
-    try:
-        document = ask_daemon(args, "tools", {} if args.server is None else {"server": args.server})
-    except CommandFailed as failure:
-        error_line(failure.message)
-        return failure.exit_code
-    if document is None:
-        document = _in_process(tools_document, args)
+    params = {} if args.server is None else {"server": args.server}
+    document = _report_document(args, "tools", params, tools_document)
+    if isinstance(document, int):
+        return document
     if args.json:
         emit_json(document)
     else:

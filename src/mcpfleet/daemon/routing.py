@@ -21,7 +21,14 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from mcpfleet.gateway.relay import ELICITATION, ROOTS, SAMPLING, Relay, current_flight
+from mcpfleet.gateway.relay import (
+    ELICITATION,
+    ROOTS,
+    SAMPLING,
+    Relay,
+    current_flight,
+    relayed_sampling_capability,
+)
 
 if TYPE_CHECKING:
     from mcpfleet.daemon.scopes import Scope
@@ -50,9 +57,7 @@ class RequestRouter:
 
     @property
     def sampling_capability(self) -> dict[str, Any] | None:
-        # As the relay does: everything a client may offer is declared; each question is then
-        # checked against what the client it reaches declared.
-        return {"tools": {}, "context": {}}
+        return relayed_sampling_capability()  # as the relay of each session declares it
 
     @property
     def offers_elicitation(self) -> bool:

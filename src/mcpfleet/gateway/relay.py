@@ -274,9 +274,7 @@ class Relay:
 
     @property
     def sampling_capability(self) -> dict[str, Any] | None:
-        # Everything a client may offer is declared to the backends; each request is then
-        # checked against what the client it goes to declared.
-        return {"tools": {}, "context": {}}
+        return relayed_sampling_capability()
 
     @property
     def offers_elicitation(self) -> bool:
@@ -543,6 +541,12 @@ def _noted_on_the_call() -> Iterator[None]:
         if flight is not None:
             flight.local_errors.append((error.code, error.message))
         raise
+
+
+def relayed_sampling_capability() -> dict[str, Any]:
+    """What a relay declares to the backends it asks for: everything a client may offer (each
+    question is then checked against what the client it reaches declared)."""
+    return {"tools": {}, "context": {}}
 
 
 def missing_capability(capabilities: Mapping[str, Any], method: str, params: Mapping[str, Any]) -> str | None:

@@ -6,10 +6,13 @@ from __future__ import annotations
 import json
 import socket
 import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 from tests.integration.daemon.conftest import StartDaemon
 from tests.integration.daemon.daemon_harness import (
+    GONE_TIMEOUT_S,
     Connection,
     connect,
     control,
@@ -21,7 +24,18 @@ from tests.integration.daemon.daemon_harness import (
     server_processes,
     session,
     user_config,
+    wait_until_gone,
 )
+
+
+def wait_for(condition: Callable[[], bool], timeout_s: float = GONE_TIMEOUT_S) -> bool:
+    """Whether ``condition`` held within ``timeout_s`` (polled)."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
 
 
 def test_a_session_is_served_mcp_over_the_socket(isolated_home: Path, start_daemon: StartDaemon) -> None:
@@ -158,10 +172,18 @@ def test_a_session_the_fleet_cannot_serve_is_refused_with_the_reason(
 def test_a_closed_session_releases_nothing_the_daemon_needs(
     isolated_home: Path, start_daemon: StartDaemon
 ) -> None:
-    """A host that vanishes mid-session (its socket reset) leaves the daemon serving the next one."""
-    user_config({"alpha": fake("alpha")})
+    """A host that vanishes mid-session (its socket reset) ends its session in the daemon: the
+    session leaves ``status``, the server it had to itself stops, and the next session is served."""
+    user_config({"alpha": {**fake("alpha"), "share": "session"}})
     start_daemon()
     with session(fleet_spec(isolated_home)) as host:
-        host.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
-    with session(fleet_spec(isolated_home)) as host:
         assert "alpha_echo" in host.tool_names()
+        [server] = server_processes(isolated_home, "alpha")
+        host.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+    with control() as link:
+        assert wait_for(lambda: link.control("status")["result"]["sessions"] == []), "the session stayed"
+        assert not wait_until_gone([server]), "the closed session's own server outlived it"
+        assert wait_for(lambda: link.control("status")["result"]["servers"] == []), "its row stayed"
+    with session(fleet_spec(isolated_home)) as host:
+        answer = host.call_tool("alpha_echo", {"message": "next"})
+        assert answer["result"]["structuredContent"] == {"message": "next"}

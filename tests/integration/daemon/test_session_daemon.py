@@ -16,7 +16,7 @@ from pathlib import Path
 import anyio
 import pytest
 from tests.integration.daemon.conftest import StartDaemon
-from tests.integration.daemon.daemon_harness import fake, ping, user_config
+from tests.integration.daemon.daemon_harness import fake, ping, server_processes, user_config
 
 from mcpfleet import open_agent_session
 from mcpfleet.daemon.remote import DaemonTool
@@ -24,7 +24,8 @@ from mcpfleet.daemon.remote import DaemonTool
 pytestmark = pytest.mark.anyio
 
 WARM_BOUND_S = 5.0
-"""Generous: a warm daemon answers in milliseconds; this only catches a fleet started anew."""
+"""Generous: a warm daemon answers in milliseconds; this only catches a daemon far too slow (the
+server's pid, compared, is what catches a fleet started anew)."""
 
 
 async def wait_until(condition: Callable[[], bool], within_s: float = 60.0) -> None:
@@ -42,12 +43,15 @@ async def test_a_warm_daemon_gives_a_session_its_tools_and_answers_its_calls(
     start_daemon()
     async with open_agent_session(tmp_path, daemon=True) as warming:
         assert {tool.name for tool in warming.tools} == {"mcp_files_echo", "mcp_files_add"}
+    [warm_server] = server_processes(isolated_home, "files")
     started = time.monotonic()
     async with open_agent_session(tmp_path, daemon=True) as session:
         listed = time.monotonic() - started
         assert all(isinstance(tool, DaemonTool) for tool in session.tools)
         result = await session.call_tool("mcp_files_add", {"a": 20, "b": 22})
         answered = time.monotonic() - started
+        # The server the first session warmed answered: nothing was started anew.
+        assert server_processes(isolated_home, "files") == [warm_server]
     assert (result.is_error, result.structured) == (False, {"sum": 42})
     assert result.details == {"server": "files", "tool": "add", "provider": None}
     assert answered < WARM_BOUND_S, f"listed after {listed:.3f} s, answered after {answered:.3f} s"

@@ -27,6 +27,12 @@ from tests.integration.daemon.daemon_harness import (
 )
 
 from mcpfleet.daemon import paths
+from mcpfleet.transport.watchdog import GROUP_TERM_GRACE_S
+
+FLEET_CLOSED_BOUND_S = 0.3
+"""How long after the daemon's exit its servers may take to be gone: the fleet reaped them
+before the exit, so no time is needed; well under the watchdog's grace, which must not be
+what ended them."""
 
 
 def test_the_daemon_exits_when_idle_and_not_while_a_session_is_open(
@@ -77,7 +83,12 @@ def test_the_stop_op_answers_then_closes_every_session_and_server(
 
 
 def test_sigterm_closes_every_server(isolated_home: Path, start_daemon: StartDaemon) -> None:
-    user_config({"alpha": fake("alpha"), "beta": fake("beta")})
+    """The fleet closes its servers before the daemon exits. beta ignores both its stdin's end
+    and SIGTERM: had the daemon left it to its watchdog, it would outlive the daemon by the
+    watchdog's grace (``GROUP_TERM_GRACE_S``) before its SIGKILL; closed by the fleet (whose
+    ladder ends in SIGKILL too), it is reaped before the daemon exits."""
+    assert FLEET_CLOSED_BOUND_S < GROUP_TERM_GRACE_S
+    user_config({"alpha": fake("alpha"), "beta": fake("beta", "--ignore-sigterm", "--ignore-stdin-eof")})
     daemon = start_daemon()
     with session(fleet_spec(isolated_home)) as host:
         servers = server_processes(isolated_home, "alpha") + server_processes(isolated_home, "beta")
@@ -85,8 +96,7 @@ def test_sigterm_closes_every_server(isolated_home: Path, start_daemon: StartDae
         daemon.signal(signal.SIGTERM)
         assert host.at_end()
         assert daemon.wait_exit() == 0
-    # The fleet closed them before the daemon exited; the watchdog had nothing left to do.
-    assert not wait_until_gone(servers, timeout_s=2.0)
+    assert not wait_until_gone(servers, timeout_s=FLEET_CLOSED_BOUND_S), "left to the watchdog"
 
 
 def test_a_sigkilled_daemon_leaves_no_server(isolated_home: Path, start_daemon: StartDaemon) -> None:

@@ -1,24 +1,104 @@
 """What the shared fleet promises its sessions, checked through a real ``mcpfleet daemon run`` over
-its real socket: where each server runs (its process's working folder), and that a session which
-did not trust its project never sees the servers another session trusted there.
+its real socket: where each server runs (its process's working folder), that a session which did
+not trust its project never sees the servers another session trusted there, and that an edited
+entry restarts its server and its sessions hear of it.
+
+Some sessions are the SDK's own ``Client`` on a transport of this file over the socket
+(``daemon_transport``: the hello, then JSON-RPC lines both ways), so what a session hears
+(``list_changed``) is what a host's SDK would.
 """
 
 from __future__ import annotations
 
+import json
 import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import anyio
+import mcp_types
+import pytest
+from anyio.streams.buffered import BufferedByteReceiveStream
+from mcp import Client
+from mcp.client._transport import TransportStreams
+from mcp.client.client import ConnectMode
+from mcp.shared.message import SessionMessage
 from tests.integration.daemon.conftest import StartDaemon
 from tests.integration.daemon.daemon_harness import (
     control,
     fake,
     fleet_spec,
+    hello,
     project_config,
     server_processes,
     session,
     user_config,
+    wait_until_gone,
 )
+
+from mcpfleet.daemon import paths, wire
+
+pytestmark = pytest.mark.anyio
+
+MAX_LINE_BYTES = 16 * 1024 * 1024
+SETTLE_S = 60.0
+"""Generous: how long a config edit may take to reach a session on a loaded machine."""
+
+
+@asynccontextmanager
+async def daemon_transport(spec: wire.FleetSpec) -> AsyncIterator[TransportStreams]:
+    """The SDK's two message streams over one session connection to the daemon."""
+    stream = await anyio.connect_unix(paths.socket_path())
+    async with stream:
+        await stream.send(hello("session", spec))
+        lines = BufferedByteReceiveStream(stream)
+        answer = json.loads(await lines.receive_until(b"\n", MAX_LINE_BYTES))
+        assert answer.get("ok") is True, answer
+        incoming, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+        write_stream, outgoing = anyio.create_memory_object_stream[SessionMessage](0)
+
+        async def read() -> None:
+            async with incoming:
+                while True:
+                    try:
+                        line = await lines.receive_until(b"\n", MAX_LINE_BYTES)
+                    except (anyio.EndOfStream, anyio.IncompleteRead):
+                        return
+                    message = mcp_types.jsonrpc_message_adapter.validate_json(line, by_name=False)
+                    await incoming.send(SessionMessage(message))
+
+        async def write() -> None:
+            async with outgoing:
+                async for message in outgoing:
+                    data = message.message.model_dump_json(by_alias=True, exclude_unset=True)
+                    await stream.send(data.encode() + b"\n")
+
+        async with anyio.create_task_group() as pumps:
+            pumps.start_soon(read)
+            pumps.start_soon(write)
+            try:
+                yield read_stream, write_stream
+            finally:
+                pumps.cancel_scope.cancel()
+
+
+def daemon_client(spec: wire.FleetSpec, *, mode: ConnectMode = "legacy", **options: Any) -> Client:
+    return Client(daemon_transport(spec), mode=mode, **options)
+
+
+async def tool_names(client: Client) -> list[str]:
+    return sorted(tool.name for tool in (await client.list_tools()).tools)
+
+
+async def lists_within(client: Client, tool: str, within_s: float = SETTLE_S) -> None:
+    """Wait until ``client``'s session lists ``tool``."""
+    with anyio.fail_after(within_s):
+        while True:
+            if tool in await tool_names(client):
+                return
+            await anyio.sleep(0.1)
 
 
 def echo(name: str, **fields: Any) -> dict[str, Any]:
@@ -81,3 +161,41 @@ def test_a_session_that_did_not_trust_its_project_never_sees_what_another_sessio
             answer = trusting.call_tool("local_echo", {"message": "mine"})
             assert answer["result"]["structuredContent"] == {"message": "mine"}
             assert wary.tool_names() == ["mine_echo"]
+
+
+async def test_an_edited_entry_restarts_its_server_and_its_sessions_hear_of_it(
+    isolated_home: Path, start_daemon: StartDaemon, tmp_path: Path
+) -> None:
+    """An arg of a running shared server changed: the old process stops, a new one runs the new
+    entry, and every session using it is told ``tools/list_changed`` and lists the new tool."""
+    projects = [tmp_path / "one", tmp_path / "two"]
+    for project in projects:
+        project.mkdir()
+    user_config({"alpha": echo("alpha")})
+    start_daemon()
+    heard: list[list[Any]] = [[], []]
+
+    def collector(index: int) -> Any:
+        async def on_message(message: Any) -> None:
+            heard[index].append(message)
+
+        return on_message
+
+    with anyio.fail_after(SETTLE_S * 2):
+        async with (
+            daemon_client(fleet_spec(projects[0]), message_handler=collector(0)) as one,
+            daemon_client(fleet_spec(projects[1]), message_handler=collector(1)) as two,
+        ):
+            assert await tool_names(one) == await tool_names(two) == ["alpha_echo"]
+            [before] = server_processes(isolated_home, "alpha")
+
+            user_config({"alpha": fake("alpha", "--tool", "echo", "--tool", "add")})
+            for client in (one, two):
+                await lists_within(client, "alpha_add")
+            assert not wait_until_gone([before]), "the edited entry's old process still runs"
+            [after] = server_processes(isolated_home, "alpha")
+            assert after != before
+            result = await two.call_tool("alpha_add", {"a": 40, "b": 2})
+            assert result.structured_content == {"sum": 42}
+    for messages in heard:
+        assert any(isinstance(message, mcp_types.ToolListChangedNotification) for message in messages)

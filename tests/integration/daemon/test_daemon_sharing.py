@@ -1,17 +1,19 @@
 """What the shared fleet promises its sessions, checked through a real ``mcpfleet daemon run`` over
 its real socket: where each server runs (its process's working folder), that a session which did
-not trust its project never sees the servers another session trusted there, and that an edited
-entry restarts its server and its sessions hear of it.
+not trust its project never sees the servers another session trusted there, that an edited entry
+restarts its server and its sessions hear of it, and that a backend's sampling request reaches
+the client of the session whose call caused it.
 
-Some sessions are the SDK's own ``Client`` on a transport of this file over the socket
-(``daemon_transport``: the hello, then JSON-RPC lines both ways), so what a session hears
-(``list_changed``) is what a host's SDK would.
+The sessions are the SDK's own ``Client`` on a transport of this file over the socket
+(``daemon_transport``: the hello, then JSON-RPC lines both ways), so what a session answers
+(sampling) and hears (``list_changed``) is what a host's SDK would.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -27,6 +29,7 @@ from mcp.client.client import ConnectMode
 from mcp.shared.message import SessionMessage
 from tests.integration.daemon.conftest import StartDaemon
 from tests.integration.daemon.daemon_harness import (
+    ANSWER_TIMEOUT_S,
     control,
     fake,
     fleet_spec,
@@ -37,12 +40,15 @@ from tests.integration.daemon.daemon_harness import (
     user_config,
     wait_until_gone,
 )
+from tests.servers.fixtures import SERVERS_DIR
 
 from mcpfleet.daemon import paths, wire
 
 pytestmark = pytest.mark.anyio
 
+ASKING_SERVER = SERVERS_DIR / "asking_server.py"
 MAX_LINE_BYTES = 16 * 1024 * 1024
+"""The longest line the test's transport reads from the daemon (the gateway's message limit)."""
 SETTLE_S = 60.0
 """Generous: how long a config edit may take to reach a session on a loaded machine."""
 
@@ -199,3 +205,61 @@ async def test_an_edited_entry_restarts_its_server_and_its_sessions_hear_of_it(
             assert result.structured_content == {"sum": 42}
     for messages in heard:
         assert any(isinstance(message, mcp_types.ToolListChangedNotification) for message in messages)
+
+
+def text_of(result: mcp_types.CallToolResult) -> str:
+    block = result.content[0]
+    assert isinstance(block, mcp_types.TextContent), block
+    return block.text
+
+
+def asking(name: str, *flags: str) -> dict[str, Any]:
+    return {"command": sys.executable, "args": [str(ASKING_SERVER), "--name", name, *flags]}
+
+
+def sampling_as(model: str) -> Any:
+    """A sampling callback answering ``<prompt>!`` from the model ``model``."""
+
+    async def sample(
+        context: Any, params: mcp_types.CreateMessageRequestParams
+    ) -> mcp_types.CreateMessageResult:
+        prompt = params.messages[0].content
+        text = prompt.text if isinstance(prompt, mcp_types.TextContent) else "?"
+        return mcp_types.CreateMessageResult(
+            role="assistant", content=mcp_types.TextContent(type="text", text=f"{text}!"), model=model
+        )
+
+    return sample
+
+
+@pytest.mark.parametrize("client_mode", ["legacy", "2026-07-28"])
+async def test_a_backends_sampling_request_is_answered_by_the_client_of_the_calling_session(
+    isolated_home: Path, start_daemon: StartDaemon, tmp_path: Path, client_mode: ConnectMode
+) -> None:
+    """Two sessions share a handshake-era and a 2026-07-28 asking server; each session's call
+    is sampled by its own client, over the socket."""
+    projects = [tmp_path / "one", tmp_path / "two"]
+    for project in projects:
+        project.mkdir()
+    user_config({"old": asking("old", "--legacy"), "new": asking("new")})
+    start_daemon()
+    with anyio.fail_after(ANSWER_TIMEOUT_S * 2):
+        async with (
+            daemon_client(
+                fleet_spec(projects[0]), mode=client_mode, sampling_callback=sampling_as("one")
+            ) as one,
+            daemon_client(
+                fleet_spec(projects[1]), mode=client_mode, sampling_callback=sampling_as("two")
+            ) as two,
+        ):
+            for server in ("old", "new"):
+                for client, model in ((one, "one"), (two, "two")):
+                    result = await client.call_tool(f"{server}_sample", {"prompt": f"{server} to {model}"})
+                    assert text_of(result) == f"sampled {server} to {model}! from {model}", result
+            # One backend each, shared by both sessions: the question went to the caller's client.
+            with control() as link:
+                rows = link.control("status")["result"]["servers"]
+            assert sorted((row["name"], row["share"], row["sessions"]) for row in rows) == [
+                ("new", "user", 2),
+                ("old", "user", 2),
+            ]

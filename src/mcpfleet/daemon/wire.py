@@ -218,7 +218,8 @@ def decode_line(line: bytes, *, limit: int = MAX_CONTROL_LINE_BYTES) -> dict[str
         raise WireError(f"line of {len(line)} bytes is over the limit of {limit}")
     try:
         document = json.loads(line)
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+    except (ValueError, RecursionError) as error:
+        # RecursionError: a line nested deeper than the parser's stack (``[[[[...``).
         raise WireError(f"not JSON: {error}") from None
     if not isinstance(document, dict):
         raise WireError("not a JSON object")

@@ -163,6 +163,8 @@ def test_wrong_requests_are_answered_with_what_is_wrong(
         )
         link.send_line(b"{not json")
         not_json = link.receive()
+        link.send_line(b"[" * 200_000)
+        too_deep = link.receive()
         link.send({"op": "ping"})
         no_id = link.receive()
         # The connection goes on after each of them.
@@ -174,4 +176,5 @@ def test_wrong_requests_are_answered_with_what_is_wrong(
         and '"arguments" must be a JSON object' in bad_arguments["error"]["message"]
     )
     assert not_json["id"] is None and not_json["error"]["exit"] == 2
+    assert too_deep["id"] is None and "maximum recursion depth" in too_deep["error"]["message"]
     assert no_id["id"] is None and 'needs an "id"' in no_id["error"]["message"]

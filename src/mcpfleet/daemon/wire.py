@@ -109,7 +109,11 @@ class FleetSpec:
     def from_json(cls, raw: Any) -> FleetSpec:
         if not isinstance(raw, Mapping) or not isinstance(raw.get("cwd"), str):
             raise WireError('"fleet" must be an object with a "cwd" string')
-        values: dict[str, Any] = {"cwd": raw["cwd"]}
+        cwd: str = raw["cwd"]
+        # The daemon runs in a folder of its own: a relative path would name a folder there.
+        if not os.path.isabs(cwd) or "\0" in cwd:
+            raise WireError(f'"fleet.cwd" must be an absolute path, got {cwd!r}')
+        values: dict[str, Any] = {"cwd": cwd}
         for name, expected in _FLEET_FIELD_TYPES.items():
             value = raw.get(name)
             if value is None:

@@ -430,15 +430,17 @@ class _HostOutput:
         self._waiting: list[bytes] = []
 
     def copy(self, chunk: bytes) -> None:
+        if not chunk:
+            return
         with self._lock:
             end = chunk.rfind(b"\n") + 1
             if self._waiting and end:
-                self._write(chunk[:end] + b"".join(self._waiting))
+                # The waiting lines go right after the end of the daemon's line they waited for.
+                self._write(chunk[:end] + b"".join(self._waiting) + chunk[end:])
                 self._waiting.clear()
-                chunk = chunk[end:]
-            if chunk:
+            else:
                 self._write(chunk)
-                self._mid_line = not chunk.endswith(b"\n")
+            self._mid_line = end != len(chunk)
 
     def send(self, line: bytes) -> None:
         with self._lock:

@@ -640,7 +640,12 @@ class _Relay:
                 return None
             try:
                 session = open_session(self._settings)
-                leftover = self._replay(session)
+                try:
+                    leftover = self._replay(session)
+                except BaseException:
+                    # Half open, the daemon's session would hold its servers for nobody.
+                    session.connection.close()
+                    raise
             except Refused as refusal:
                 if refusal.code == "environment-mismatch":
                     self._finish(EXIT_FAILED, f"{refusal}; restart the session")

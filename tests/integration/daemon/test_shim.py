@@ -202,6 +202,31 @@ def test_a_daemon_that_keeps_going_away_ends_the_shim(daemon_runtime: Path) -> N
     assert f"went away {RECONNECT_LIMIT} times within 30 s" in lines[-1]
 
 
+def test_a_new_daemon_that_fails_the_replay_has_its_connection_closed_before_the_next_try(
+    daemon_runtime: Path,
+) -> None:
+    """A session left half open would hold the daemon's servers for nobody."""
+    with (
+        ScriptedDaemon(daemon_runtime / "daemon.sock", failed_replays=1) as daemon,
+        ShimHost("serve") as host,
+    ):
+        host.initialize()
+        daemon.wait_for_lines(daemon.session(0), 2)
+        daemon.drop_sessions()
+        refused_replay = daemon.session(1)
+        daemon.wait_for_lines(daemon.session(2), 2)  # the try after it carries the session on
+        assert refused_replay.lines[0]["id"].startswith(REPLAY_ID_PREFIX) and len(refused_replay.lines) == 1
+        timeline = daemon.timeline
+        third_hello = [index for index, entry in enumerate(timeline) if entry == "hello"][2]
+        assert "end 1" in timeline[:third_hello], timeline
+        assert [host.receive()["method"] for _ in range(3)] == [
+            "notifications/tools/list_changed",
+            "notifications/resources/list_changed",
+            "notifications/prompts/list_changed",
+        ]
+        assert host.call("tools/list")["result"]["tools"][0]["name"] == "scripted_echo"
+
+
 def test_a_daemon_of_another_version_is_replaced_once(daemon_runtime: Path) -> None:
     with (
         ScriptedDaemon(daemon_runtime / "daemon.sock", refusals=("version-mismatch",)) as daemon,

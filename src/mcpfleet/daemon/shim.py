@@ -50,7 +50,13 @@ from typing import Any
 
 from mcpfleet import __version__
 from mcpfleet.daemon import launch, wire
-from mcpfleet.transport.framing import LineFramer, OversizedLine, describe_size, edge_members
+from mcpfleet.transport.framing import (
+    LineFramer,
+    OversizedLine,
+    edge_members,
+    oversized_refusal,
+    oversized_request_id,
+)
 
 MAX_HOST_LINE_BYTES = 16 * 1024 * 1024
 """The longest line the host may send: the in-process gateway's ``MAX_MESSAGE_BYTES`` (a test
@@ -569,12 +575,12 @@ class _Relay:
             connection.shutdown()
 
     def _refuse_oversized(self, line: OversizedLine) -> None:
-        message = read_message(line)
-        if message is None or not message.is_request:
-            return
-        limit = describe_size(MAX_HOST_LINE_BYTES)
-        text = f"message of {line.size} bytes is over the gateway's limit of {limit}"
-        self._output.send(_error_line(message.id, INVALID_REQUEST, text))
+        # Only a request is answered: nobody waits for a notification or a response.
+        request_id = oversized_request_id(line)
+        if request_id is not None:
+            self._output.send(
+                _error_line(request_id, INVALID_REQUEST, oversized_refusal(line, MAX_HOST_LINE_BYTES))
+            )
 
     # daemon -> host
 

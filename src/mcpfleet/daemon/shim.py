@@ -410,12 +410,8 @@ def _changing_lists(answer: dict[str, Any] | None) -> tuple[str, ...]:
     return tuple(LIST_CHANGED[capability] for capability in LIST_CHANGED if capability in declared)
 
 
-def _encode(document: dict[str, Any]) -> bytes:
-    return json.dumps(document, separators=(",", ":")).encode() + b"\n"
-
-
 def _error_line(request_id: Any, code: int, message: str) -> bytes:
-    return _encode({"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message}})
+    return wire.encode_line({"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message}})
 
 
 # --- the two directions ------------------------------------------------------------------------
@@ -672,7 +668,7 @@ class _Relay:
         _say(f"the mcpfleet daemon went away; the session goes on with pid {session.answer.get('pid')}")
         try:
             for notification in changed:
-                self._output.send(_encode({"jsonrpc": "2.0", "method": notification}))
+                self._output.send(wire.encode_line({"jsonrpc": "2.0", "method": notification}))
         except OSError:
             self._finish(EXIT_OK)
             return None
@@ -708,7 +704,7 @@ class _Relay:
             private_id = f"{REPLAY_ID_PREFIX}{self._replays}"
             request = json.loads(initialize)
             request["id"] = private_id
-            connection.sendall(_encode(request))
+            connection.sendall(wire.encode_line(request))
             leftover = self._swallow_answer(connection, leftover, private_id)
         if initialized is not None:
             connection.sendall(initialized)

@@ -213,7 +213,13 @@ def refused(code: str, message: str) -> bytes:
 
 
 def encode_line(document: Mapping[str, Any]) -> bytes:
-    return json.dumps(document, separators=(",", ":"), ensure_ascii=False).encode() + b"\n"
+    """One JSON line in UTF-8, valid whatever its strings hold."""
+    try:
+        return json.dumps(document, separators=(",", ":"), ensure_ascii=False).encode() + b"\n"
+    except UnicodeEncodeError:
+        # A lone surrogate has no UTF-8 (a folder name that is not UTF-8, a ``\ud800`` escape
+        # read from a peer): escaped, it stays JSON, and decodes to the same string.
+        return json.dumps(document, separators=(",", ":")).encode() + b"\n"
 
 
 def decode_line(line: bytes, *, limit: int = MAX_CONTROL_LINE_BYTES) -> dict[str, Any]:

@@ -88,6 +88,17 @@ def test_the_shim_relays_both_ways_and_says_which_fleet(daemon_runtime: Path, tm
     assert isinstance(hello["pid"], int)
 
 
+def test_a_folder_whose_name_is_not_utf8_is_the_session_s_folder(
+    daemon_runtime: Path, tmp_path: Path
+) -> None:
+    """Its name reaches the daemon escaped in the hello (it used to end the shim with a traceback)."""
+    project = Path(os.fsdecode(os.fsencode(tmp_path) + b"/caf\xe9"))
+    project.mkdir()
+    with ScriptedDaemon(daemon_runtime / "daemon.sock") as daemon, ShimHost("serve", cwd=project) as host:
+        assert host.initialize()["result"]["serverInfo"]["name"] == "scripted-daemon"
+    assert daemon.hellos[0]["fleet"]["cwd"] == str(project.resolve())
+
+
 def test_a_lost_daemon_is_replaced_without_the_host_noticing_more_than_a_list_change(
     daemon_runtime: Path,
 ) -> None:

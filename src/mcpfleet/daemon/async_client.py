@@ -102,7 +102,7 @@ class AsyncControlClient:
                 f"cannot connect to the daemon at {target}: {error.strerror or error}"
             ) from error
         async with stream:
-            check_peer(stream.extra(SocketAttribute.raw_socket))
+            check_peer(stream.extra(SocketAttribute.raw_socket), target)
             receive = BufferedByteReceiveStream(stream)
             try:
                 with anyio.fail_after(HELLO_TIMEOUT_S):

@@ -25,7 +25,7 @@ from types import TracebackType
 from typing import Any, BinaryIO
 
 from mcpfleet.daemon import paths, wire
-from mcpfleet.daemon.peer import peer_credentials
+from mcpfleet.daemon.peer import ForeignDaemon, require_same_user
 
 HELLO_TIMEOUT_S = 10.0
 """How long a client waits for the daemon's answer to its hello."""
@@ -161,18 +161,12 @@ def encode_request(request_id: int, op: str, params: Mapping[str, Any]) -> bytes
     return wire.encode_line({**params, "id": request_id, "op": op})
 
 
-def check_peer(sock: socket.socket) -> None:
-    """Refuse a socket whose listening process runs as another user.
-
-    The runtime folder is private, so this only matters when it is not what it should be
-    (a folder another user created first, a path given by hand): then the answers to our
-    requests, tool results included, would come from someone else.
-    """
-    credentials = peer_credentials(sock)
-    if not credentials.same_user:
-        raise DaemonUnavailable(
-            f"the daemon's socket is served by user {credentials.uid}, not by you ({os.getuid()}): not used"
-        )
+def check_peer(sock: socket.socket, socket_file: Path) -> None:
+    """``DaemonUnavailable`` when the socket's listening process runs as another user."""
+    try:
+        require_same_user(sock, socket_file)
+    except ForeignDaemon as error:
+        raise DaemonUnavailable(str(error)) from error
 
 
 class ControlClient:
@@ -201,7 +195,7 @@ class ControlClient:
                 raise DaemonUnavailable(
                     f"cannot connect to the daemon at {target}: {error.strerror or error}"
                 ) from error
-            check_peer(sock)
+            check_peer(sock, target)
             reader = sock.makefile("rb")
             try:
                 sock.sendall(control_hello(host=host).encode())

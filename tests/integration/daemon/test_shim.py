@@ -367,7 +367,10 @@ def test_a_socket_answered_by_another_user_is_refused(daemon_runtime: Path) -> N
         assert impostor.stdout is not None and impostor.stdout.readline() == b"listening\n"
         with ShimHost("serve") as host:
             assert host.wait_exit() == 1
-        assert re.search(r"answered by process \d+ of user 65534, not by your own daemon", host.stderr)
+        assert re.search(
+            rf"{re.escape(str(socket_file))}: answered by process \d+ of user 65534, not by your own daemon",
+            host.stderr,
+        )
     finally:
         impostor.kill()
         impostor.wait()

@@ -5,6 +5,7 @@ another user, and "no daemon" found at once without starting one."""
 from __future__ import annotations
 
 import os
+import re
 import socket
 import threading
 import time
@@ -205,7 +206,8 @@ def test_a_socket_served_by_another_user_is_not_used(tmp_path: Path) -> None:
     os.close(ready_write)
     try:
         assert os.read(ready_read, 1) == b"1"
-        with pytest.raises(DaemonUnavailable, match=f"served by user {nobody.pw_uid}"):
+        other_user = rf"answered by process \d+ of user {nobody.pw_uid}, not by your own daemon"
+        with pytest.raises(DaemonUnavailable, match=rf"{re.escape(str(target))}: {other_user}"):
             connect_if_running(target)
         _, status = os.waitpid(child, 0)
         assert os.WEXITSTATUS(status) == 0, "the client sent its hello to another user's socket"

@@ -91,8 +91,8 @@ class AsyncControlClient:
     ) -> AsyncIterator[AsyncControlClient]:
         """Connect and say hello, for the life of the block.
 
-        ``DaemonUnavailable`` when that fails; its ``__cause__`` is ``FileNotFoundError`` or
-        ``ConnectionRefusedError`` when no daemon runs at all.
+        ``DaemonUnavailable`` when that fails; its ``__cause__`` is the failed connect's
+        ``OSError``, for which ``launch.no_daemon_listens`` says whether no daemon runs at all.
         """
         target = paths.socket_path() if path is None else path
         try:

@@ -25,6 +25,7 @@ from types import TracebackType
 from typing import Any, BinaryIO
 
 from mcpfleet.daemon import paths, wire
+from mcpfleet.daemon.launch import no_daemon_listens
 from mcpfleet.daemon.peer import ForeignDaemon, require_same_user
 
 HELLO_TIMEOUT_S = 10.0
@@ -285,6 +286,6 @@ def connect_if_running(path: Path | None = None, *, host: str | None = None) -> 
     try:
         return ControlClient.connect(path, host=host)
     except DaemonUnavailable as error:
-        if isinstance(error.__cause__, FileNotFoundError | ConnectionRefusedError):
+        if no_daemon_listens(error.__cause__):
             return None
         raise

@@ -49,6 +49,15 @@ class DaemonStartError(OSError):
     """The daemon could not be reached or started; the message says why and where to look."""
 
 
+_NO_DAEMON_ERRNOS = frozenset({errno.ENOENT, errno.ECONNREFUSED, errno.ENOTSOCK})
+
+
+def no_daemon_listens(error: BaseException | None) -> bool:
+    """Whether a failed ``connect`` to the socket means that no daemon runs: no socket file,
+    or one nobody listens on (a daemon killed without its cleanup leaves it)."""
+    return isinstance(error, OSError) and error.errno in _NO_DAEMON_ERRNOS
+
+
 def daemon_disabled() -> bool:
     """Whether ``NO_DAEMON_ENV`` turns the daemon off for this process."""
     return os.environ.get(NO_DAEMON_ENV, "").lower() in ("1", "true", "yes")
@@ -118,12 +127,9 @@ def _connect(socket_file: Path) -> socket.socket | None:
     connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
     try:
         connection.connect(os.fspath(socket_file))
-    except (FileNotFoundError, ConnectionRefusedError):
-        connection.close()
-        return None
     except OSError as error:
         connection.close()
-        if error.errno in (errno.ENOENT, errno.ECONNREFUSED, errno.ENOTSOCK):
+        if no_daemon_listens(error):
             return None
         raise DaemonStartError(
             f"{socket_file}: cannot connect to the mcpfleet daemon ({error.strerror})"

@@ -24,6 +24,7 @@ from anyio.abc import TaskStatus
 from mcpfleet.client.definitions import ToolDefinition
 from mcpfleet.daemon.async_client import AsyncControlClient
 from mcpfleet.daemon.client import DaemonLost, DaemonRefused, DaemonUnavailable, OperationFailed
+from mcpfleet.daemon.launch import no_daemon_listens
 from mcpfleet.daemon.wire import FleetSpec
 from mcpfleet.errors import Failure
 from mcpfleet.fleet.tools import MCPTool, ToolResult
@@ -250,7 +251,7 @@ class DaemonFleet(anyio.AsyncContextManagerMixin):
                 if refusal.code not in _RESTART_CODES or self._start is None or started:
                     raise
             except DaemonUnavailable as error:
-                none_runs = isinstance(error.__cause__, FileNotFoundError | ConnectionRefusedError)
+                none_runs = no_daemon_listens(error.__cause__)
                 if not none_runs or self._start is None or started:
                     raise
             started = True

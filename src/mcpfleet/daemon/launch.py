@@ -43,6 +43,13 @@ LOCK_TIMEOUT_S = START_TIMEOUT_S + 5.0
 POLL_INTERVAL_S = 0.01
 """Between two tries of the lock, or of the socket while a daemon starts."""
 LOG_FILE_MODE = 0o600
+RECONNECT_LIMIT = 3
+RECONNECT_WINDOW_S = 30.0
+"""A client that lost the daemon (a shim, an agent session) reconnects at most
+``RECONNECT_LIMIT`` times within this window; one more loss and it stops trying: a daemon
+that keeps dying is not restarted in a loop by every client."""
+RECONNECT_PAUSE_S = 0.5
+"""Before a client tries to reach a daemon again."""
 
 
 class DaemonStartError(OSError):
@@ -56,6 +63,11 @@ def no_daemon_listens(error: BaseException | None) -> bool:
     """Whether a failed ``connect`` to the socket means that no daemon runs: no socket file,
     or one nobody listens on (a daemon killed without its cleanup leaves it)."""
     return isinstance(error, OSError) and error.errno in _NO_DAEMON_ERRNOS
+
+
+def stopped_while(what: str) -> str:
+    """What a client says of a request (``what``) that was running when the daemon went away."""
+    return f"the mcpfleet daemon stopped while this {what} ran; retry it"
 
 
 def daemon_disabled() -> bool:

@@ -18,8 +18,8 @@ answers each host request in flight with an error (``DAEMON_STOPPED``: the host 
 reconnects (starting a new daemon), replays ``initialize`` under an id of its own (swallowing
 the answer) and ``notifications/initialized``, drops the host's late answers to the old
 daemon's requests, and tells the host that its tool, resource and prompt lists changed: the
-host sees a list change, not a dead server. A daemon that goes away ``RECONNECT_LIMIT`` times
-within ``RECONNECT_WINDOW_S`` ends the shim with exit 1 and a line on stderr.
+host sees a list change, not a dead server. A daemon that goes away ``launch.RECONNECT_LIMIT``
+times within ``launch.RECONNECT_WINDOW_S`` ends the shim with exit 1 and a line on stderr.
 
 A host line is held up to ``MAX_HOST_LINE_BYTES`` (the in-process gateway's limit); a longer
 one is dropped and, when it was a request, answered with ``Invalid Request``. The daemon's
@@ -69,15 +69,8 @@ ANSWER_TIMEOUT_S = 10.0
 session's start-up gate: the daemon answers once the session's fleet has passed its gate,
 as the in-process gateway starts reading stdin then (``--startup-timeout 0``, wait for every
 server, waits for the daemon as long as it takes: it answers, or closes the connection)."""
-RECONNECT_LIMIT = 3
-RECONNECT_WINDOW_S = 30.0
-"""At most ``RECONNECT_LIMIT`` reconnections within this window; one more ends the shim."""
-RETRY_PAUSE_S = 0.5
-"""Between two failed tries to reach a new daemon."""
-
 DAEMON_STOPPED = -32603
 """The error a host request in flight gets when the daemon goes away (JSON-RPC internal error)."""
-DAEMON_STOPPED_MESSAGE = "the mcpfleet daemon stopped while this request ran; retry it"
 INVALID_REQUEST = -32600
 REPLAY_ID_PREFIX = "mcpfleet-shim-initialize-"
 LIST_CHANGED: dict[str, str] = {
@@ -91,9 +84,6 @@ EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 """The exit codes of the CLI contract (``cli/output.py``; not imported: it loads logging)."""
-
-RESTART_CODES = frozenset({"version-mismatch", "draining"})
-"""Refusals after which a new daemon is started (the refusing one is on its way out)."""
 
 
 class ShimError(Exception):
@@ -180,7 +170,7 @@ def open_session(settings: ShimSettings) -> Session:
             return _hello(connection, settings.fleet)
         except Refused as refusal:
             connection.close()
-            if refusal.code not in RESTART_CODES or attempt == 1:
+            if refusal.code not in wire.RESTART_CODES or attempt == 1:
                 raise
         except BaseException:
             connection.close()
@@ -629,7 +619,7 @@ class _Relay:
         try:
             self._output.end_cut_line()
             for request_id in unanswered:
-                self._output.send(_error_line(request_id, DAEMON_STOPPED, DAEMON_STOPPED_MESSAGE))
+                self._output.send(_error_line(request_id, DAEMON_STOPPED, launch.stopped_while("request")))
         except OSError:
             self._finish(EXIT_OK)
             return None
@@ -657,7 +647,7 @@ class _Relay:
                 self._last_problem = str(error)
             else:
                 break
-            time.sleep(RETRY_PAUSE_S)
+            time.sleep(launch.RECONNECT_PAUSE_S)
         with self._lock:
             if self._finished.is_set():
                 session.connection.close()
@@ -677,12 +667,13 @@ class _Relay:
     def _count_reconnection(self) -> str | None:
         """None while reconnections stay within the budget, else why the shim ends."""
         now = time.monotonic()
-        while self._reconnections and now - self._reconnections[0] > RECONNECT_WINDOW_S:
+        while self._reconnections and now - self._reconnections[0] > launch.RECONNECT_WINDOW_S:
             self._reconnections.popleft()
-        if len(self._reconnections) >= RECONNECT_LIMIT:
+        if len(self._reconnections) >= launch.RECONNECT_LIMIT:
             last = f" (last: {self._last_problem})" if self._last_problem else ""
             return (
-                f"the mcpfleet daemon went away {RECONNECT_LIMIT} times within {RECONNECT_WINDOW_S:.0f} s"
+                f"the mcpfleet daemon went away {launch.RECONNECT_LIMIT} times within "
+                f"{launch.RECONNECT_WINDOW_S:.0f} s"
                 f"{last}; see `mcpfleet daemon logs`, or serve with `mcpfleet serve --no-daemon`"
             )
         self._reconnections.append(now)

@@ -61,6 +61,9 @@ REFUSAL_CODES = {
     "refused": "the daemon cannot serve this session (the message says why)",
 }
 
+RESTART_CODES = frozenset({"version-mismatch", "draining"})
+"""Refusals of a daemon on its way out: a client starts a new one in its place, once."""
+
 CONTROL_OPS: dict[str, str] = {
     "ping": "-> {pid, version, since}",
     "status": "-> the `daemon status --json` document",

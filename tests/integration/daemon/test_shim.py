@@ -19,11 +19,11 @@ from typing import Any
 import pytest
 from tests.integration.daemon.shim_harness import MCPFLEET, WAIT_S, ScriptedDaemon, ShimHost
 
+from mcpfleet.daemon.launch import RECONNECT_LIMIT
 from mcpfleet.daemon.shim import (
     ANSWER_TIMEOUT_S,
     DAEMON_STOPPED,
     MAX_HOST_LINE_BYTES,
-    RECONNECT_LIMIT,
     REPLAY_ID_PREFIX,
 )
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import itertools
 import os
 import socket
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -218,30 +219,46 @@ class ControlClient:
             raise
         return cls(sock, reader, welcome)
 
-    def request(self, op: str, params: Mapping[str, Any] | None = None) -> dict[str, Any]:
-        """Send one request and wait for its answer's result.
+    def request(
+        self, op: str, params: Mapping[str, Any] | None = None, *, timeout_s: float | None = None
+    ) -> dict[str, Any]:
+        """Send one request and wait for its answer's result, at most ``timeout_s`` (None: as
+        long as the daemon's own bounds, a tool's timeout, allow).
 
         ``OperationFailed`` when the daemon answers with an error; ``DaemonLost`` when the
-        connection ends first (``request_sent`` tells whether the daemon may have acted).
+        connection ends first or the time is up (``request_sent`` tells whether the daemon may
+        have acted). After the time is up the connection is of no more use: close it.
         """
         request_id = next(self._ids)
         line = encode_request(request_id, op, params or {})
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
         try:
+            self._socket.settimeout(timeout_s)
             self._socket.sendall(line)
-        except OSError as error:
+        except OSError as error:  # a timeout too: the line did not go whole, nothing can act on it
             raise DaemonLost(
                 f"the daemon went away before request {op!r} was sent: {error}", request_sent=False
             ) from error
-        while True:
-            message = self._read_message(op)
-            if isinstance(message, Event):
-                self.events.append(message)
-            elif message.id == request_id:
-                return message.unwrap()
+        try:
+            while True:
+                if deadline is not None:
+                    # A per-read timeout; events arriving meanwhile must not stretch the wait.
+                    self._socket.settimeout(max(deadline - time.monotonic(), 0.001))
+                message = self._read_message(op, timeout_s)
+                if isinstance(message, Event):
+                    self.events.append(message)
+                elif message.id == request_id:
+                    return message.unwrap()
+        finally:
+            self._socket.settimeout(None)
 
-    def _read_message(self, op: str) -> Answer | Event:
+    def _read_message(self, op: str, timeout_s: float | None) -> Answer | Event:
         try:
             line = self._reader.readline(wire.MAX_CONTROL_LINE_BYTES + 1)
+        except TimeoutError as error:
+            raise DaemonLost(
+                f"the daemon did not answer {op!r} within {timeout_s:g} s", request_sent=True
+            ) from error
         except OSError as error:
             raise DaemonLost(
                 f"the connection to the daemon broke during {op!r}: {error}", request_sent=True

@@ -35,8 +35,7 @@ import anyio
 import anyio.to_thread
 
 from mcpfleet.gateway.core import Gateway
-from mcpfleet.transport.framing import oversized_refusal
-from mcpfleet.transport.stdio import LineFramer, OversizedLine, oversized_request_id
+from mcpfleet.transport.framing import LineFramer, OversizedLine, oversized_refusal, oversized_request_id
 
 if TYPE_CHECKING:
     from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream

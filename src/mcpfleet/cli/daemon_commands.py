@@ -265,4 +265,5 @@ def _ask(op: str) -> dict[str, Any]:
     if client is None:
         raise NoDaemon
     with client:
-        return client.request(op)
+        # A daemon that hangs must not hang the command: ``DaemonLost`` once the time is up.
+        return client.request(op, timeout_s=CONTROL_TIMEOUT_S)

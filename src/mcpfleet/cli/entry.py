@@ -26,6 +26,7 @@ import socket
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
 if TYPE_CHECKING:
@@ -37,14 +38,6 @@ MIN_NAME_LENGTH = 10
 imported: it loads the fleet; a test keeps the two equal)."""
 GATEWAY_PID_VARIABLE = "MCPFLEET_GATEWAY_PID"
 """The gateway's mark (``mcpfleet.config.gateway_entry``; not imported: it loads discovery)."""
-FLEET_CHANGING_OPTIONS = {
-    "no_cache": "serve --no-cache runs in this process, not through the daemon (its fleet shares the "
-    "tool cache)",
-    "extra_configs": "serve --config runs in this process, not through the daemon (its fleet reads the "
-    "discovered config files only)",
-}
-"""Options that give this session a fleet of its own, which a shared daemon cannot serve, and
-the line on stderr that says so."""
 
 
 class _CommandLineError(Exception):
@@ -86,6 +79,7 @@ def _cli_main(arguments: list[str]) -> int:
 
 def serve_route(arguments: Sequence[str]) -> ServeRoute:
     """Whether ``mcpfleet <arguments>`` is a ``serve`` the daemon can take (see the module)."""
+    from mcpfleet.cli.options import FLEET_CHANGING_OPTIONS
     from mcpfleet.daemon.launch import daemon_disabled
 
     try:
@@ -105,23 +99,10 @@ def serve_route(arguments: Sequence[str]) -> ServeRoute:
 
 
 def _shim_settings(args: argparse.Namespace) -> ShimSettings:
-    from mcpfleet.cli.options import trusted_by_environment
+    from mcpfleet.cli.options import serve_fleet_spec
     from mcpfleet.daemon.shim import ShimSettings
-    from mcpfleet.daemon.wire import FleetSpec
 
-    cwd = os.getcwd() if args.cwd is None else os.path.expanduser(args.cwd)
-    fleet = FleetSpec(
-        cwd=os.path.realpath(cwd),
-        trust_project=args.trust_project or trusted_by_environment(),
-        enable_project_config=not args.no_project_config,
-        startup_timeout_ms=args.startup_timeout,
-        profile=args.profile,
-        prefix=args.prefix,
-        max_name_length=args.max_name_length,
-        tools=args.tool_mode,
-        max_tools=args.max_tools,
-    )
-    return ShimSettings(fleet=fleet, verbose=args.verbose > 0)
+    return ShimSettings(fleet=serve_fleet_spec(args), verbose=args.verbose > 0)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -130,7 +111,7 @@ def build_parser() -> argparse.ArgumentParser:
     it, and it says what is wrong."""
     parser = _Parser(prog="mcpfleet", add_help=False)
     parser.add_argument("-h", "--help", action="store_true")
-    parser.add_argument("--cwd")
+    parser.add_argument("--cwd", type=Path)
     parser.add_argument("--config", dest="extra_configs", action="append", default=[])
     parser.add_argument("--no-project-config", action="store_true")
     parser.add_argument("--trust-project", action="store_true")

@@ -12,10 +12,14 @@ Nothing heavy is imported at module level: ``mcpfleet --help`` loads this module
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, TypedDict
+
+# Standard library only, as this module: the shim's route (``cli.entry``) builds its spec here.
+from mcpfleet.daemon.wire import FleetSpec
 
 if TYPE_CHECKING:
     from contextlib import AbstractAsyncContextManager
@@ -27,6 +31,14 @@ if TYPE_CHECKING:
 
 TRUST_PROJECT_VARIABLE = "MCPFLEET_TRUST_PROJECT"
 """Set to ``1`` (``true``, ``yes``): the same as ``--trust-project`` on every command."""
+FLEET_CHANGING_OPTIONS = {
+    "no_cache": "serve --no-cache runs in this process, not through the daemon (its fleet shares the "
+    "tool cache)",
+    "extra_configs": "serve --config runs in this process, not through the daemon (its fleet reads the "
+    "discovered config files only)",
+}
+"""Options (their ``dest``) that give a command a fleet of its own, which the shared daemon
+cannot serve, and the line on stderr with which ``serve`` says so."""
 
 
 class DiscoverySettings(TypedDict):
@@ -74,6 +86,15 @@ class FleetOptions:
             use_cache=not args.no_cache,
         )
 
+    def fleet_spec(self) -> FleetSpec:
+        """This fleet as the daemon is told it, ``serve``'s own options at their defaults."""
+        return FleetSpec(
+            cwd=str(self.project_root),
+            trust_project=self.trust_project,
+            enable_project_config=self.enable_project_config,
+            startup_timeout_ms=self.startup_timeout_ms,
+        )
+
     def discovery_settings(self, *, all_project_entries: bool = False) -> DiscoverySettings:
         """``all_project_entries`` reads the project's files whatever the flags say, and
         approves nothing: what ``approve``, ``add`` and ``remove`` look through."""
@@ -114,6 +135,18 @@ class FleetOptions:
         from mcpfleet.agent.session import open_agent_session
 
         return open_agent_session(self.project_root, **self.session_settings(), watch=watch)
+
+
+def serve_fleet_spec(args: argparse.Namespace) -> FleetSpec:
+    """The fleet a ``serve`` command line asks the daemon for: the global options and serve's own."""
+    return dataclasses.replace(
+        FleetOptions.from_args(args).fleet_spec(),
+        profile=args.profile,
+        prefix=args.prefix,
+        max_name_length=args.max_name_length,
+        tools=args.tool_mode,
+        max_tools=args.max_tools,
+    )
 
 
 def trusted_by_environment() -> bool:

@@ -20,7 +20,7 @@ import argparse
 import logging
 from typing import Any
 
-from mcpfleet.cli.options import FleetOptions
+from mcpfleet.cli.options import FLEET_CHANGING_OPTIONS, FleetOptions
 from mcpfleet.cli.output import EXIT_FAILED
 from mcpfleet.daemon.client import DaemonLost, DaemonUnavailable, OperationFailed, connect_if_running
 from mcpfleet.daemon.launch import daemon_disabled
@@ -42,16 +42,10 @@ def daemon_fleet(args: argparse.Namespace) -> FleetSpec | None:
     """The fleet the daemon would serve for this invocation; None when only this process can."""
     if daemon_disabled():
         return None
-    if args.no_cache or args.extra_configs:
+    if any(getattr(args, name) for name in FLEET_CHANGING_OPTIONS):
         logger.info("--config and --no-cache change the fleet itself: serving in this process")
         return None
-    options = FleetOptions.from_args(args)
-    return FleetSpec(
-        cwd=str(options.project_root),
-        trust_project=options.trust_project,
-        enable_project_config=options.enable_project_config,
-        startup_timeout_ms=options.startup_timeout_ms,
-    )
+    return FleetOptions.from_args(args).fleet_spec()
 
 
 def ask_daemon(

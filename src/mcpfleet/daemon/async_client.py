@@ -91,8 +91,8 @@ class AsyncControlClient:
     ) -> AsyncIterator[AsyncControlClient]:
         """Connect and say hello, for the life of the block.
 
-        ``DaemonUnavailable`` when that fails; its ``__cause__`` is ``FileNotFoundError`` or
-        ``ConnectionRefusedError`` when no daemon runs at all.
+        ``DaemonUnavailable`` when that fails; its ``__cause__`` is the failed connect's
+        ``OSError``, for which ``launch.no_daemon_listens`` says whether no daemon runs at all.
         """
         target = paths.socket_path() if path is None else path
         try:
@@ -102,7 +102,7 @@ class AsyncControlClient:
                 f"cannot connect to the daemon at {target}: {error.strerror or error}"
             ) from error
         async with stream:
-            check_peer(stream.extra(SocketAttribute.raw_socket))
+            check_peer(stream.extra(SocketAttribute.raw_socket), target)
             receive = BufferedByteReceiveStream(stream)
             try:
                 with anyio.fail_after(HELLO_TIMEOUT_S):

@@ -18,6 +18,7 @@ from __future__ import annotations
 import itertools
 import os
 import socket
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,7 +26,8 @@ from types import TracebackType
 from typing import Any, BinaryIO
 
 from mcpfleet.daemon import paths, wire
-from mcpfleet.daemon.peer import peer_credentials
+from mcpfleet.daemon.launch import no_daemon_listens
+from mcpfleet.daemon.peer import ForeignDaemon, require_same_user
 
 HELLO_TIMEOUT_S = 10.0
 """How long a client waits for the daemon's answer to its hello."""
@@ -161,18 +163,12 @@ def encode_request(request_id: int, op: str, params: Mapping[str, Any]) -> bytes
     return wire.encode_line({**params, "id": request_id, "op": op})
 
 
-def check_peer(sock: socket.socket) -> None:
-    """Refuse a socket whose listening process runs as another user.
-
-    The runtime folder is private, so this only matters when it is not what it should be
-    (a folder another user created first, a path given by hand): then the answers to our
-    requests, tool results included, would come from someone else.
-    """
-    credentials = peer_credentials(sock)
-    if not credentials.same_user:
-        raise DaemonUnavailable(
-            f"the daemon's socket is served by user {credentials.uid}, not by you ({os.getuid()}): not used"
-        )
+def check_peer(sock: socket.socket, socket_file: Path) -> None:
+    """``DaemonUnavailable`` when the socket's listening process runs as another user."""
+    try:
+        require_same_user(sock, socket_file)
+    except ForeignDaemon as error:
+        raise DaemonUnavailable(str(error)) from error
 
 
 class ControlClient:
@@ -201,7 +197,7 @@ class ControlClient:
                 raise DaemonUnavailable(
                     f"cannot connect to the daemon at {target}: {error.strerror or error}"
                 ) from error
-            check_peer(sock)
+            check_peer(sock, target)
             reader = sock.makefile("rb")
             try:
                 sock.sendall(control_hello(host=host).encode())
@@ -223,30 +219,46 @@ class ControlClient:
             raise
         return cls(sock, reader, welcome)
 
-    def request(self, op: str, params: Mapping[str, Any] | None = None) -> dict[str, Any]:
-        """Send one request and wait for its answer's result.
+    def request(
+        self, op: str, params: Mapping[str, Any] | None = None, *, timeout_s: float | None = None
+    ) -> dict[str, Any]:
+        """Send one request and wait for its answer's result, at most ``timeout_s`` (None: as
+        long as the daemon's own bounds, a tool's timeout, allow).
 
         ``OperationFailed`` when the daemon answers with an error; ``DaemonLost`` when the
-        connection ends first (``request_sent`` tells whether the daemon may have acted).
+        connection ends first or the time is up (``request_sent`` tells whether the daemon may
+        have acted). After the time is up the connection is of no more use: close it.
         """
         request_id = next(self._ids)
         line = encode_request(request_id, op, params or {})
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
         try:
+            self._socket.settimeout(timeout_s)
             self._socket.sendall(line)
-        except OSError as error:
+        except OSError as error:  # a timeout too: the line did not go whole, nothing can act on it
             raise DaemonLost(
                 f"the daemon went away before request {op!r} was sent: {error}", request_sent=False
             ) from error
-        while True:
-            message = self._read_message(op)
-            if isinstance(message, Event):
-                self.events.append(message)
-            elif message.id == request_id:
-                return message.unwrap()
+        try:
+            while True:
+                if deadline is not None:
+                    # A per-read timeout; events arriving meanwhile must not stretch the wait.
+                    self._socket.settimeout(max(deadline - time.monotonic(), 0.001))
+                message = self._read_message(op, timeout_s)
+                if isinstance(message, Event):
+                    self.events.append(message)
+                elif message.id == request_id:
+                    return message.unwrap()
+        finally:
+            self._socket.settimeout(None)
 
-    def _read_message(self, op: str) -> Answer | Event:
+    def _read_message(self, op: str, timeout_s: float | None) -> Answer | Event:
         try:
             line = self._reader.readline(wire.MAX_CONTROL_LINE_BYTES + 1)
+        except TimeoutError as error:
+            raise DaemonLost(
+                f"the daemon did not answer {op!r} within {timeout_s:g} s", request_sent=True
+            ) from error
         except OSError as error:
             raise DaemonLost(
                 f"the connection to the daemon broke during {op!r}: {error}", request_sent=True
@@ -291,6 +303,6 @@ def connect_if_running(path: Path | None = None, *, host: str | None = None) -> 
     try:
         return ControlClient.connect(path, host=host)
     except DaemonUnavailable as error:
-        if isinstance(error.__cause__, FileNotFoundError | ConnectionRefusedError):
+        if no_daemon_listens(error.__cause__):
             return None
         raise

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from mcpfleet.daemon import wire
-from mcpfleet.transport.stdio import LineFramer, OversizedLine, describe_size
+from mcpfleet.transport.framing import LineFramer, OversizedLine, describe_size
 
 if TYPE_CHECKING:
     from mcpfleet.config.model import DiscoveryResult

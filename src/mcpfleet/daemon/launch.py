@@ -24,7 +24,6 @@ import errno
 import fcntl
 import os
 import socket
-import struct
 import sys
 import threading
 import time
@@ -32,6 +31,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from mcpfleet.daemon import paths
+from mcpfleet.daemon.peer import require_same_user
 
 NO_DAEMON_ENV = "MCPFLEET_NO_DAEMON"
 """Set to ``1`` (``true``, ``yes``): nothing uses or starts the daemon; ``serve`` serves in
@@ -43,13 +43,31 @@ LOCK_TIMEOUT_S = START_TIMEOUT_S + 5.0
 POLL_INTERVAL_S = 0.01
 """Between two tries of the lock, or of the socket while a daemon starts."""
 LOG_FILE_MODE = 0o600
-
-_UCRED = struct.Struct("3i")
-"""``struct ucred`` of ``SO_PEERCRED``: pid, uid, gid."""
+RECONNECT_LIMIT = 3
+RECONNECT_WINDOW_S = 30.0
+"""A client that lost the daemon (a shim, an agent session) reconnects at most
+``RECONNECT_LIMIT`` times within this window; one more loss and it stops trying: a daemon
+that keeps dying is not restarted in a loop by every client."""
+RECONNECT_PAUSE_S = 0.5
+"""Before a client tries to reach a daemon again."""
 
 
 class DaemonStartError(OSError):
     """The daemon could not be reached or started; the message says why and where to look."""
+
+
+_NO_DAEMON_ERRNOS = frozenset({errno.ENOENT, errno.ECONNREFUSED, errno.ENOTSOCK})
+
+
+def no_daemon_listens(error: BaseException | None) -> bool:
+    """Whether a failed ``connect`` to the socket means that no daemon runs: no socket file,
+    or one nobody listens on (a daemon killed without its cleanup leaves it)."""
+    return isinstance(error, OSError) and error.errno in _NO_DAEMON_ERRNOS
+
+
+def stopped_while(what: str) -> str:
+    """What a client says of a request (``what``) that was running when the daemon went away."""
+    return f"the mcpfleet daemon stopped while this {what} ran; retry it"
 
 
 def daemon_disabled() -> bool:
@@ -70,7 +88,7 @@ def connect() -> socket.socket | None:
     """A connection to the running daemon, or None when no daemon listens on the socket.
 
     The runtime folder is created or checked first (``RuntimeFolderError`` when it cannot be
-    trusted); a socket answered by another user's process is refused (``DaemonStartError``).
+    trusted); a socket answered by another user's process is refused (``peer.ForeignDaemon``).
     """
     paths.ensure_runtime_dir()
     return _connect(paths.socket_path())
@@ -121,33 +139,20 @@ def _connect(socket_file: Path) -> socket.socket | None:
     connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
     try:
         connection.connect(os.fspath(socket_file))
-    except (FileNotFoundError, ConnectionRefusedError):
-        connection.close()
-        return None
     except OSError as error:
         connection.close()
-        if error.errno in (errno.ENOENT, errno.ECONNREFUSED, errno.ENOTSOCK):
+        if no_daemon_listens(error):
             return None
         raise DaemonStartError(
             f"{socket_file}: cannot connect to the mcpfleet daemon ({error.strerror})"
         ) from error
     try:
-        _check_peer(connection, socket_file)
+        # The folder should make sure of it; this holds even if the folder's check were wrong.
+        require_same_user(connection, socket_file)
     except BaseException:
         connection.close()
         raise
     return connection
-
-
-def _check_peer(connection: socket.socket, socket_file: Path) -> None:
-    """The process behind the socket must be this user's (the folder should make sure of it;
-    this holds even if the folder's check were wrong)."""
-    pid, uid, _ = _UCRED.unpack(connection.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _UCRED.size))
-    if uid != os.getuid():
-        raise DaemonStartError(
-            f"{socket_file}: answered by process {pid} of user {uid}, not by your own daemon; "
-            f"remove the socket, or set {paths.RUNTIME_DIR_ENV} to a folder of yours"
-        )
 
 
 @contextlib.contextmanager

@@ -24,22 +24,21 @@ from anyio.abc import TaskStatus
 from mcpfleet.client.definitions import ToolDefinition
 from mcpfleet.daemon.async_client import AsyncControlClient
 from mcpfleet.daemon.client import DaemonLost, DaemonRefused, DaemonUnavailable, OperationFailed
-from mcpfleet.daemon.wire import FleetSpec
+from mcpfleet.daemon.launch import (
+    RECONNECT_LIMIT,
+    RECONNECT_PAUSE_S,
+    RECONNECT_WINDOW_S,
+    no_daemon_listens,
+    stopped_while,
+)
+from mcpfleet.daemon.wire import RESTART_CODES, FleetSpec
 from mcpfleet.errors import Failure
 from mcpfleet.fleet.tools import MCPTool, ToolResult
 
 logger = logging.getLogger(__name__)
 
-RECONNECT_DELAY_S = 0.5
-"""Pause before connecting again after the daemon went away."""
-MAX_RECONNECTS = 3
-RECONNECT_WINDOW_S = 30.0
-"""More than ``MAX_RECONNECTS`` losses within this window and the session stops trying:
-a daemon that keeps dying should not be restarted in a loop by every agent."""
 READY_WAIT_S = 15.0
 """How long a call waits for the connection to come back before it fails."""
-_RESTART_CODES = frozenset({"version-mismatch", "draining"})
-"""Refusals of a daemon on its way out: a new one is started in its place, once."""
 
 StartDaemon = Callable[[], object]
 """Starts the daemon and returns once it accepts connections (``launch.start_daemon``)."""
@@ -171,9 +170,7 @@ class DaemonFleet(anyio.AsyncContextManagerMixin):
         except DaemonLost as error:
             if not error.request_sent:
                 raise
-            raise DaemonLost(
-                "the mcpfleet daemon stopped while this call ran; retry it", request_sent=True
-            ) from error
+            raise DaemonLost(stopped_while("call"), request_sent=True) from error
 
     # -- the connection ---------------------------------------------------------------
 
@@ -227,7 +224,7 @@ class DaemonFleet(anyio.AsyncContextManagerMixin):
                 self._set_client(None)
             now = anyio.current_time()
             losses = [*(moment for moment in losses if now - moment < RECONNECT_WINDOW_S), now]
-            if len(losses) > MAX_RECONNECTS:
+            if len(losses) > RECONNECT_LIMIT:
                 self._gave_up = (
                     f"the mcpfleet daemon went away {len(losses)} times within {RECONNECT_WINDOW_S:.0f} s "
                     f"(last: {reason}); this session no longer reaches it"
@@ -236,7 +233,7 @@ class DaemonFleet(anyio.AsyncContextManagerMixin):
                 self._set_client(None)
                 return
             logger.warning("the mcpfleet daemon went away (%s): connecting again", reason)
-            await anyio.sleep(RECONNECT_DELAY_S)
+            await anyio.sleep(RECONNECT_PAUSE_S)
 
     async def _open(self, stack: AsyncExitStack) -> AsyncControlClient:
         """A connection that said hello, starting a daemon when none runs or one is leaving."""
@@ -247,10 +244,10 @@ class DaemonFleet(anyio.AsyncContextManagerMixin):
                     AsyncControlClient.connect(self._socket_path, host=self._host)
                 )
             except DaemonRefused as refusal:
-                if refusal.code not in _RESTART_CODES or self._start is None or started:
+                if refusal.code not in RESTART_CODES or self._start is None or started:
                     raise
             except DaemonUnavailable as error:
-                none_runs = isinstance(error.__cause__, FileNotFoundError | ConnectionRefusedError)
+                none_runs = no_daemon_listens(error.__cause__)
                 if not none_runs or self._start is None or started:
                     raise
             started = True

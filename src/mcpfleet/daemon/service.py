@@ -406,7 +406,7 @@ class DaemonService:
             client.pid = hello.pid or client.pid
             if hello.kind == "session":
                 assert hello.fleet is not None, "parse_hello requires a session's fleet"
-                client.project = hello.fleet.cwd
+                client.project = str(await anyio.Path(hello.fleet.cwd).resolve())
                 await self._serve_session(connection, client, hello.fleet, already_read)
             else:
                 from mcpfleet.daemon.control import serve_control

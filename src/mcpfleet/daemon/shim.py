@@ -18,8 +18,8 @@ answers each host request in flight with an error (``DAEMON_STOPPED``: the host 
 reconnects (starting a new daemon), replays ``initialize`` under an id of its own (swallowing
 the answer) and ``notifications/initialized``, drops the host's late answers to the old
 daemon's requests, and tells the host that its tool, resource and prompt lists changed: the
-host sees a list change, not a dead server. A daemon that goes away ``RECONNECT_LIMIT`` times
-within ``RECONNECT_WINDOW_S`` ends the shim with exit 1 and a line on stderr.
+host sees a list change, not a dead server. A daemon that goes away ``launch.RECONNECT_LIMIT``
+times within ``launch.RECONNECT_WINDOW_S`` ends the shim with exit 1 and a line on stderr.
 
 A host line is held up to ``MAX_HOST_LINE_BYTES`` (the in-process gateway's limit); a longer
 one is dropped and, when it was a request, answered with ``Invalid Request``. The daemon's
@@ -50,7 +50,13 @@ from typing import Any
 
 from mcpfleet import __version__
 from mcpfleet.daemon import launch, wire
-from mcpfleet.transport.framing import LineFramer, OversizedLine, describe_size, edge_members
+from mcpfleet.transport.framing import (
+    LineFramer,
+    OversizedLine,
+    edge_members,
+    oversized_refusal,
+    oversized_request_id,
+)
 
 MAX_HOST_LINE_BYTES = 16 * 1024 * 1024
 """The longest line the host may send: the in-process gateway's ``MAX_MESSAGE_BYTES`` (a test
@@ -63,15 +69,8 @@ ANSWER_TIMEOUT_S = 10.0
 session's start-up gate: the daemon answers once the session's fleet has passed its gate,
 as the in-process gateway starts reading stdin then (``--startup-timeout 0``, wait for every
 server, waits for the daemon as long as it takes: it answers, or closes the connection)."""
-RECONNECT_LIMIT = 3
-RECONNECT_WINDOW_S = 30.0
-"""At most ``RECONNECT_LIMIT`` reconnections within this window; one more ends the shim."""
-RETRY_PAUSE_S = 0.5
-"""Between two failed tries to reach a new daemon."""
-
 DAEMON_STOPPED = -32603
 """The error a host request in flight gets when the daemon goes away (JSON-RPC internal error)."""
-DAEMON_STOPPED_MESSAGE = "the mcpfleet daemon stopped while this request ran; retry it"
 INVALID_REQUEST = -32600
 REPLAY_ID_PREFIX = "mcpfleet-shim-initialize-"
 LIST_CHANGED: dict[str, str] = {
@@ -85,9 +84,6 @@ EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 """The exit codes of the CLI contract (``cli/output.py``; not imported: it loads logging)."""
-
-RESTART_CODES = frozenset({"version-mismatch", "draining"})
-"""Refusals after which a new daemon is started (the refusing one is on its way out)."""
 
 
 class ShimError(Exception):
@@ -174,7 +170,7 @@ def open_session(settings: ShimSettings) -> Session:
             return _hello(connection, settings.fleet)
         except Refused as refusal:
             connection.close()
-            if refusal.code not in RESTART_CODES or attempt == 1:
+            if refusal.code not in wire.RESTART_CODES or attempt == 1:
                 raise
         except BaseException:
             connection.close()
@@ -404,12 +400,8 @@ def _changing_lists(answer: dict[str, Any] | None) -> tuple[str, ...]:
     return tuple(LIST_CHANGED[capability] for capability in LIST_CHANGED if capability in declared)
 
 
-def _encode(document: dict[str, Any]) -> bytes:
-    return json.dumps(document, separators=(",", ":")).encode() + b"\n"
-
-
 def _error_line(request_id: Any, code: int, message: str) -> bytes:
-    return _encode({"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message}})
+    return wire.encode_line({"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message}})
 
 
 # --- the two directions ------------------------------------------------------------------------
@@ -430,15 +422,17 @@ class _HostOutput:
         self._waiting: list[bytes] = []
 
     def copy(self, chunk: bytes) -> None:
+        if not chunk:
+            return
         with self._lock:
             end = chunk.rfind(b"\n") + 1
             if self._waiting and end:
-                self._write(chunk[:end] + b"".join(self._waiting))
+                # The waiting lines go right after the end of the daemon's line they waited for.
+                self._write(chunk[:end] + b"".join(self._waiting) + chunk[end:])
                 self._waiting.clear()
-                chunk = chunk[end:]
-            if chunk:
+            else:
                 self._write(chunk)
-                self._mid_line = not chunk.endswith(b"\n")
+            self._mid_line = end != len(chunk)
 
     def send(self, line: bytes) -> None:
         with self._lock:
@@ -567,12 +561,12 @@ class _Relay:
             connection.shutdown()
 
     def _refuse_oversized(self, line: OversizedLine) -> None:
-        message = read_message(line)
-        if message is None or not message.is_request:
-            return
-        limit = describe_size(MAX_HOST_LINE_BYTES)
-        text = f"message of {line.size} bytes is over the gateway's limit of {limit}"
-        self._output.send(_error_line(message.id, INVALID_REQUEST, text))
+        # Only a request is answered: nobody waits for a notification or a response.
+        request_id = oversized_request_id(line)
+        if request_id is not None:
+            self._output.send(
+                _error_line(request_id, INVALID_REQUEST, oversized_refusal(line, MAX_HOST_LINE_BYTES))
+            )
 
     # daemon -> host
 
@@ -625,7 +619,7 @@ class _Relay:
         try:
             self._output.end_cut_line()
             for request_id in unanswered:
-                self._output.send(_error_line(request_id, DAEMON_STOPPED, DAEMON_STOPPED_MESSAGE))
+                self._output.send(_error_line(request_id, DAEMON_STOPPED, launch.stopped_while("request")))
         except OSError:
             self._finish(EXIT_OK)
             return None
@@ -638,7 +632,12 @@ class _Relay:
                 return None
             try:
                 session = open_session(self._settings)
-                leftover = self._replay(session)
+                try:
+                    leftover = self._replay(session)
+                except BaseException:
+                    # Half open, the daemon's session would hold its servers for nobody.
+                    session.connection.close()
+                    raise
             except Refused as refusal:
                 if refusal.code == "environment-mismatch":
                     self._finish(EXIT_FAILED, f"{refusal}; restart the session")
@@ -648,7 +647,7 @@ class _Relay:
                 self._last_problem = str(error)
             else:
                 break
-            time.sleep(RETRY_PAUSE_S)
+            time.sleep(launch.RECONNECT_PAUSE_S)
         with self._lock:
             if self._finished.is_set():
                 session.connection.close()
@@ -659,7 +658,7 @@ class _Relay:
         _say(f"the mcpfleet daemon went away; the session goes on with pid {session.answer.get('pid')}")
         try:
             for notification in changed:
-                self._output.send(_encode({"jsonrpc": "2.0", "method": notification}))
+                self._output.send(wire.encode_line({"jsonrpc": "2.0", "method": notification}))
         except OSError:
             self._finish(EXIT_OK)
             return None
@@ -668,12 +667,13 @@ class _Relay:
     def _count_reconnection(self) -> str | None:
         """None while reconnections stay within the budget, else why the shim ends."""
         now = time.monotonic()
-        while self._reconnections and now - self._reconnections[0] > RECONNECT_WINDOW_S:
+        while self._reconnections and now - self._reconnections[0] > launch.RECONNECT_WINDOW_S:
             self._reconnections.popleft()
-        if len(self._reconnections) >= RECONNECT_LIMIT:
+        if len(self._reconnections) >= launch.RECONNECT_LIMIT:
             last = f" (last: {self._last_problem})" if self._last_problem else ""
             return (
-                f"the mcpfleet daemon went away {RECONNECT_LIMIT} times within {RECONNECT_WINDOW_S:.0f} s"
+                f"the mcpfleet daemon went away {launch.RECONNECT_LIMIT} times within "
+                f"{launch.RECONNECT_WINDOW_S:.0f} s"
                 f"{last}; see `mcpfleet daemon logs`, or serve with `mcpfleet serve --no-daemon`"
             )
         self._reconnections.append(now)
@@ -695,7 +695,7 @@ class _Relay:
             private_id = f"{REPLAY_ID_PREFIX}{self._replays}"
             request = json.loads(initialize)
             request["id"] = private_id
-            connection.sendall(_encode(request))
+            connection.sendall(wire.encode_line(request))
             leftover = self._swallow_answer(connection, leftover, private_id)
         if initialized is not None:
             connection.sendall(initialized)

@@ -61,6 +61,9 @@ REFUSAL_CODES = {
     "refused": "the daemon cannot serve this session (the message says why)",
 }
 
+RESTART_CODES = frozenset({"version-mismatch", "draining"})
+"""Refusals of a daemon on its way out: a client starts a new one in its place, once."""
+
 CONTROL_OPS: dict[str, str] = {
     "ping": "-> {pid, version, since}",
     "status": "-> the `daemon status --json` document",
@@ -109,7 +112,11 @@ class FleetSpec:
     def from_json(cls, raw: Any) -> FleetSpec:
         if not isinstance(raw, Mapping) or not isinstance(raw.get("cwd"), str):
             raise WireError('"fleet" must be an object with a "cwd" string')
-        values: dict[str, Any] = {"cwd": raw["cwd"]}
+        cwd: str = raw["cwd"]
+        # The daemon runs in a folder of its own: a relative path would name a folder there.
+        if not os.path.isabs(cwd) or "\0" in cwd:
+            raise WireError(f'"fleet.cwd" must be an absolute path, got {cwd!r}')
+        values: dict[str, Any] = {"cwd": cwd}
         for name, expected in _FLEET_FIELD_TYPES.items():
             value = raw.get(name)
             if value is None:
@@ -209,7 +216,13 @@ def refused(code: str, message: str) -> bytes:
 
 
 def encode_line(document: Mapping[str, Any]) -> bytes:
-    return json.dumps(document, separators=(",", ":"), ensure_ascii=False).encode() + b"\n"
+    """One JSON line in UTF-8, valid whatever its strings hold."""
+    try:
+        return json.dumps(document, separators=(",", ":"), ensure_ascii=False).encode() + b"\n"
+    except UnicodeEncodeError:
+        # A lone surrogate has no UTF-8 (a folder name that is not UTF-8, a ``\ud800`` escape
+        # read from a peer): escaped, it stays JSON, and decodes to the same string.
+        return json.dumps(document, separators=(",", ":")).encode() + b"\n"
 
 
 def decode_line(line: bytes, *, limit: int = MAX_CONTROL_LINE_BYTES) -> dict[str, Any]:
@@ -218,7 +231,8 @@ def decode_line(line: bytes, *, limit: int = MAX_CONTROL_LINE_BYTES) -> dict[str
         raise WireError(f"line of {len(line)} bytes is over the limit of {limit}")
     try:
         document = json.loads(line)
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+    except (ValueError, RecursionError) as error:
+        # RecursionError: a line nested deeper than the parser's stack (``[[[[...``).
         raise WireError(f"not JSON: {error}") from None
     if not isinstance(document, dict):
         raise WireError("not a JSON object")

@@ -35,7 +35,7 @@ import anyio
 import anyio.to_thread
 
 from mcpfleet.gateway.core import Gateway
-from mcpfleet.transport.stdio import LineFramer, OversizedLine, describe_size, oversized_request_id
+from mcpfleet.transport.framing import LineFramer, OversizedLine, oversized_refusal, oversized_request_id
 
 if TYPE_CHECKING:
     from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
@@ -212,9 +212,7 @@ def _decode(
 
     if isinstance(line, OversizedLine):
         return None, _error_reply(
-            oversized_request_id(line),
-            mcp_types.INVALID_REQUEST,
-            f"message of {line.size} bytes is over the gateway's limit of {describe_size(max_message_bytes)}",
+            oversized_request_id(line), mcp_types.INVALID_REQUEST, oversized_refusal(line, max_message_bytes)
         )
     if not line.strip():
         return None, None

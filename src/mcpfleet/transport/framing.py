@@ -179,6 +179,11 @@ def oversized_request_id(line: OversizedLine) -> int | str | None:
     return request_id
 
 
+def oversized_refusal(line: OversizedLine, max_line_bytes: int) -> str:
+    """What a client is told of its message over the limit: the gateway's and the shim's words."""
+    return f"message of {line.size} bytes is over the gateway's limit of {describe_size(max_line_bytes)}"
+
+
 def describe_size(size: int) -> str:
     """``64 MiB``, ``512 KiB`` or ``1000 bytes``."""
     for unit, factor in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):

@@ -35,14 +35,7 @@ import anyio.abc
 
 from mcpfleet.config.model import DEFAULT_MAX_MESSAGE_BYTES
 from mcpfleet.transport.folding import NotificationFolder
-from mcpfleet.transport.framing import (
-    OVERSIZED_KEPT_BYTES,
-    LineFramer,
-    OversizedLine,
-    describe_size,
-    oversized_request_id,
-    oversized_response_id,
-)
+from mcpfleet.transport.framing import LineFramer, OversizedLine, describe_size, oversized_response_id
 from mcpfleet.transport.pipe import PipeReader
 from mcpfleet.transport.process import ServerProcess
 
@@ -282,14 +275,4 @@ class StdioTransport(anyio.AsyncContextManagerMixin):
             await self._read_writer.aclose()
 
 
-__all__ = [
-    "MESSAGE_TOO_LARGE",
-    "OVERSIZED_KEPT_BYTES",
-    "LineFramer",
-    "MessageReader",
-    "OversizedLine",
-    "StdioTransport",
-    "describe_size",
-    "oversized_request_id",
-    "oversized_response_id",
-]
+__all__ = ["MESSAGE_TOO_LARGE", "MessageReader", "StdioTransport"]

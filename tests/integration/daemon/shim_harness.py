@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mcpfleet.daemon.shim import REPLAY_ID_PREFIX
+
 MCPFLEET = Path(sys.executable).parent / "mcpfleet"
 WAIT_S = 20.0
 """Bound of every wait for a line or a state: generous, the machine is shared."""
@@ -61,6 +63,7 @@ class ScriptedDaemon:
         refusals: tuple[str, ...] = (),
         capabilities: dict[str, Any] | None = None,
         silent_initialize: int = 0,
+        failed_replays: int = 0,
         answer_delay_s: float = 0.0,
     ) -> None:
         self.socket_path = socket_path
@@ -68,10 +71,15 @@ class ScriptedDaemon:
         """How long the hello's answer waits (a daemon whose session waits for every server)."""
         self.silent_initialize = silent_initialize
         """How many sessions, the first ones, never answer ``initialize``."""
+        self.failed_replays = failed_replays
+        """How many ``initialize`` requests the shim replays under its own id, the first ones,
+        are answered with an error."""
         self.refusals = list(refusals)
         self.capabilities = CAPABILITIES if capabilities is None else capabilities
         self.sessions: list[ScriptedSession] = []
         self.hellos: list[dict[str, Any]] = []
+        self.timeline: list[str] = []
+        """``hello`` when a hello arrives, ``end N`` when session N (from 0) reads its end."""
         self.changed = threading.Condition()
         self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self._threads: list[threading.Thread] = []
@@ -133,6 +141,7 @@ class ScriptedDaemon:
         hello = json.loads(reader.readline())
         with self.changed:
             self.hellos.append(hello)
+            self.timeline.append("hello")
             self.changed.notify_all()
         if self.refusals:
             code = self.refusals.pop(0)
@@ -162,6 +171,9 @@ class ScriptedDaemon:
                 self._answer(session, message)
         except (OSError, ValueError):
             return
+        with self.changed:
+            self.timeline.append(f"end {session.index}")
+            self.changed.notify_all()
 
     def _answer(self, session: ScriptedSession, message: dict[str, Any]) -> None:
         method, request_id = message.get("method"), message.get("id")
@@ -170,6 +182,10 @@ class ScriptedDaemon:
         result: dict[str, Any]
         if method == "initialize":
             if session.index < self.silent_initialize:
+                return
+            if str(request_id).startswith(REPLAY_ID_PREFIX) and self.failed_replays > 0:
+                self.failed_replays -= 1
+                session.send({"jsonrpc": "2.0", "id": request_id, "error": {"code": -32603, "message": "no"}})
                 return
             result = {
                 "protocolVersion": message["params"]["protocolVersion"],

@@ -24,7 +24,7 @@ from tests.integration.daemon.daemon_harness import (
 )
 
 from mcpfleet import __version__
-from mcpfleet.daemon import paths
+from mcpfleet.daemon import paths, wire
 
 
 def in_process(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -93,7 +93,10 @@ def test_status_describes_the_daemon_its_sessions_and_servers(
     user_config({"alpha": fake("alpha")})
     daemon = start_daemon()
     before = time.time()
-    with session(fleet_spec(isolated_home), host="claude"), control() as link:
+    # The session names its folder through a link: its project is the folder the link leads to.
+    link_to_home = isolated_home / "link-to-home"
+    link_to_home.symlink_to(isolated_home.resolve())
+    with session(wire.FleetSpec(cwd=str(link_to_home)), host="claude"), control() as link:
         status = link.control("status")["result"]
         ping = link.control("ping")["result"]
     assert ping == {"pid": daemon.pid, "version": __version__, "since": status["since"]}
@@ -163,6 +166,8 @@ def test_wrong_requests_are_answered_with_what_is_wrong(
         )
         link.send_line(b"{not json")
         not_json = link.receive()
+        link.send_line(b"[" * 200_000)
+        too_deep = link.receive()
         link.send({"op": "ping"})
         no_id = link.receive()
         # The connection goes on after each of them.
@@ -174,4 +179,5 @@ def test_wrong_requests_are_answered_with_what_is_wrong(
         and '"arguments" must be a JSON object' in bad_arguments["error"]["message"]
     )
     assert not_json["id"] is None and not_json["error"]["exit"] == 2
+    assert too_deep["id"] is None and "maximum recursion depth" in too_deep["error"]["message"]
     assert no_id["id"] is None and 'needs an "id"' in no_id["error"]["message"]

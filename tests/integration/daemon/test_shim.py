@@ -19,11 +19,11 @@ from typing import Any
 import pytest
 from tests.integration.daemon.shim_harness import MCPFLEET, WAIT_S, ScriptedDaemon, ShimHost
 
+from mcpfleet.daemon.launch import RECONNECT_LIMIT
 from mcpfleet.daemon.shim import (
     ANSWER_TIMEOUT_S,
     DAEMON_STOPPED,
     MAX_HOST_LINE_BYTES,
-    RECONNECT_LIMIT,
     REPLAY_ID_PREFIX,
 )
 
@@ -86,6 +86,17 @@ def test_the_shim_relays_both_ways_and_says_which_fleet(daemon_runtime: Path, tm
     # The host is the shim's parent: this test's process.
     assert hello["host"] == Path("/proc/self/comm").read_text().strip()
     assert isinstance(hello["pid"], int)
+
+
+def test_a_folder_whose_name_is_not_utf8_is_the_session_s_folder(
+    daemon_runtime: Path, tmp_path: Path
+) -> None:
+    """Its name reaches the daemon escaped in the hello (it used to end the shim with a traceback)."""
+    project = Path(os.fsdecode(os.fsencode(tmp_path) + b"/caf\xe9"))
+    project.mkdir()
+    with ScriptedDaemon(daemon_runtime / "daemon.sock") as daemon, ShimHost("serve", cwd=project) as host:
+        assert host.initialize()["result"]["serverInfo"]["name"] == "scripted-daemon"
+    assert daemon.hellos[0]["fleet"]["cwd"] == str(project.resolve())
 
 
 def test_a_lost_daemon_is_replaced_without_the_host_noticing_more_than_a_list_change(
@@ -200,6 +211,31 @@ def test_a_daemon_that_keeps_going_away_ends_the_shim(daemon_runtime: Path) -> N
     assert len(lines) == RECONNECT_LIMIT + 1
     assert all("the session goes on" in line for line in lines[:-1])
     assert f"went away {RECONNECT_LIMIT} times within 30 s" in lines[-1]
+
+
+def test_a_new_daemon_that_fails_the_replay_has_its_connection_closed_before_the_next_try(
+    daemon_runtime: Path,
+) -> None:
+    """A session left half open would hold the daemon's servers for nobody."""
+    with (
+        ScriptedDaemon(daemon_runtime / "daemon.sock", failed_replays=1) as daemon,
+        ShimHost("serve") as host,
+    ):
+        host.initialize()
+        daemon.wait_for_lines(daemon.session(0), 2)
+        daemon.drop_sessions()
+        refused_replay = daemon.session(1)
+        daemon.wait_for_lines(daemon.session(2), 2)  # the try after it carries the session on
+        assert refused_replay.lines[0]["id"].startswith(REPLAY_ID_PREFIX) and len(refused_replay.lines) == 1
+        timeline = daemon.timeline
+        third_hello = [index for index, entry in enumerate(timeline) if entry == "hello"][2]
+        assert "end 1" in timeline[:third_hello], timeline
+        assert [host.receive()["method"] for _ in range(3)] == [
+            "notifications/tools/list_changed",
+            "notifications/resources/list_changed",
+            "notifications/prompts/list_changed",
+        ]
+        assert host.call("tools/list")["result"]["tools"][0]["name"] == "scripted_echo"
 
 
 def test_a_daemon_of_another_version_is_replaced_once(daemon_runtime: Path) -> None:
@@ -331,7 +367,10 @@ def test_a_socket_answered_by_another_user_is_refused(daemon_runtime: Path) -> N
         assert impostor.stdout is not None and impostor.stdout.readline() == b"listening\n"
         with ShimHost("serve") as host:
             assert host.wait_exit() == 1
-        assert re.search(r"answered by process \d+ of user 65534, not by your own daemon", host.stderr)
+        assert re.search(
+            rf"{re.escape(str(socket_file))}: answered by process \d+ of user 65534, not by your own daemon",
+            host.stderr,
+        )
     finally:
         impostor.kill()
         impostor.wait()

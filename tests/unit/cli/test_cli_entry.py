@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from mcpfleet.cli import entry, output
 from mcpfleet.cli.main import build_parser as cli_parser
-from mcpfleet.cli.options import FleetOptions
+from mcpfleet.cli.options import serve_fleet_spec
 from mcpfleet.daemon import shim
 from mcpfleet.daemon.wire import FleetSpec
 
@@ -56,19 +56,7 @@ def test_the_entry_knows_the_cli_options_and_reads_them_alike() -> None:
 
 def spec_from_cli(arguments: list[str]) -> FleetSpec:
     """The fleet ``mcpfleet.cli.main`` would serve for ``arguments``."""
-    args = cli_parser().parse_args(arguments)
-    options = FleetOptions.from_args(args)
-    return FleetSpec(
-        cwd=str(options.project_root),
-        trust_project=options.trust_project,
-        enable_project_config=options.enable_project_config,
-        startup_timeout_ms=options.startup_timeout_ms,
-        profile=args.profile,
-        prefix=args.prefix,
-        max_name_length=args.max_name_length,
-        tools=args.tool_mode,
-        max_tools=args.max_tools,
-    )
+    return serve_fleet_spec(cli_parser().parse_args(arguments))
 
 
 GLOBAL_WORDS = st.sampled_from(

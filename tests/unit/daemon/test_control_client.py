@@ -4,7 +4,9 @@ another user, and "no daemon" found at once without starting one."""
 
 from __future__ import annotations
 
+import argparse
 import os
+import re
 import socket
 import threading
 import time
@@ -205,7 +207,8 @@ def test_a_socket_served_by_another_user_is_not_used(tmp_path: Path) -> None:
     os.close(ready_write)
     try:
         assert os.read(ready_read, 1) == b"1"
-        with pytest.raises(DaemonUnavailable, match=f"served by user {nobody.pw_uid}"):
+        other_user = rf"answered by process \d+ of user {nobody.pw_uid}, not by your own daemon"
+        with pytest.raises(DaemonUnavailable, match=rf"{re.escape(str(target))}: {other_user}"):
             connect_if_running(target)
         _, status = os.waitpid(child, 0)
         assert os.WEXITSTATUS(status) == 0, "the client sent its hello to another user's socket"
@@ -213,3 +216,31 @@ def test_a_socket_served_by_another_user_is_not_used(tmp_path: Path) -> None:
         os.close(ready_read)
         target.unlink(missing_ok=True)
         folder.rmdir()
+
+
+def test_a_request_left_unanswered_ends_at_its_timeout_with_the_connection_lost() -> None:
+    # Events come, the answer never does.
+    def script(request: dict[str, Any]) -> Reply:
+        return Reply(tuple({"event": "tools_changed"} for _ in range(3)))
+
+    with control_peer(paths.socket_path(), script), ControlClient.connect() as client:
+        started = time.monotonic()
+        with pytest.raises(DaemonLost, match=r"did not answer 'status' within 0.5 s") as lost:
+            client.request("status", timeout_s=0.5)
+        assert lost.value.request_sent
+        assert time.monotonic() - started < 10.0
+        assert [event.name for event in client.events] == ["tools_changed"] * 3
+
+
+@pytest.mark.parametrize(("action", "first_op"), [("status", "status"), ("stop", "ping")])
+def test_daemon_status_and_stop_give_up_on_a_daemon_that_never_answers(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], action: str, first_op: str
+) -> None:
+    from mcpfleet.cli import daemon_commands
+
+    monkeypatch.setattr(daemon_commands, "CONTROL_TIMEOUT_S", 0.5)
+    command = {"status": daemon_commands.status_command, "stop": daemon_commands.stop_command}[action]
+    with control_peer(paths.socket_path(), lambda request: None) as peer:
+        assert command(argparse.Namespace(json=False)) == 1
+    assert f"did not answer {first_op!r} within 0.5 s" in capsys.readouterr().err
+    assert [request["op"] for request in peer.requests] == [first_op]

@@ -114,20 +114,19 @@ class DaemonFleet(anyio.AsyncContextManagerMixin):
 
     @asynccontextmanager
     async def __asynccontextmanager__(self) -> AsyncIterator[Self]:
-        following = False
         try:
             async with anyio.create_task_group() as group:
                 await group.start(self._follow)
-                following = True
                 try:
                     yield self
                 finally:
                     group.cancel_scope.cancel()
         except BaseExceptionGroup as failures:
-            if following or len(failures.exceptions) != 1:
+            # One error is given back as it was raised, not as a group of one: the first
+            # connection's (``DaemonUnavailable``, for the caller to serve in-process), or the
+            # block's own, as it would come out of a session of this process.
+            if len(failures.exceptions) != 1:
                 raise
-            # The first connection failed: its own error (``DaemonUnavailable``), for the
-            # caller to serve in-process, rather than a group of one.
             raise failures.exceptions[0] from None
 
     def subscribe(self, listener: Callable[[], None]) -> Callable[[], None]:

@@ -164,6 +164,15 @@ async def test_a_daemon_gone_while_listing_again_is_reconnected_to(
     assert len(peer.hellos) == 2
 
 
+@pytest.mark.usefixtures("peer")
+@pytest.mark.parametrize("daemon", [True, False], ids=["through-the-daemon", "in-process"])
+async def test_an_error_in_the_block_comes_out_as_it_was_raised(tmp_path: Path, daemon: bool) -> None:
+    with anyio.fail_after(30), pytest.raises(ValueError, match="the caller's own") as raised:
+        async with open_agent_session(tmp_path, daemon=daemon):
+            raise ValueError("the caller's own")
+    assert type(raised.value) is ValueError
+
+
 @pytest.mark.usefixtures("local_fleet")
 @pytest.mark.parametrize("code", ["environment-mismatch", "refused"])
 async def test_a_refusal_falls_back_to_a_fleet_of_this_process(

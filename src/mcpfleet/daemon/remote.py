@@ -110,7 +110,8 @@ class DaemonFleet(anyio.AsyncContextManagerMixin):
         self._client: AsyncControlClient | None = None
         self._client_changed = anyio.Event()
         """Set (and replaced) whenever ``_client`` changes: what a call waiting for it awaits."""
-        self._gave_up: str | None = None
+        self._ended: str | None = None
+        """Why every call now fails at once: the session gave up on the daemon, or was left."""
 
     @asynccontextmanager
     async def __asynccontextmanager__(self) -> AsyncIterator[Self]:
@@ -120,6 +121,7 @@ class DaemonFleet(anyio.AsyncContextManagerMixin):
                 try:
                     yield self
                 finally:
+                    self._end_calls("this agent session has ended: its MCP tools can no longer be called")
                     group.cancel_scope.cancel()
         except BaseExceptionGroup as failures:
             # One error is given back as it was raised, not as a group of one: the first
@@ -179,19 +181,24 @@ class DaemonFleet(anyio.AsyncContextManagerMixin):
     async def _ready_client(self) -> AsyncControlClient:
         """The open connection; while there is none, wait (bounded) for the next one."""
         with anyio.move_on_after(READY_WAIT_S):
-            while self._gave_up is None:
+            while self._ended is None:
                 client = self._client
                 if client is not None and not client.closed:
                     return client
                 await self._client_changed.wait()
         raise DaemonUnavailable(
-            self._gave_up or "the mcpfleet daemon is not reachable: it is being reconnected"
+            self._ended or "the mcpfleet daemon is not reachable: it is being reconnected"
         )
 
     def _set_client(self, client: AsyncControlClient | None) -> None:
         self._client = client
         changed, self._client_changed = self._client_changed, anyio.Event()
         changed.set()
+
+    def _end_calls(self, reason: str) -> None:
+        """Make every call fail at once with ``reason``, those waiting for a connection too."""
+        self._ended = reason
+        self._set_client(None)
 
     async def _follow(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Stay connected for the fleet's life: watch, list, list again at each change.
@@ -227,12 +234,12 @@ class DaemonFleet(anyio.AsyncContextManagerMixin):
             now = anyio.current_time()
             losses = [*(moment for moment in losses if now - moment < RECONNECT_WINDOW_S), now]
             if len(losses) > MAX_RECONNECTS:
-                self._gave_up = (
+                gave_up = (
                     f"the mcpfleet daemon went away {len(losses)} times within {RECONNECT_WINDOW_S:.0f} s "
                     f"(last: {reason}); this session no longer reaches it"
                 )
-                logger.warning("%s: its MCP tools stay as they were and calls fail", self._gave_up)
-                self._set_client(None)
+                logger.warning("%s: its MCP tools stay as they were and calls fail", gave_up)
+                self._end_calls(gave_up)
                 return
             logger.warning("the mcpfleet daemon went away (%s): connecting again", reason)
             await anyio.sleep(RECONNECT_DELAY_S)

@@ -165,6 +165,17 @@ async def test_a_daemon_gone_while_listing_again_is_reconnected_to(
 
 
 @pytest.mark.usefixtures("peer")
+async def test_a_call_after_the_session_ended_fails_at_once(tmp_path: Path) -> None:
+    async with open_agent_session(tmp_path, daemon=True) as session:
+        (tool,) = session.tools
+    # At once, not after waiting for a connection that will never come back (15 s).
+    with anyio.fail_after(5):
+        late = await tool.execute({"message": "too late"})
+    assert late.is_error
+    assert "this agent session has ended" in late.text
+
+
+@pytest.mark.usefixtures("peer")
 @pytest.mark.parametrize("daemon", [True, False], ids=["through-the-daemon", "in-process"])
 async def test_an_error_in_the_block_comes_out_as_it_was_raised(tmp_path: Path, daemon: bool) -> None:
     with anyio.fail_after(30), pytest.raises(ValueError, match="the caller's own") as raised:

@@ -15,7 +15,6 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
-from pathlib import Path
 from typing import Any, Self
 
 import anyio
@@ -26,7 +25,7 @@ from mcpfleet.daemon.async_client import AsyncControlClient
 from mcpfleet.daemon.client import DaemonLost, DaemonRefused, DaemonUnavailable, OperationFailed
 from mcpfleet.daemon.wire import FleetSpec
 from mcpfleet.errors import Failure
-from mcpfleet.fleet.tools import MCPTool, ToolResult
+from mcpfleet.fleet.tools import MCPTool, ToolResult, _details
 
 logger = logging.getLogger(__name__)
 
@@ -70,7 +69,7 @@ class DaemonTool(MCPTool):
             text=str(document.get("text") or ""),
             structured=document.get("structured"),
             is_error=bool(document.get("is_error")),
-            details={"server": self.server_name, "tool": self.mcp_tool_name, "provider": provider},
+            details=_details(self.server_name, self.mcp_tool_name, provider),
         )
 
 
@@ -90,22 +89,13 @@ class DaemonFleet(anyio.AsyncContextManagerMixin):
     run the fleet itself. Implements ``ToolBackend`` for its ``DaemonTool``s.
     """
 
-    def __init__(
-        self,
-        spec: FleetSpec,
-        *,
-        start: StartDaemon | None,
-        host: str | None = None,
-        socket_path: Path | None = None,
-    ) -> None:
-        self.spec = spec
+    def __init__(self, spec: FleetSpec, *, start: StartDaemon, host: str | None = None) -> None:
         self.tools: list[DaemonTool] = []
         self.errors: list[Failure] = []
         """What could not load, from the daemon's ``tools`` document."""
         self._fleet = spec.to_json()
         self._start = start
         self._host = host
-        self._socket_path = socket_path
         self._listeners: list[Callable[[], None]] = []
         self._client: AsyncControlClient | None = None
         self._client_changed = anyio.Event()
@@ -249,15 +239,13 @@ class DaemonFleet(anyio.AsyncContextManagerMixin):
         started = False
         while True:
             try:
-                return await stack.enter_async_context(
-                    AsyncControlClient.connect(self._socket_path, host=self._host)
-                )
+                return await stack.enter_async_context(AsyncControlClient.connect(host=self._host))
             except DaemonRefused as refusal:
-                if refusal.code not in _RESTART_CODES or self._start is None or started:
+                if refusal.code not in _RESTART_CODES or started:
                     raise
             except DaemonUnavailable as error:
                 none_runs = isinstance(error.__cause__, FileNotFoundError | ConnectionRefusedError)
-                if not none_runs or self._start is None or started:
+                if not none_runs or started:
                     raise
             started = True
             try:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
-from typing import Any, Self
+from typing import Any, Self, TypeGuard
 
 import anyio
 from anyio.abc import TaskStatus
@@ -71,6 +71,14 @@ class DaemonTool(MCPTool):
             is_error=bool(document.get("is_error")),
             details=_details(self.server_name, self.mcp_tool_name, provider),
         )
+
+
+def _names_a_tool(row: object) -> TypeGuard[Mapping[str, Any]]:
+    """A ``tools`` row with the names a ``DaemonTool`` needs: any other row is skipped, as one
+    bad row must not end the session's connection (nor hide the other tools)."""
+    return isinstance(row, Mapping) and all(
+        isinstance(row.get(key), str) and row.get(key) for key in ("name", "server", "mcp_name")
+    )
 
 
 def failure_of(row: Mapping[str, Any]) -> Failure:
@@ -263,7 +271,7 @@ class DaemonFleet(anyio.AsyncContextManagerMixin):
 
     async def _list_tools(self, client: AsyncControlClient) -> None:
         document = await client.request("tools", {"fleet": self._fleet})
-        self.tools = [DaemonTool(self, row) for row in document.get("tools", []) if isinstance(row, Mapping)]
+        self.tools = [DaemonTool(self, row) for row in document.get("tools", []) if _names_a_tool(row)]
         self.errors = [failure_of(row) for row in document.get("errors", []) if isinstance(row, Mapping)]
         for listener in list(self._listeners):
             listener()

@@ -136,6 +136,24 @@ async def test_a_change_event_swaps_the_tools(
     assert [r["op"] for r in peer.requests] == ["watch", "tools", "tools", "tools"]
 
 
+async def test_rows_missing_a_tool_name_are_skipped(
+    tmp_path: Path, peer: ControlPeer, scripted: ScriptedFleet
+) -> None:
+    unnamed = [{**tool_row("files", "bad"), "name": None}, {**tool_row("files", "bad"), "mcp_name": ""}]
+    scripted.tools = [{k: v for k, v in tool_row("files", "bad").items() if k != "server"}, *unnamed]
+    scripted.tools.append(tool_row("files", "echo"))
+    with anyio.fail_after(30):
+        async with open_agent_session(tmp_path, daemon=True) as session:
+            assert [t.name for t in session.tools] == ["mcp_files_echo"]
+            # And after a change: the connection lives on, and so do the session's calls.
+            scripted.tools = [*scripted.tools, tool_row("notes", "read")]
+            peer.push_event("tools_changed")
+            await wait_until(lambda: [t.name for t in session.tools] == ["mcp_files_echo", "mcp_notes_read"])
+            called = await session.call_tool("mcp_notes_read", {"message": "still here"})
+            assert called.text == "notes/read: still here"
+    assert len(peer.hellos) == 1
+
+
 async def test_a_daemon_gone_mid_call_is_an_error_result_and_the_next_call_reconnects(
     tmp_path: Path, peer: ControlPeer
 ) -> None:

@@ -1,7 +1,9 @@
 """``open_agent_session(daemon=True)`` against a scripted daemon on a real socket (the session
 is what is under test): tools registered from the ``tools`` document and called through
 ``call``, a ``tools_changed`` event swapping them, a daemon gone mid-call, refusals falling
-back to a fleet of this process, and the keywords that cannot go with ``daemon=True``."""
+back to a fleet of this process, and the keywords that cannot go with ``daemon=True``; and the
+session's ``DaemonFleet`` alone: a daemon started when none runs or one is leaving, and a daemon
+that keeps going away given up."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ import json
 import logging
 import sys
 from collections.abc import Callable
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +22,9 @@ from tests.servers.fixtures import FAKE_SERVER
 
 from mcpfleet import open_agent_session
 from mcpfleet.daemon import paths
-from mcpfleet.daemon.remote import DaemonTool
+from mcpfleet.daemon.client import DaemonRefused
+from mcpfleet.daemon.remote import MAX_RECONNECTS, DaemonFleet, DaemonTool
+from mcpfleet.daemon.wire import FleetSpec
 from mcpfleet.paths import user_config_file
 
 pytestmark = pytest.mark.anyio
@@ -256,3 +261,72 @@ def test_a_manager_of_ones_own_is_refused_with_daemon(tmp_path: Path) -> None:
 
     with pytest.raises(ValueError, match="mcp_manager describe"):
         open_agent_session(tmp_path, daemon=True, mcp_manager=MCPManager(tmp_path))
+
+
+@pytest.mark.parametrize("leaving", [None, "version-mismatch", "draining"])
+async def test_a_daemon_is_started_when_none_runs_or_the_one_running_is_leaving(
+    tmp_path: Path, scripted: ScriptedFleet, leaving: str | None
+) -> None:
+    with ExitStack() as peers:
+        refusal = None if leaving is None else (leaving, "on its way out")
+        old = (
+            None
+            if refusal is None
+            else peers.enter_context(control_peer(paths.socket_path(), scripted, refusal=refusal))
+        )
+        started: list[ControlPeer] = []
+
+        def start() -> None:
+            if old is not None:
+                old.close()
+            started.append(peers.enter_context(control_peer(paths.socket_path(), scripted)))
+
+        with anyio.fail_after(30):
+            async with DaemonFleet(FleetSpec(cwd=str(tmp_path)), start=start) as fleet:
+                assert [t.name for t in fleet.tools] == ["mcp_files_echo"]
+        (new,) = started
+        assert [r["op"] for r in new.requests] == ["watch", "tools"]
+        assert len(old.hellos if old is not None else []) == (0 if leaving is None else 1)
+
+
+async def test_a_daemon_still_leaving_after_the_start_is_not_started_again(
+    tmp_path: Path, scripted: ScriptedFleet
+) -> None:
+    starts: list[None] = []
+    with (
+        control_peer(paths.socket_path(), scripted, refusal=("draining", "on its way out")) as leaving,
+        pytest.raises(DaemonRefused, match="draining"),
+        anyio.fail_after(30),
+    ):
+        async with DaemonFleet(FleetSpec(cwd=str(tmp_path)), start=lambda: starts.append(None)):
+            pass
+    assert len(starts) == 1
+    assert len(leaving.hellos) == 2
+
+
+async def test_a_daemon_that_keeps_going_away_is_given_up(
+    tmp_path: Path, scripted: ScriptedFleet, caplog: pytest.LogCaptureFixture
+) -> None:
+    def list_then_go_away(request: dict[str, Any]) -> Reply | None:
+        reply = scripted(request)
+        return Reply(reply.lines, close=True) if request["op"] == "tools" and reply is not None else reply
+
+    def start() -> None:
+        raise AssertionError("a daemon is listening: nothing is to be started")
+
+    with (
+        caplog.at_level(logging.WARNING, logger="mcpfleet.daemon.remote"),
+        control_peer(paths.socket_path(), list_then_go_away) as peer,
+        anyio.fail_after(60),
+    ):
+        async with DaemonFleet(FleetSpec(cwd=str(tmp_path)), start=start) as fleet:
+            (tool,) = fleet.tools
+            await wait_until(lambda: "this session no longer reaches it" in caplog.text)
+            with anyio.fail_after(5):
+                given_up = await tool.execute({"message": "anyone?"})
+            # The tools stay as they were; calls fail at once, saying why.
+            assert [t.name for t in fleet.tools] == ["mcp_files_echo"]
+    assert given_up.is_error
+    assert f"went away {MAX_RECONNECTS + 1} times" in given_up.text
+    assert len(peer.hellos) == MAX_RECONNECTS + 1
+    assert [r["op"] for r in peer.requests] == ["watch", "tools"] * (MAX_RECONNECTS + 1)

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import json
 import logging
+import subprocess
 import sys
+import textwrap
 from collections.abc import Callable
 from contextlib import ExitStack
 from pathlib import Path
@@ -28,6 +30,8 @@ from mcpfleet.daemon.wire import FleetSpec
 from mcpfleet.paths import user_config_file
 
 pytestmark = pytest.mark.anyio
+
+REPO_ROOT = Path(__file__).resolve().parents[3]
 
 
 async def wait_until(condition: Callable[[], bool], within_s: float = 20.0) -> None:
@@ -205,6 +209,47 @@ async def test_an_error_in_the_block_comes_out_as_it_was_raised(tmp_path: Path, 
         async with open_agent_session(tmp_path, daemon=daemon):
             raise ValueError("the caller's own")
     assert type(raised.value) is ValueError
+
+
+def test_a_daemon_session_used_through_an_integration_never_loads_the_sdk(tmp_path: Path) -> None:
+    # The daemon runs the servers: this process speaks its control lines only, so the SDK
+    # (0.6 s and more to import) stays unloaded, the integration's import included.
+    pytest.importorskip("langchain_core")
+    probe = textwrap.dedent(
+        f"""
+        import sys
+
+        import anyio
+        from tests.servers.control_peer import result
+        from tests.servers.control_peer import control_peer
+
+        from mcpfleet import open_agent_session
+        from mcpfleet.daemon import paths
+        from mcpfleet.integrations.langchain import open_langchain_tools
+
+        def daemon(request):
+            if request["op"] == "tools":
+                return result(request, {{"tools": [{tool_row("files", "echo")!r}], "errors": []}})
+            if request["op"] == "call":
+                text = "echoed " + request["arguments"]["message"]
+                return result(request, {{"text": text, "content": [{{"type": "text", "text": text}}]}})
+            return result(request, {{}})
+
+        async def main():
+            async with open_agent_session({str(tmp_path)!r}, daemon=True) as session:
+                async with open_langchain_tools(session=session) as tools:
+                    print(await tools[0].ainvoke({{"message": "hi"}}))
+            print("mcp" in sys.modules, [name for name in sys.modules if name.startswith("mcp.")])
+
+        with control_peer(paths.socket_path(), daemon):
+            anyio.run(main)
+        """
+    )
+    shown = subprocess.run(
+        [sys.executable, "-c", probe], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.splitlines() == ["echoed hi", "False []"]
 
 
 @pytest.mark.usefixtures("local_fleet")

@@ -52,7 +52,7 @@ from mcp.client.sse import sse_client
 from bench.harness import sections
 from bench.harness.gateway_peers import MCP_HUB_CLI, MCP_HUB_VERSION, ensure_mcp_hub
 from bench.harness.peers import REPO_ROOT
-from bench.peers.common import free_port, seed_mcp_hub_marketplace
+from bench.peers.common import descendants, free_port, rss_bytes, seed_mcp_hub_marketplace
 
 HEADING = "## 11. The daemon: one fleet for every host session"
 SERVERS = 8
@@ -65,7 +65,6 @@ EVERYTHING_SERVER = (
 )
 BIN = Path(sys.executable).parent
 MCPFLEET = str(BIN / "mcpfleet")
-PAGE_BYTES = os.sysconf("SC_PAGE_SIZE")
 HUB_TOOL = re.compile(r"s\d+__")
 """How mcp-hub's ``/mcp`` endpoint names a server's tool: ``<server>__<tool>``."""
 HUB_STOP_GRACE_S = 10.0
@@ -249,33 +248,6 @@ class Host:
 # -- processes and memory -------------------------------------------------------------------------------
 
 
-def rss_bytes(pid: int) -> int:
-    try:
-        resident = int(Path(f"/proc/{pid}/statm").read_text().split()[1])
-    except (OSError, IndexError, ValueError):
-        return 0
-    return resident * PAGE_BYTES
-
-
-def descendants(pid: int) -> list[int]:
-    """``pid`` and every process below it (from /proc's parent links)."""
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-        except (OSError, IndexError, ValueError):
-            continue
-        children.setdefault(parent, []).append(int(entry.name))
-    found, queue = [], [pid]
-    while queue:
-        current = queue.pop()
-        found.append(current)
-        queue.extend(children.get(current, ()))
-    return found
-
-
 def live_servers(home: Home) -> list[int]:
     """The processes of the home's servers alive now (told by their command line)."""
     alive = []
@@ -313,7 +285,7 @@ class Footprint:
 
 def footprint(home: Home, setup: str, roots: list[int]) -> Footprint:
     servers = live_servers(home)
-    pids = sorted({pid for root in roots for pid in descendants(root)} | set(servers))
+    pids = sorted({pid for root in roots for pid in (root, *descendants(root))} | set(servers))
     return Footprint(
         setup,
         len(servers),

@@ -52,6 +52,7 @@ from mcp.client.sse import sse_client
 from bench.harness import sections
 from bench.harness.gateway_peers import MCP_HUB_CLI, MCP_HUB_VERSION, ensure_mcp_hub
 from bench.harness.peers import REPO_ROOT
+from bench.harness.runner import isolated_env
 from bench.peers.common import descendants, free_port, rss_bytes, seed_mcp_hub_marketplace
 
 HEADING = "## 11. The daemon: one fleet for every host session"
@@ -114,12 +115,7 @@ class Home:
     @property
     def env(self) -> dict[str, str]:
         return {
-            **os.environ,
-            "HOME": str(self.root),
-            "XDG_CONFIG_HOME": str(self.root / ".config"),
-            "XDG_STATE_HOME": str(self.root / ".local" / "state"),
-            "XDG_CACHE_HOME": str(self.root / ".cache"),
-            "XDG_DATA_HOME": str(self.root / ".local" / "share"),
+            **isolated_env(self.root),
             "MCPFLEET_RUNTIME_DIR": str(self.runtime),
             "PYTHONDONTWRITEBYTECODE": "1",
         }

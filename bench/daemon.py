@@ -604,8 +604,7 @@ def main() -> None:
     text = section(run(args.smoke))
     print(text)
     if args.write:
-        path = REPO_ROOT / "BENCHMARKS.md"
-        path.write_text(sections.splice(path.read_text(encoding="utf-8"), HEADING, text), encoding="utf-8")
+        sections.write_section(REPO_ROOT / "BENCHMARKS.md", HEADING, text)
 
 
 if __name__ == "__main__":

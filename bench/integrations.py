@@ -236,11 +236,6 @@ WHERE_THE_TIME_GOES = (
 )
 
 
-def write_section(text: str) -> None:
-    path = REPO_ROOT / "BENCHMARKS.md"
-    path.write_text(sections.splice(path.read_text(encoding="utf-8"), HEADING, text), encoding="utf-8")
-
-
 def run(frameworks: tuple[Framework, ...], scratch: Path, log: Path) -> dict[str, Any]:
     from bench.run import source_state
 
@@ -294,7 +289,7 @@ def main() -> None:
     text = section(results)
     print(text)
     if options.write:
-        write_section(text)
+        sections.write_section(REPO_ROOT / "BENCHMARKS.md", HEADING, text)
         print("wrote BENCHMARKS.md" + ("" if options.rendered_only else f" and {results_path}"), flush=True)
 
 

@@ -43,16 +43,18 @@ from collections.abc import Iterator
 from contextlib import AsyncExitStack, contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
-from mcp import Client
-from mcp.client.sse import sse_client
 
 from bench.harness import sections
 from bench.harness.gateway_peers import MCP_HUB_CLI, MCP_HUB_VERSION, ensure_mcp_hub
 from bench.harness.peers import REPO_ROOT
-from bench.peers.common import free_port, seed_mcp_hub_marketplace
+from bench.harness.runner import isolated_env
+from bench.peers.common import descendants, free_port, rss_bytes, seed_mcp_hub_marketplace
+
+if TYPE_CHECKING:
+    from mcp import Client
 
 HEADING = "## 11. The daemon: one fleet for every host session"
 SERVERS = 8
@@ -65,7 +67,6 @@ EVERYTHING_SERVER = (
 )
 BIN = Path(sys.executable).parent
 MCPFLEET = str(BIN / "mcpfleet")
-PAGE_BYTES = os.sysconf("SC_PAGE_SIZE")
 HUB_TOOL = re.compile(r"s\d+__")
 """How mcp-hub's ``/mcp`` endpoint names a server's tool: ``<server>__<tool>``."""
 HUB_STOP_GRACE_S = 10.0
@@ -115,12 +116,7 @@ class Home:
     @property
     def env(self) -> dict[str, str]:
         return {
-            **os.environ,
-            "HOME": str(self.root),
-            "XDG_CONFIG_HOME": str(self.root / ".config"),
-            "XDG_STATE_HOME": str(self.root / ".local" / "state"),
-            "XDG_CACHE_HOME": str(self.root / ".cache"),
-            "XDG_DATA_HOME": str(self.root / ".local" / "share"),
+            **isolated_env(self.root),
             "MCPFLEET_RUNTIME_DIR": str(self.runtime),
             "PYTHONDONTWRITEBYTECODE": "1",
         }
@@ -209,8 +205,13 @@ class Host:
         deadline = time.monotonic() + ANSWER_TIMEOUT_S
         while True:
             tools: list[dict[str, Any]] = self.request("tools/list")["tools"]
-            if len(tools) >= count or time.monotonic() > deadline:
+            if len(tools) >= count:
                 return tools
+            if time.monotonic() > deadline:
+                # A short list would be measured as if it were the whole one.
+                raise TimeoutError(
+                    f"{self.name} listed {len(tools)} of {count} tools in {ANSWER_TIMEOUT_S:.0f} s"
+                )
             time.sleep(0.02)
 
     def close(self) -> None:
@@ -247,33 +248,6 @@ class Host:
 
 
 # -- processes and memory -------------------------------------------------------------------------------
-
-
-def rss_bytes(pid: int) -> int:
-    try:
-        resident = int(Path(f"/proc/{pid}/statm").read_text().split()[1])
-    except (OSError, IndexError, ValueError):
-        return 0
-    return resident * PAGE_BYTES
-
-
-def descendants(pid: int) -> list[int]:
-    """``pid`` and every process below it (from /proc's parent links)."""
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-        except (OSError, IndexError, ValueError):
-            continue
-        children.setdefault(parent, []).append(int(entry.name))
-    found, queue = [], [pid]
-    while queue:
-        current = queue.pop()
-        found.append(current)
-        queue.extend(children.get(current, ()))
-    return found
 
 
 def live_servers(home: Home) -> list[int]:
@@ -313,7 +287,7 @@ class Footprint:
 
 def footprint(home: Home, setup: str, roots: list[int]) -> Footprint:
     servers = live_servers(home)
-    pids = sorted({pid for root in roots for pid in descendants(root)} | set(servers))
+    pids = sorted({pid for root in roots for pid in (root, *descendants(root))} | set(servers))
     return Footprint(
         setup,
         len(servers),
@@ -433,6 +407,11 @@ async def hub_tools_until(client: Client, count: int) -> list[str]:
 
 async def hub_client(stack: AsyncExitStack, url: str) -> Client:
     """A client connected to the hub, retried while the hub is still coming up."""
+    # The SDK only for mcp-hub, the one set-up whose hosts need it; the untimed sessions import
+    # it before the timed ones.
+    from mcp import Client
+    from mcp.client.sse import sse_client
+
     deadline = time.monotonic() + ANSWER_TIMEOUT_S
     while True:
         client = Client(sse_client(url), mode="legacy", cache=None)
@@ -625,8 +604,7 @@ def main() -> None:
     text = section(run(args.smoke))
     print(text)
     if args.write:
-        path = REPO_ROOT / "BENCHMARKS.md"
-        path.write_text(sections.splice(path.read_text(encoding="utf-8"), HEADING, text), encoding="utf-8")
+        sections.write_section(REPO_ROOT / "BENCHMARKS.md", HEADING, text)
 
 
 if __name__ == "__main__":

@@ -225,9 +225,7 @@ def main(argv: list[str] | None = None) -> int:
     print(section)
     if options.write:
         target: Path = options.report
-        previous = target.read_text(encoding="utf-8") if target.exists() else ""
-        updated = sections.splice(previous, gateway_report.HEADING, section)
-        target.write_text(updated, encoding="utf-8")
+        sections.write_section(target, gateway_report.HEADING, section)
         print(f"wrote {target} and {results_path}", flush=True)
     return 0
 

@@ -45,6 +45,7 @@ from unittest import mock
 
 from bench.harness import sections
 from bench.harness.peers import PROJECT, REPO_ROOT, VENVS_DIR, Venv, ensure_venv, installed_versions
+from bench.harness.runner import isolated_env
 from mcpfleet.paths import user_config_file
 
 HEADING = "## 9. Framework integrations"
@@ -107,16 +108,7 @@ def fresh_home(scratch: Path) -> dict[str, str]:
     """A home folder holding only the fleet's config (the user config mcpfleet discovers, and
     ``fleet.json`` for the native side); the environment that points a run at it."""
     home = Path(tempfile.mkdtemp(prefix="home-", dir=scratch))
-    env = {**os.environ, "HOME": str(home)}
-    for variable, folder in (
-        ("XDG_CONFIG_HOME", ".config"),
-        ("XDG_STATE_HOME", ".local/state"),
-        ("XDG_CACHE_HOME", ".cache"),
-        ("XDG_DATA_HOME", ".local/share"),
-    ):
-        env[variable] = str(home / folder)
-    for variable in ("MCPFLEET_HOME", "CODEX_HOME", "CLAUDE_CONFIG_DIR"):
-        env.pop(variable, None)
+    env = isolated_env(home)
     servers = {f"s{i}": {"command": server_argv(i)[0], "args": server_argv(i)[1:]} for i in range(SERVERS)}
     config = json.dumps({"mcpServers": servers})
     with mock.patch.dict(os.environ, env, clear=True):
@@ -244,11 +236,6 @@ WHERE_THE_TIME_GOES = (
 )
 
 
-def write_section(text: str) -> None:
-    path = REPO_ROOT / "BENCHMARKS.md"
-    path.write_text(sections.splice(path.read_text(encoding="utf-8"), HEADING, text), encoding="utf-8")
-
-
 def run(frameworks: tuple[Framework, ...], scratch: Path, log: Path) -> dict[str, Any]:
     from bench.run import source_state
 
@@ -302,7 +289,7 @@ def main() -> None:
     text = section(results)
     print(text)
     if options.write:
-        write_section(text)
+        sections.write_section(REPO_ROOT / "BENCHMARKS.md", HEADING, text)
         print("wrote BENCHMARKS.md" + ("" if options.rendered_only else f" and {results_path}"), flush=True)
 
 

@@ -208,11 +208,7 @@ def main() -> None:
     section = render(recall, sizes)
     print(section)
     if options.write:
-        target = REPO_ROOT / "BENCHMARKS.md"
-        target.write_text(
-            sections.splice(target.read_text(encoding="utf-8"), HEADING, section),
-            encoding="utf-8",
-        )
+        sections.write_section(REPO_ROOT / "BENCHMARKS.md", HEADING, section)
 
 
 if __name__ == "__main__":

@@ -14,23 +14,29 @@ from pathlib import Path
 from typing import Any
 
 from bench.harness.peers import BENCH_DIR, PEERS_DIR, Peer
+from mcpfleet.daemon.wire import CONFIG_ENVIRONMENT
 
 SERVER_SCRIPT = BENCH_DIR / "servers" / "synthetic_server.py"
 SERVER_COMMAND = [os.path.realpath(sys.executable), "-S", str(SERVER_SCRIPT)]
 """Every peer spawns the same server with the same interpreter (``-S``: no site, fast start)."""
 
 
+NOT_INHERITED = (*CONFIG_ENVIRONMENT, "MCPFLEET_NO_DAEMON", "MCPFLEET_RUNTIME_DIR", "PYTHONPATH")
+"""What a run never takes from the benchmark's own environment: the variables that choose the
+user's config, approval and cache files (mcpfleet's, Codex's, Claude Code's), those that change
+how mcpfleet runs its fleet, and a path that would mix another venv's packages into a peer's."""
+
+
 def isolated_env(home: Path) -> dict[str, str]:
-    """The environment of a run: HOME and every user dir in a scratch folder (no real user file)."""
-    env = dict(os.environ)
-    env.pop("PYTHONPATH", None)
+    """The environment of a run: HOME and every user dir in ``home`` (no real user file is read or
+    written), the rest of this process's environment but ``NOT_INHERITED``."""
+    env = {name: value for name, value in os.environ.items() if name not in NOT_INHERITED}
     env.update(
         HOME=str(home),
-        MCPFLEET_HOME=str(home / "mcpfleet"),
-        XDG_CONFIG_HOME=str(home / "config"),
-        XDG_CACHE_HOME=str(home / "cache"),
-        XDG_STATE_HOME=str(home / "state"),
-        XDG_DATA_HOME=str(home / "data"),
+        XDG_CONFIG_HOME=str(home / ".config"),
+        XDG_STATE_HOME=str(home / ".local" / "state"),
+        XDG_CACHE_HOME=str(home / ".cache"),
+        XDG_DATA_HOME=str(home / ".local" / "share"),
     )
     return env
 

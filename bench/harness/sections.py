@@ -11,6 +11,7 @@ that starts with one of the ``before`` anchors (the plots, the findings), else a
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 
 AFTER_THE_PLOTS = ("## Findings",)
 """Anchors for a section that follows the plots of the core sections."""
@@ -67,3 +68,10 @@ def carry_over(
     if kept is None or heading in regenerated.split("\n"):
         return regenerated
     return splice(regenerated, heading, kept, before=before)
+
+
+def write_section(target: Path, heading: str, section: str) -> None:
+    """Put ``section`` into the report at ``target`` (see ``splice``), as a command that measures
+    only that section does; a report not written yet is begun with it."""
+    report = target.read_text(encoding="utf-8") if target.exists() else ""
+    target.write_text(splice(report, heading, section), encoding="utf-8")

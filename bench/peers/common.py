@@ -56,13 +56,43 @@ def server_argvs(params: dict[str, Any]) -> list[list[str]]:
     return argvs
 
 
+PAGE_BYTES = os.sysconf("SC_PAGE_SIZE")
+
+
+def rss_bytes(pid: int) -> int:
+    """Resident memory of a process (Linux); 0 once it is gone."""
+    try:
+        with open(f"/proc/{pid}/statm") as statm:
+            resident = int(statm.read().split()[1])
+    except (OSError, IndexError, ValueError):
+        return 0
+    return resident * PAGE_BYTES
+
+
 def rss_mb() -> float:
     """Resident memory of this process (Linux)."""
-    with open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return 0.0
+    return rss_bytes(os.getpid()) / 2**20
+
+
+def descendants(root: int) -> list[int]:
+    """Every live process below ``root``, from /proc's parent links (no helper library in a
+    peer's venv)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as stat:
+                parent = int(stat.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue  # gone meanwhile
+        children.setdefault(parent, []).append(int(entry))
+    found, pending = [], list(children.get(root, []))
+    while pending:
+        pid = pending.pop()
+        found.append(pid)
+        pending.extend(children.get(pid, []))
+    return found
 
 
 def free_port() -> int:

@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-from common import MESSAGE, free_port, percentile, seed_mcp_hub_marketplace
+from common import MESSAGE, descendants, free_port, percentile, rss_bytes, seed_mcp_hub_marketplace
 from mcp import Client, StdioServerParameters
 from mcp.client.sse import sse_client
 
@@ -79,45 +79,11 @@ def write_config(params: dict[str, Any]) -> Path:
 # -- processes ------------------------------------------------------------------------------------------
 
 
-def _parent_of(pid: int) -> int | None:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return int(stat.rsplit(")", 1)[1].split()[1])
-
-
-def _rss_mb(pid: int) -> float:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return 0.0
-
-
 def _is_backend(pid: int) -> bool:
     try:
         return BACKEND_MARK.encode() in Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
         return False
-
-
-def descendants(root: int) -> list[int]:
-    """Every live process below ``root`` (from /proc: no helper library in this venv)."""
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            parent = _parent_of(int(entry))
-            if parent is not None:
-                children.setdefault(parent, []).append(int(entry))
-    found, pending = [], list(children.get(root, []))
-    while pending:
-        pid = pending.pop()
-        found.append(pid)
-        pending.extend(children.get(pid, []))
-    return found
 
 
 def memory(gateway_pids: list[int]) -> dict[str, Any]:
@@ -128,9 +94,9 @@ def memory(gateway_pids: list[int]) -> dict[str, Any]:
     backends = [pid for pid in tree if _is_backend(pid)]
     own = [pid for pid in tree if pid not in backends]
     return {
-        "gateway_rss_mb": sum(_rss_mb(pid) for pid in own),
+        "gateway_rss_mb": sum(rss_bytes(pid) / 2**20 for pid in own),
         "gateway_processes": len(own),
-        "backends_rss_mb": sum(_rss_mb(pid) for pid in backends),
+        "backends_rss_mb": sum(rss_bytes(pid) / 2**20 for pid in backends),
         "backend_processes": len(backends),
     }
 
@@ -432,7 +398,7 @@ async def run_direct(params: dict[str, Any], started_at: list[float]) -> dict[st
         }
         figures.update(memory([]))
         backends = descendants(os.getpid())
-        figures["backends_rss_mb"] = sum(_rss_mb(pid) for pid in backends if _is_backend(pid))
+        figures["backends_rss_mb"] = sum(rss_bytes(pid) / 2**20 for pid in backends if _is_backend(pid))
         figures["backend_processes"] = sum(1 for pid in backends if _is_backend(pid))
         figures.update(await call_latency(tool_caller(clients["s0"], "tool_0"), params))
         done.set()

@@ -38,17 +38,6 @@ MCP_TOOL_PREFIX = "mcp_"
 CatalogListener = Callable[[str], Awaitable[None] | None]
 """Called with the server's name when its resources (or prompts) list changed."""
 
-DAEMON_INCOMPATIBLE = (
-    "mcp_manager",
-    "cache",
-    "extra_config_paths",
-    "on_uncached",
-    "elicitation_handler",
-    "sampling_handler",
-)
-"""Keywords of ``open_agent_session`` that describe a fleet of this process: with
-``daemon=True`` they are refused rather than ignored (the defaults are fine)."""
-
 
 class RemoteFleet(Protocol):
     """MCP tools served by another process (the daemon), kept current there."""
@@ -373,10 +362,30 @@ def open_agent_session(
     keeps the fleet running between sessions: the session has them in milliseconds, follows
     their changes (the daemon watches the config files), and calls them there. It has no
     ``mcp_manager``. When the daemon cannot serve it (it reads other config files than this
-    process would), the fleet runs in this process, with a warning logged. The keywords of
-    ``DAEMON_INCOMPATIBLE`` describe a fleet of this process: given with ``daemon=True``
-    they raise ``ValueError``.
+    process would), the fleet runs in this process, with a warning logged. The keywords that
+    describe a fleet of this process (``mcp_manager``, ``cache``, ``extra_config_paths``,
+    ``on_uncached`` and the two handlers), given with ``daemon=True``, raise ``ValueError``.
     """
+    # A daemon=True session may fall back to this when it is entered: the tools are taken now.
+    own_tools = list(tools)
+
+    def in_process(folder: str | Path) -> AgentSession:
+        return _build_session(
+            folder,
+            enable_mcp=enable_mcp,
+            enable_project_config=enable_project_config,
+            trust_project=trust_project,
+            startup_timeout_ms=startup_timeout_ms,
+            on_uncached=on_uncached,
+            cache=cache,
+            extra_config_paths=extra_config_paths,
+            mcp_manager=mcp_manager,
+            tools=own_tools,
+            watch=watch,
+            elicitation_handler=elicitation_handler,
+            sampling_handler=sampling_handler,
+        )
+
     if daemon and enable_mcp:
         _refuse_daemon_incompatible(
             cache=cache,
@@ -391,26 +400,10 @@ def open_agent_session(
             enable_project_config=enable_project_config,
             trust_project=trust_project,
             startup_timeout_ms=startup_timeout_ms,
-            tools=list(tools),
-            watch=watch,
+            tools=own_tools,
+            in_process=in_process,
         )
-    return _entered(
-        _build_session(
-            cwd,
-            enable_mcp=enable_mcp,
-            enable_project_config=enable_project_config,
-            trust_project=trust_project,
-            startup_timeout_ms=startup_timeout_ms,
-            on_uncached=on_uncached,
-            cache=cache,
-            extra_config_paths=extra_config_paths,
-            mcp_manager=mcp_manager,
-            tools=tools,
-            watch=watch,
-            elicitation_handler=elicitation_handler,
-            sampling_handler=sampling_handler,
-        )
-    )
+    return _entered(in_process(cwd))
 
 
 @asynccontextmanager
@@ -428,6 +421,8 @@ def _refuse_daemon_incompatible(
     elicitation_handler: ElicitationHandler | None,
     sampling_handler: SamplingHandler | None,
 ) -> None:
+    """Refuse, rather than ignore, the keywords that describe a fleet of this process when the
+    fleet is the daemon's (their defaults are fine: the fallback in this process uses them)."""
     given = {
         "mcp_manager": mcp_manager is not None,
         "cache": cache != "default",
@@ -436,7 +431,7 @@ def _refuse_daemon_incompatible(
         "elicitation_handler": elicitation_handler is not None,
         "sampling_handler": sampling_handler is not None,
     }
-    refused = [name for name in DAEMON_INCOMPATIBLE if given[name]]
+    refused = [name for name, is_given in given.items() if is_given]
     if refused:
         raise ValueError(
             f"daemon=True takes the fleet the daemon runs; {', '.join(refused)} "
@@ -452,9 +447,10 @@ async def _daemon_session(
     trust_project: bool,
     startup_timeout_ms: int,
     tools: list[Tool],
-    watch: bool,
+    in_process: Callable[[Path], AgentSession],
 ) -> AsyncIterator[AgentSession]:
-    """A session on the daemon's fleet, or on one of this process when the daemon refuses it.
+    """A session on the daemon's fleet, or on one of this process (``in_process``, with the
+    caller's keywords) when the daemon refuses it.
 
     ``cwd`` is resolved already: what the daemon keys the project by.
     """
@@ -480,21 +476,7 @@ async def _daemon_session(
                 "the mcpfleet daemon cannot serve this session (%s): its MCP servers run in this process",
                 error,
             )
-            session = _build_session(
-                cwd,
-                enable_mcp=True,
-                enable_project_config=enable_project_config,
-                trust_project=trust_project,
-                startup_timeout_ms=startup_timeout_ms,
-                on_uncached="wait",
-                cache="default",
-                extra_config_paths=(),
-                mcp_manager=None,
-                tools=tools,
-                watch=watch,
-                elicitation_handler=None,
-                sampling_handler=None,
-            )
+            session = in_process(cwd)
         else:
             session = AgentSession(
                 Path(spec.cwd), manager=None, owns_manager=False, tools=tools, remote=remote

@@ -69,11 +69,9 @@ async def import_off_loop(module_name: str) -> ModuleType:
     First imports run one after another (``_import_lock``), so every caller gets the module
     fully initialised, whichever other SDK modules are being imported at the same time.
     """
+    # Once imported, no worker thread: the module is at hand.
     module = _imported.get(module_name)
-    if module is None:
-        module = await anyio.to_thread.run_sync(_import_serially, module_name)
-        _imported[module_name] = module
-    return module
+    return module if module is not None else await anyio.to_thread.run_sync(import_now, module_name)
 
 
 def import_now(module_name: str) -> ModuleType:

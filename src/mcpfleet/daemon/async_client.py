@@ -56,6 +56,18 @@ _CONNECTION_ERRORS = (
 )
 
 
+async def _receive_line(receive: BufferedByteReceiveStream, limit: int) -> bytes:
+    """One line of at most ``limit`` bytes (without its newline); ``DelimiterNotFound`` past it.
+
+    ``receive_until`` only stops reading at its limit: a longer line that came whole in one
+    read is returned as it is, so the limit is checked here as well.
+    """
+    line = await receive.receive_until(b"\n", limit)
+    if len(line) > limit:
+        raise anyio.DelimiterNotFound(limit)
+    return line
+
+
 @dataclass
 class _Waiter:
     done: anyio.Event = field(default_factory=anyio.Event)
@@ -107,7 +119,7 @@ class AsyncControlClient:
             try:
                 with anyio.fail_after(HELLO_TIMEOUT_S):
                     await stream.send(control_hello(host=host).encode())
-                    line = await receive.receive_until(b"\n", wire.MAX_HELLO_BYTES) + b"\n"
+                    line = await _receive_line(receive, wire.MAX_HELLO_BYTES) + b"\n"
             except (TimeoutError, *_CONNECTION_ERRORS) as error:
                 raise DaemonLost(
                     f"the daemon did not answer the hello: {error!r}", request_sent=True
@@ -177,7 +189,7 @@ class AsyncControlClient:
     async def _read_answers(self) -> None:
         try:
             while True:
-                line = await self._receive.receive_until(b"\n", wire.MAX_CONTROL_LINE_BYTES)
+                line = await _receive_line(self._receive, wire.MAX_CONTROL_LINE_BYTES)
                 message = parse_control_line(line)
                 if isinstance(message, Event):
                     try:
@@ -189,6 +201,10 @@ class AsyncControlClient:
                 if waiter is not None:
                     waiter.answer = message
                     waiter.done.set()
+        except anyio.DelimiterNotFound:
+            self._lost = DaemonLost("the daemon sent a line over the limit", request_sent=True)
+        except wire.WireError as error:
+            self._lost = DaemonLost(f"the daemon sent an unreadable line: {error}", request_sent=True)
         except _CONNECTION_ERRORS as error:
             reason = (
                 "the daemon closed the connection"

@@ -15,8 +15,7 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
-from pathlib import Path
-from typing import Any, Self
+from typing import Any, Self, TypeGuard
 
 import anyio
 from anyio.abc import TaskStatus
@@ -33,7 +32,7 @@ from mcpfleet.daemon.launch import (
 )
 from mcpfleet.daemon.wire import RESTART_CODES, FleetSpec
 from mcpfleet.errors import Failure
-from mcpfleet.fleet.tools import MCPTool, ToolResult
+from mcpfleet.fleet.tools import MCPTool, ToolResult, _details
 
 logger = logging.getLogger(__name__)
 
@@ -69,8 +68,16 @@ class DaemonTool(MCPTool):
             text=str(document.get("text") or ""),
             structured=document.get("structured"),
             is_error=bool(document.get("is_error")),
-            details={"server": self.server_name, "tool": self.mcp_tool_name, "provider": provider},
+            details=_details(self.server_name, self.mcp_tool_name, provider),
         )
+
+
+def _names_a_tool(row: object) -> TypeGuard[Mapping[str, Any]]:
+    """A ``tools`` row with the names a ``DaemonTool`` needs: any other row is skipped, as one
+    bad row must not end the session's connection (nor hide the other tools)."""
+    return isinstance(row, Mapping) and all(
+        isinstance(row.get(key), str) and row.get(key) for key in ("name", "server", "mcp_name")
+    )
 
 
 def failure_of(row: Mapping[str, Any]) -> Failure:
@@ -89,44 +96,36 @@ class DaemonFleet(anyio.AsyncContextManagerMixin):
     run the fleet itself. Implements ``ToolBackend`` for its ``DaemonTool``s.
     """
 
-    def __init__(
-        self,
-        spec: FleetSpec,
-        *,
-        start: StartDaemon | None,
-        host: str | None = None,
-        socket_path: Path | None = None,
-    ) -> None:
-        self.spec = spec
+    def __init__(self, spec: FleetSpec, *, start: StartDaemon, host: str | None = None) -> None:
         self.tools: list[DaemonTool] = []
         self.errors: list[Failure] = []
         """What could not load, from the daemon's ``tools`` document."""
         self._fleet = spec.to_json()
         self._start = start
         self._host = host
-        self._socket_path = socket_path
         self._listeners: list[Callable[[], None]] = []
         self._client: AsyncControlClient | None = None
         self._client_changed = anyio.Event()
         """Set (and replaced) whenever ``_client`` changes: what a call waiting for it awaits."""
-        self._gave_up: str | None = None
+        self._ended: str | None = None
+        """Why every call now fails at once: the session gave up on the daemon, or was left."""
 
     @asynccontextmanager
     async def __asynccontextmanager__(self) -> AsyncIterator[Self]:
-        following = False
         try:
             async with anyio.create_task_group() as group:
                 await group.start(self._follow)
-                following = True
                 try:
                     yield self
                 finally:
+                    self._end_calls("this agent session has ended: its MCP tools can no longer be called")
                     group.cancel_scope.cancel()
         except BaseExceptionGroup as failures:
-            if following or len(failures.exceptions) != 1:
+            # One error is given back as it was raised, not as a group of one: the first
+            # connection's (``DaemonUnavailable``, for the caller to serve in-process), or the
+            # block's own, as it would come out of a session of this process.
+            if len(failures.exceptions) != 1:
                 raise
-            # The first connection failed: its own error (``DaemonUnavailable``), for the
-            # caller to serve in-process, rather than a group of one.
             raise failures.exceptions[0] from None
 
     def subscribe(self, listener: Callable[[], None]) -> Callable[[], None]:
@@ -177,19 +176,24 @@ class DaemonFleet(anyio.AsyncContextManagerMixin):
     async def _ready_client(self) -> AsyncControlClient:
         """The open connection; while there is none, wait (bounded) for the next one."""
         with anyio.move_on_after(READY_WAIT_S):
-            while self._gave_up is None:
+            while self._ended is None:
                 client = self._client
                 if client is not None and not client.closed:
                     return client
                 await self._client_changed.wait()
         raise DaemonUnavailable(
-            self._gave_up or "the mcpfleet daemon is not reachable: it is being reconnected"
+            self._ended or "the mcpfleet daemon is not reachable: it is being reconnected"
         )
 
     def _set_client(self, client: AsyncControlClient | None) -> None:
         self._client = client
         changed, self._client_changed = self._client_changed, anyio.Event()
         changed.set()
+
+    def _end_calls(self, reason: str) -> None:
+        """Make every call fail at once with ``reason``, those waiting for a connection too."""
+        self._ended = reason
+        self._set_client(None)
 
     async def _follow(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Stay connected for the fleet's life: watch, list, list again at each change.
@@ -225,12 +229,12 @@ class DaemonFleet(anyio.AsyncContextManagerMixin):
             now = anyio.current_time()
             losses = [*(moment for moment in losses if now - moment < RECONNECT_WINDOW_S), now]
             if len(losses) > RECONNECT_LIMIT:
-                self._gave_up = (
+                gave_up = (
                     f"the mcpfleet daemon went away {len(losses)} times within {RECONNECT_WINDOW_S:.0f} s "
                     f"(last: {reason}); this session no longer reaches it"
                 )
-                logger.warning("%s: its MCP tools stay as they were and calls fail", self._gave_up)
-                self._set_client(None)
+                logger.warning("%s: its MCP tools stay as they were and calls fail", gave_up)
+                self._end_calls(gave_up)
                 return
             logger.warning("the mcpfleet daemon went away (%s): connecting again", reason)
             await anyio.sleep(RECONNECT_PAUSE_S)
@@ -240,15 +244,13 @@ class DaemonFleet(anyio.AsyncContextManagerMixin):
         started = False
         while True:
             try:
-                return await stack.enter_async_context(
-                    AsyncControlClient.connect(self._socket_path, host=self._host)
-                )
+                return await stack.enter_async_context(AsyncControlClient.connect(host=self._host))
             except DaemonRefused as refusal:
-                if refusal.code not in RESTART_CODES or self._start is None or started:
+                if refusal.code not in RESTART_CODES or started:
                     raise
             except DaemonUnavailable as error:
                 none_runs = no_daemon_listens(error.__cause__)
-                if not none_runs or self._start is None or started:
+                if not none_runs or started:
                     raise
             started = True
             try:
@@ -266,7 +268,7 @@ class DaemonFleet(anyio.AsyncContextManagerMixin):
 
     async def _list_tools(self, client: AsyncControlClient) -> None:
         document = await client.request("tools", {"fleet": self._fleet})
-        self.tools = [DaemonTool(self, row) for row in document.get("tools", []) if isinstance(row, Mapping)]
+        self.tools = [DaemonTool(self, row) for row in document.get("tools", []) if _names_a_tool(row)]
         self.errors = [failure_of(row) for row in document.get("errors", []) if isinstance(row, Mapping)]
         for listener in list(self._listeners):
             listener()

@@ -21,12 +21,6 @@ from mcpfleet.agent.session import AgentSession, Tool, open_agent_session
 from mcpfleet.client.opening import CONNECTION_MODULE, import_now
 from mcpfleet.fleet.tools import ToolResult
 
-# The SDK's client comes with the integration, as a framework's own MCP client comes with its
-# import. Left to the first connection (the fleet's default, see ``client.opening``), its import
-# (0.6-1.4 s) would hold back every handshake of the first start, competing with the
-# framework's own first-run imports, and a warm start would wait for it instead of the gate.
-import_now(CONNECTION_MODULE)
-
 if TYPE_CHECKING:
     from mcpfleet.client.connection import ElicitationHandler, SamplingHandler
     from mcpfleet.fleet.cache import MCPToolCache
@@ -70,6 +64,14 @@ class SessionLease:
                 f"{integration}: the options {sorted(options)} only apply with cwd=; "
                 "pass them to open_agent_session for the session you give"
             )
+        if cwd is not None and options.get("enable_mcp", True):
+            # The fleet will run in this process: the SDK's client is loaded now, with the
+            # integration's object, before the framework's first run. Left to the first
+            # connection (the fleet's default, see ``client.opening``), its import (0.6-1.4 s)
+            # would hold back every handshake of the first start, competing with the framework's
+            # own first-run imports, and a warm start would wait for it instead of the gate. A
+            # borrowed session loads it itself, or never: one of the daemon's needs no SDK here.
+            import_now(CONNECTION_MODULE)
         self._integration = integration
         self._session = session
         self._cwd = cwd

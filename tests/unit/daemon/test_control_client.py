@@ -13,11 +13,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from tests.servers.control_peer import Reply, control_peer, failure, result
 
 from mcpfleet import __version__
 from mcpfleet.daemon import paths, wire
+from mcpfleet.daemon.async_client import AsyncControlClient
 from mcpfleet.daemon.client import (
     ControlClient,
     DaemonLost,
@@ -141,7 +143,27 @@ def test_a_daemon_that_closes_before_answering_the_hello_is_unavailable() -> Non
         listener.close()
 
 
-def test_a_line_over_the_limit_is_a_lost_connection(monkeypatch: pytest.MonkeyPatch) -> None:
+def request_once(client_kind: str, op: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
+    """One request on a new connection of the blocking client, or of the async one."""
+    if client_kind == "blocking":
+        with ControlClient.connect() as client:
+            return client.request(op, params)
+
+    async def on_the_async_client() -> dict[str, Any]:
+        async with AsyncControlClient.connect() as client:
+            with anyio.fail_after(10):
+                return await client.request(op, params)
+
+    return anyio.run(on_the_async_client)
+
+
+CLIENT_KINDS = pytest.mark.parametrize("client_kind", ["blocking", "async"])
+
+
+@CLIENT_KINDS
+def test_a_line_over_the_limit_is_a_lost_connection(
+    monkeypatch: pytest.MonkeyPatch, client_kind: str
+) -> None:
     monkeypatch.setattr(wire, "MAX_CONTROL_LINE_BYTES", 1024)
 
     def script(request: dict[str, Any]) -> Reply:
@@ -149,22 +171,20 @@ def test_a_line_over_the_limit_is_a_lost_connection(monkeypatch: pytest.MonkeyPa
 
     with (
         control_peer(paths.socket_path(), script),
-        ControlClient.connect() as client,
-        pytest.raises(DaemonLost, match="over the limit"),
+        pytest.raises(DaemonLost, match="over the limit") as raised,
     ):
-        client.request("call", {"tool": "big"})
+        request_once(client_kind, "call", {"tool": "big"})
+    assert raised.value.request_sent
 
 
-def test_an_unreadable_answer_is_a_lost_connection() -> None:
+@CLIENT_KINDS
+def test_an_unreadable_answer_is_a_lost_connection(client_kind: str) -> None:
     def script(request: dict[str, Any]) -> Reply:
         return Reply(({"id": request["id"], "neither": {}},))
 
-    with (
-        control_peer(paths.socket_path(), script),
-        ControlClient.connect() as client,
-        pytest.raises(DaemonLost, match="unreadable"),
-    ):
-        client.request("status")
+    with control_peer(paths.socket_path(), script), pytest.raises(DaemonLost, match="unreadable") as raised:
+        request_once(client_kind, "status")
+    assert raised.value.request_sent
 
 
 def test_an_unknown_op_is_never_sent() -> None:

@@ -1,14 +1,19 @@
 """``open_agent_session(daemon=True)`` against a scripted daemon on a real socket (the session
 is what is under test): tools registered from the ``tools`` document and called through
 ``call``, a ``tools_changed`` event swapping them, a daemon gone mid-call, refusals falling
-back to a fleet of this process, and the keywords that cannot go with ``daemon=True``."""
+back to a fleet of this process, and the keywords that cannot go with ``daemon=True``; and the
+session's ``DaemonFleet`` alone: a daemon started when none runs or one is leaving, and a daemon
+that keeps going away given up."""
 
 from __future__ import annotations
 
 import json
 import logging
+import subprocess
 import sys
+import textwrap
 from collections.abc import Callable
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -19,10 +24,15 @@ from tests.servers.fixtures import FAKE_SERVER
 
 from mcpfleet import open_agent_session
 from mcpfleet.daemon import paths
-from mcpfleet.daemon.remote import DaemonTool
+from mcpfleet.daemon.client import DaemonRefused
+from mcpfleet.daemon.launch import RECONNECT_LIMIT
+from mcpfleet.daemon.remote import DaemonFleet, DaemonTool
+from mcpfleet.daemon.wire import FleetSpec
 from mcpfleet.paths import user_config_file
 
 pytestmark = pytest.mark.anyio
+
+REPO_ROOT = Path(__file__).resolve().parents[3]
 
 
 async def wait_until(condition: Callable[[], bool], within_s: float = 20.0) -> None:
@@ -136,6 +146,24 @@ async def test_a_change_event_swaps_the_tools(
     assert [r["op"] for r in peer.requests] == ["watch", "tools", "tools", "tools"]
 
 
+async def test_rows_missing_a_tool_name_are_skipped(
+    tmp_path: Path, peer: ControlPeer, scripted: ScriptedFleet
+) -> None:
+    unnamed = [{**tool_row("files", "bad"), "name": None}, {**tool_row("files", "bad"), "mcp_name": ""}]
+    scripted.tools = [{k: v for k, v in tool_row("files", "bad").items() if k != "server"}, *unnamed]
+    scripted.tools.append(tool_row("files", "echo"))
+    with anyio.fail_after(30):
+        async with open_agent_session(tmp_path, daemon=True) as session:
+            assert [t.name for t in session.tools] == ["mcp_files_echo"]
+            # And after a change: the connection lives on, and so do the session's calls.
+            scripted.tools = [*scripted.tools, tool_row("notes", "read")]
+            peer.push_event("tools_changed")
+            await wait_until(lambda: [t.name for t in session.tools] == ["mcp_files_echo", "mcp_notes_read"])
+            called = await session.call_tool("mcp_notes_read", {"message": "still here"})
+            assert called.text == "notes/read: still here"
+    assert len(peer.hellos) == 1
+
+
 async def test_a_daemon_gone_mid_call_is_an_error_result_and_the_next_call_reconnects(
     tmp_path: Path, peer: ControlPeer
 ) -> None:
@@ -162,6 +190,67 @@ async def test_a_daemon_gone_while_listing_again_is_reconnected_to(
             await wait_until(lambda: [t.name for t in session.tools] == ["mcp_notes_read"])
     assert [r["op"] for r in peer.requests] == ["watch", "tools", "tools", "watch", "tools"]
     assert len(peer.hellos) == 2
+
+
+@pytest.mark.usefixtures("peer")
+async def test_a_call_after_the_session_ended_fails_at_once(tmp_path: Path) -> None:
+    async with open_agent_session(tmp_path, daemon=True) as session:
+        (tool,) = session.tools
+    # At once, not after waiting for a connection that will never come back (15 s).
+    with anyio.fail_after(5):
+        late = await tool.execute({"message": "too late"})
+    assert late.is_error
+    assert "this agent session has ended" in late.text
+
+
+@pytest.mark.usefixtures("peer")
+@pytest.mark.parametrize("daemon", [True, False], ids=["through-the-daemon", "in-process"])
+async def test_an_error_in_the_block_comes_out_as_it_was_raised(tmp_path: Path, daemon: bool) -> None:
+    with anyio.fail_after(30), pytest.raises(ValueError, match="the caller's own") as raised:
+        async with open_agent_session(tmp_path, daemon=daemon):
+            raise ValueError("the caller's own")
+    assert type(raised.value) is ValueError
+
+
+def test_a_daemon_session_used_through_an_integration_never_loads_the_sdk(tmp_path: Path) -> None:
+    # The daemon runs the servers: this process speaks its control lines only, so the SDK
+    # (0.6 s and more to import) stays unloaded, the integration's import included.
+    pytest.importorskip("langchain_core")
+    probe = textwrap.dedent(
+        f"""
+        import sys
+
+        import anyio
+        from tests.servers.control_peer import result
+        from tests.servers.control_peer import control_peer
+
+        from mcpfleet import open_agent_session
+        from mcpfleet.daemon import paths
+        from mcpfleet.integrations.langchain import open_langchain_tools
+
+        def daemon(request):
+            if request["op"] == "tools":
+                return result(request, {{"tools": [{tool_row("files", "echo")!r}], "errors": []}})
+            if request["op"] == "call":
+                text = "echoed " + request["arguments"]["message"]
+                return result(request, {{"text": text, "content": [{{"type": "text", "text": text}}]}})
+            return result(request, {{}})
+
+        async def main():
+            async with open_agent_session({str(tmp_path)!r}, daemon=True) as session:
+                async with open_langchain_tools(session=session) as tools:
+                    print(await tools[0].ainvoke({{"message": "hi"}}))
+            print("mcp" in sys.modules, [name for name in sys.modules if name.startswith("mcp.")])
+
+        with control_peer(paths.socket_path(), daemon):
+            anyio.run(main)
+        """
+    )
+    shown = subprocess.run(
+        [sys.executable, "-c", probe], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.splitlines() == ["echoed hi", "False []"]
 
 
 @pytest.mark.usefixtures("local_fleet")
@@ -218,3 +307,72 @@ def test_a_manager_of_ones_own_is_refused_with_daemon(tmp_path: Path) -> None:
 
     with pytest.raises(ValueError, match="mcp_manager describe"):
         open_agent_session(tmp_path, daemon=True, mcp_manager=MCPManager(tmp_path))
+
+
+@pytest.mark.parametrize("leaving", [None, "version-mismatch", "draining"])
+async def test_a_daemon_is_started_when_none_runs_or_the_one_running_is_leaving(
+    tmp_path: Path, scripted: ScriptedFleet, leaving: str | None
+) -> None:
+    with ExitStack() as peers:
+        refusal = None if leaving is None else (leaving, "on its way out")
+        old = (
+            None
+            if refusal is None
+            else peers.enter_context(control_peer(paths.socket_path(), scripted, refusal=refusal))
+        )
+        started: list[ControlPeer] = []
+
+        def start() -> None:
+            if old is not None:
+                old.close()
+            started.append(peers.enter_context(control_peer(paths.socket_path(), scripted)))
+
+        with anyio.fail_after(30):
+            async with DaemonFleet(FleetSpec(cwd=str(tmp_path)), start=start) as fleet:
+                assert [t.name for t in fleet.tools] == ["mcp_files_echo"]
+        (new,) = started
+        assert [r["op"] for r in new.requests] == ["watch", "tools"]
+        assert len(old.hellos if old is not None else []) == (0 if leaving is None else 1)
+
+
+async def test_a_daemon_still_leaving_after_the_start_is_not_started_again(
+    tmp_path: Path, scripted: ScriptedFleet
+) -> None:
+    starts: list[None] = []
+    with (
+        control_peer(paths.socket_path(), scripted, refusal=("draining", "on its way out")) as leaving,
+        pytest.raises(DaemonRefused, match="draining"),
+        anyio.fail_after(30),
+    ):
+        async with DaemonFleet(FleetSpec(cwd=str(tmp_path)), start=lambda: starts.append(None)):
+            pass
+    assert len(starts) == 1
+    assert len(leaving.hellos) == 2
+
+
+async def test_a_daemon_that_keeps_going_away_is_given_up(
+    tmp_path: Path, scripted: ScriptedFleet, caplog: pytest.LogCaptureFixture
+) -> None:
+    def list_then_go_away(request: dict[str, Any]) -> Reply | None:
+        reply = scripted(request)
+        return Reply(reply.lines, close=True) if request["op"] == "tools" and reply is not None else reply
+
+    def start() -> None:
+        raise AssertionError("a daemon is listening: nothing is to be started")
+
+    with (
+        caplog.at_level(logging.WARNING, logger="mcpfleet.daemon.remote"),
+        control_peer(paths.socket_path(), list_then_go_away) as peer,
+        anyio.fail_after(60),
+    ):
+        async with DaemonFleet(FleetSpec(cwd=str(tmp_path)), start=start) as fleet:
+            (tool,) = fleet.tools
+            await wait_until(lambda: "this session no longer reaches it" in caplog.text)
+            with anyio.fail_after(5):
+                given_up = await tool.execute({"message": "anyone?"})
+            # The tools stay as they were; calls fail at once, saying why.
+            assert [t.name for t in fleet.tools] == ["mcp_files_echo"]
+    assert given_up.is_error
+    assert f"went away {RECONNECT_LIMIT + 1} times" in given_up.text
+    assert len(peer.hellos) == RECONNECT_LIMIT + 1
+    assert [r["op"] for r in peer.requests] == ["watch", "tools"] * (RECONNECT_LIMIT + 1)

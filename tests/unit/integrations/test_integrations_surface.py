@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -25,16 +26,33 @@ def test_importing_mcpfleet_and_its_integrations_package_loads_no_framework() ->
     assert shown.stdout.strip() == "[]"
 
 
-def test_the_integrations_bring_the_sdk_client_with_their_import() -> None:
+def test_an_integration_that_runs_the_fleet_brings_the_sdk_client_with_its_object(tmp_path: Path) -> None:
     # Every integration serves from a SessionLease. Left to the first connection, the SDK's
     # import would hold back every handshake of the first start (and a warm start's first
-    # call) while the framework runs its own first steps.
-    probe = (
-        "import sys, mcpfleet.integrations._lease; from mcpfleet.client import opening; "
-        "print(opening.CONNECTION_MODULE in sys.modules, opening.CONNECTION_MODULE in opening._imported)"
+    # call) while the framework runs its own first steps. A borrowed session (the daemon's,
+    # say) or a lease without a fleet does not need it.
+    probe = textwrap.dedent(
+        f"""
+        import sys
+        from mcpfleet.agent.session import AgentSession
+        from mcpfleet.client import opening
+        from mcpfleet.integrations._lease import SessionLease
+
+        def loaded():
+            name = opening.CONNECTION_MODULE
+            print(name in sys.modules, name in opening._imported)
+
+        loaded()
+        SessionLease("Thing", AgentSession({str(tmp_path)!r}, manager=None, owns_manager=False), None, {{}})
+        loaded()
+        SessionLease("Thing", None, {str(tmp_path)!r}, {{"enable_mcp": False}})
+        loaded()
+        SessionLease("Thing", None, {str(tmp_path)!r}, {{}})
+        loaded()
+        """
     )
     shown = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
-    assert shown.stdout.split() == ["True", "True"]
+    assert shown.stdout.splitlines() == ["False False"] * 3 + ["True True"]
 
 
 def test_a_missing_framework_names_the_extra_to_install() -> None:

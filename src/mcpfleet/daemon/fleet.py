@@ -13,8 +13,8 @@ starts what it needs (lazily: nothing runs before a session needs it; a server i
 from the tool cache until it answers). A server no session uses is stopped after its idle
 timeout (``idleTimeout`` of the entry, else the daemon's), unless it is ``keepWarm``.
 
-Config files are watched (one watcher per project in use, one for the user's files): an edit
-is rediscovered, the views' routes recomputed, and every scope converges by difference
+Config files are watched (one watcher for the files of every discovery in use): an edit is
+rediscovered, the views' routes recomputed, and every scope converges by difference
 (removed servers stop, edited ones restart, new ones start if a session sees them); each
 view tells its gateway, which announces ``list_changed`` to the clients that see the change.
 
@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any, Literal, Self
 
 import anyio
 import anyio.abc
+import anyio.to_thread
 
 from mcpfleet import paths
 from mcpfleet.config import load_all_mcp_configs
@@ -66,25 +67,16 @@ project files are read at all: sessions that agree on all three share its backen
 
 @dataclass(eq=False)
 class _Project:
-    """One project in use: its discovery (watched) and its scope."""
+    """One project in use: its discovery and its scope."""
 
     key: ProjectKey
     discovery: DiscoveryResult
     scope: Scope
-    watcher: ConfigWatcher
-    watching: anyio.CancelScope = field(default_factory=anyio.CancelScope)
     sessions: set[str] = field(default_factory=set)
 
     @property
     def root(self) -> str:
         return self.key[0]
-
-    def rediscover(self) -> None:
-        root, trust_project, enable_project_config = self.key
-        self.discovery = load_all_mcp_configs(
-            root, enable_project_config=enable_project_config, trust_project=trust_project
-        )
-        self.watcher.remember(self.discovery.config_paths)
 
 
 class SharedFleet(anyio.AsyncContextManagerMixin):
@@ -100,7 +92,6 @@ class SharedFleet(anyio.AsyncContextManagerMixin):
         shutdown_timeout_s: float = defaults.SHUTDOWN_TIMEOUT_S,
     ) -> None:
         self.settings = settings
-        self.watch_interval_s = watch_interval_s
         self.shutdown_timeout_s = shutdown_timeout_s
         self._cache_setting = cache
         self._cache: MCPToolCache | None = None
@@ -109,7 +100,7 @@ class SharedFleet(anyio.AsyncContextManagerMixin):
         self._projects: dict[ProjectKey, _Project] = {}
         self._user_scope: Scope | None = None
         self._user_discovery = DiscoveryResult()
-        self._user_watcher = ConfigWatcher(watch_interval_s)
+        self._watcher = ConfigWatcher(watch_interval_s)
         self._per_session: PerSessionServers | None = None
         self._wake_reaper: anyio.Event | None = None
 
@@ -121,14 +112,13 @@ class SharedFleet(anyio.AsyncContextManagerMixin):
         self._per_session = PerSessionServers(paths.user_state_dir() / PER_SESSION_FILE)
         self._user_scope = Scope("user", paths.neutral_working_dir(), None)
         self._wake_reaper = anyio.Event()
-        self._rediscover_user()
+        self._take_user_discovery(await _discover_user())
+        self._watch_discovered()
         try:
             async with anyio.create_task_group() as task_group:
                 self._task_group = task_group
                 try:
-                    task_group.start_soon(
-                        self._user_watcher.run, self._config_changed, name="mcpfleet user config"
-                    )
+                    task_group.start_soon(self._watcher.run, self._config_changed, name="mcpfleet config")
                     task_group.start_soon(self._reap, name="mcpfleet idle servers")
                     yield self
                 finally:
@@ -180,7 +170,7 @@ class SharedFleet(anyio.AsyncContextManagerMixin):
         if session_id in self._views:
             raise ValueError(f"session {session_id!r} is attached already")
         profile = read_gateway_settings().profile(spec.profile) if spec.profile is not None else None
-        project = self._project_for(spec)
+        project = await self._project_for(spec)
         project.sessions.add(session_id)
         try:
             async with anyio.create_task_group() as view_tasks:
@@ -245,18 +235,17 @@ class SharedFleet(anyio.AsyncContextManagerMixin):
 
     # -- who runs what ---------------------------------------------------------------------------------------
 
-    def _project_for(self, spec: FleetSpec) -> _Project:
-        root = os.path.realpath(spec.cwd)
-        key: ProjectKey = (root, spec.trust_project, spec.enable_project_config)
-        project = self._projects.get(key)
-        if project is None:
-            watcher = ConfigWatcher(self.watch_interval_s)
-            project = _Project(key, DiscoveryResult(), Scope("project", Path(root), root), watcher)
-            project.rediscover()
-            self._refresh_project_servers(project)
-            self._projects[key] = project
-            self._running().start_soon(self._watch_project, project, name=f"mcpfleet config of {root}")
-        return project
+    async def _project_for(self, spec: FleetSpec) -> _Project:
+        key = _key_of(spec)
+        if key not in self._projects:
+            discovery = await _discover_project(key)
+            if key not in self._projects:  # unless another session opened it meanwhile
+                root = key[0]
+                project = _Project(key, discovery, Scope("project", Path(root), root))
+                self._refresh_project_servers(project)
+                self._projects[key] = project
+                self._watch_discovered()
+        return self._projects[key]
 
     def _route(self, view: FleetView, project: _Project) -> None:
         """Compute ``view``'s routes from the current discoveries (its profile applied)."""
@@ -285,9 +274,8 @@ class SharedFleet(anyio.AsyncContextManagerMixin):
             if assignment.share == "project"
         }
 
-    def _rediscover_user(self) -> None:
-        self._user_discovery = load_all_mcp_configs(paths.neutral_working_dir(), enable_project_config=False)
-        self._user_watcher.remember(self._user_discovery.config_paths)
+    def _take_user_discovery(self, discovery: DiscoveryResult) -> None:
+        self._user_discovery = discovery
         assert self._user_scope is not None
         self._user_scope.available = {
             name: Wanted(assignment.config, assignment.source)
@@ -334,20 +322,25 @@ class SharedFleet(anyio.AsyncContextManagerMixin):
 
     # -- changes ---------------------------------------------------------------------------------------------
 
-    async def _watch_project(self, project: _Project) -> None:
-        with project.watching:
-            await project.watcher.run(self._config_changed)
+    def _watch_discovered(self) -> None:
+        """Watch the files of every discovery in use (a project's include the user's)."""
+        discoveries = [self._user_discovery, *(project.discovery for project in self._projects.values())]
+        self._watcher.watch(path for discovery in discoveries for path in discovery.config_paths)
 
     async def _config_changed(self) -> None:
         """A watched file changed. Every discovery is read again, the user's and each
-        project's, whichever watcher saw it first: a project's routes depend on both (a
-        user-level entry is shared only if the project resolves it as the user scope does),
-        and a half-updated pair would start a server in the wrong scope. Reading them
-        refreshes every watcher's stamps, so the others do not reload for the same edit."""
-        self._rediscover_user()
-        for project in list(self._projects.values()):
-            project.rediscover()
-            self._refresh_project_servers(project)
+        project's, and taken all at once: a project's routes depend on both (a user-level
+        entry is shared only if the project resolves it as the user scope does), and a
+        half-updated pair would start a server in the wrong scope."""
+        user = await _discover_user()
+        found = {key: await _discover_project(key) for key in list(self._projects)}
+        self._take_user_discovery(user)
+        for key, discovery in found.items():
+            project = self._projects.get(key)
+            if project is not None:  # unless it closed meanwhile
+                project.discovery = discovery
+                self._refresh_project_servers(project)
+        self._watch_discovered()
         await self._reroute()
 
     async def _reroute(self) -> None:
@@ -423,7 +416,7 @@ class SharedFleet(anyio.AsyncContextManagerMixin):
             if project.sessions or not project.scope.empty:
                 continue
             del self._projects[key]
-            project.watching.cancel()
+            self._watch_discovered()
             await project.scope.close()
 
     # -- status ----------------------------------------------------------------------------------------------
@@ -465,6 +458,29 @@ async def _converge_logged(scope: Scope) -> None:
 
 def _key_of(spec: FleetSpec) -> ProjectKey:
     return (os.path.realpath(spec.cwd), spec.trust_project, spec.enable_project_config)
+
+
+async def _discover_user() -> DiscoveryResult:
+    """The discovery the user scope runs: no project files, in the neutral folder."""
+    return await _discover(paths.neutral_working_dir(), enable_project_config=False, trust_project=False)
+
+
+async def _discover_project(key: ProjectKey) -> DiscoveryResult:
+    root, trust_project, enable_project_config = key
+    return await _discover(root, enable_project_config=enable_project_config, trust_project=trust_project)
+
+
+async def _discover(cwd: str | Path, *, enable_project_config: bool, trust_project: bool) -> DiscoveryResult:
+    # Off the event loop: a large ~/.claude.json takes a good part of a second to read,
+    # and every session's calls wait meanwhile.
+    return await anyio.to_thread.run_sync(
+        partial(
+            load_all_mcp_configs,
+            cwd,
+            enable_project_config=enable_project_config,
+            trust_project=trust_project,
+        )
+    )
 
 
 def _serves(profile: Profile | None, name: str) -> bool:

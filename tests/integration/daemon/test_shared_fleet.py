@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import threading
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
@@ -25,7 +26,10 @@ from tests.integration.gateway.gateway_harness import wait_until
 from tests.servers.fixtures import FAKE_SERVER, SERVERS_DIR
 
 from mcpfleet import paths
+from mcpfleet.config import load_all_mcp_configs
+from mcpfleet.config.model import DiscoveryResult
 from mcpfleet.config.profiles import DaemonSettings
+from mcpfleet.daemon import fleet as fleet_module
 from mcpfleet.daemon.fleet import SharedFleet
 from mcpfleet.daemon.view import FleetView
 from mcpfleet.daemon.wire import FleetSpec
@@ -388,6 +392,39 @@ async def test_a_config_edit_reaches_the_sessions_that_see_the_server(
 
 async def _listed(each: Session, tool: str) -> bool:
     return tool in await each.tool_names()
+
+
+async def test_one_config_edit_reads_each_discovery_once_off_the_event_loop(
+    isolated_home: Path, tmp_path: Path, projects: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two projects in use: an edit of the user's file, which all three discoveries read
+    (the user's and each project's), reads each of them once, in a worker thread (a large
+    ``~/.claude.json`` would stall every session for the time it takes)."""
+    alpha, beta = projects
+    pids = tmp_path / "pids"
+    common = fake("common", pids / "common")
+    write_user_servers({"common": common})
+    discovered_on: list[int] = []
+
+    def counted(*args: Any, **kwargs: Any) -> DiscoveryResult:
+        discovered_on.append(threading.get_ident())
+        return load_all_mcp_configs(*args, **kwargs)
+
+    monkeypatch.setattr(fleet_module, "load_all_mcp_configs", counted)
+    event_loop_thread = threading.get_ident()
+    interval_s = 0.05
+    async with (
+        SharedFleet(DaemonSettings(), cache=None, watch_interval_s=interval_s) as fleet,
+        session(fleet, alpha, "a") as a,
+        session(fleet, beta, "b") as b,
+    ):
+        assert len(discovered_on) == 3
+        write_user_servers({"common": common, "later": fake("later", pids / "later")})
+        await wait_until(lambda: _listed(a, "later_echo"))
+        await wait_until(lambda: _listed(b, "later_echo"))
+        await anyio.sleep(40 * interval_s)  # time for any other reload of the same edit
+        assert len(discovered_on) == 3 + 3
+    assert event_loop_thread not in discovered_on
 
 
 async def test_a_user_server_that_names_the_workspace_runs_once_per_project(

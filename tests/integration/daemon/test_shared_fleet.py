@@ -27,6 +27,7 @@ from tests.servers.fixtures import FAKE_SERVER, SERVERS_DIR
 
 from mcpfleet import paths
 from mcpfleet.config import load_all_mcp_configs
+from mcpfleet.config.approval import ApprovalStore, approve_project_servers
 from mcpfleet.config.model import DiscoveryResult
 from mcpfleet.config.profiles import DaemonSettings
 from mcpfleet.daemon import fleet as fleet_module
@@ -106,6 +107,7 @@ async def session(
     startup_timeout_ms: int = 0,
     profile: str | None = None,
     mode: str = "legacy",
+    trust_project: bool = True,
     **client_options: Any,
 ) -> AsyncIterator[Session]:
     """One host session as the daemon serves it: a view, its gateway, a client on it."""
@@ -116,7 +118,7 @@ async def session(
 
     relay = Relay()
     spec = FleetSpec(
-        cwd=str(root), trust_project=True, startup_timeout_ms=startup_timeout_ms, profile=profile
+        cwd=str(root), trust_project=trust_project, startup_timeout_ms=startup_timeout_ms, profile=profile
     )
     async with (
         fleet.attach(spec, session_id=session_id, host="pytest", relay=relay) as view,
@@ -425,6 +427,35 @@ async def test_one_config_edit_reads_each_discovery_once_off_the_event_loop(
         await anyio.sleep(40 * interval_s)  # time for any other reload of the same edit
         assert len(discovered_on) == 3 + 3
     assert event_loop_thread not in discovered_on
+
+
+async def test_approving_and_revoking_a_project_server_reaches_the_running_daemon(
+    isolated_home: Path, tmp_path: Path, projects: tuple[Path, Path]
+) -> None:
+    """``mcpfleet approve`` while a session runs: that session and the next see the server;
+    ``mcpfleet revoke``: it goes away and stops."""
+    alpha, _ = projects
+    pids = tmp_path / "pids"
+    write_project_servers(alpha, {"built": fake("built", pids / "built")})
+    async with (
+        SharedFleet(DaemonSettings(), cache=None, watch_interval_s=0.05) as fleet,
+        session(fleet, alpha, "first", trust_project=False) as first,
+    ):
+        assert await first.tool_names() == []
+        (pending,) = first.view.discover().entries
+        assert pending.state == "pending-approval"
+
+        approved, unknown = approve_project_servers(first.view.discover().entries, ["built"])
+        assert (len(approved), unknown) == (1, [])
+        await wait_until(lambda: _listed(first, "built_echo"))
+        assert await first.echo("built_echo") == "hi"
+        async with session(fleet, alpha, "second", trust_project=False) as second:
+            assert await second.tool_names() == ["built_echo"]
+
+        assert ApprovalStore().revoke_in_project(alpha, "built") == 1
+        await wait_until(lambda: rows(fleet, "built") == [] and alive(pids / "built") == [])
+        assert await first.tool_names() == []
+    assert started(pids / "built") == 1
 
 
 async def test_a_user_server_that_names_the_workspace_runs_once_per_project(

@@ -5,8 +5,8 @@ servers every session shares, run in the neutral folder; one **project scope** p
 root (real path) and approval mode, for that project's servers, run in the project; one
 **session scope** per attached session for the servers it must have to itself. Which entry
 goes where is ``daemon.sharing``'s decision, from two discoveries: the project's (what a
-session there sees, with its precedence: a project entry wins over a user entry of the same
-name) and the user's own (how a user-level entry runs when shared).
+session there sees, its profile applied, with its precedence: a project entry wins over a
+user entry of the same name) and the user's own (how a user-level entry runs when shared).
 
 ``attach(spec, ...)`` gives one session a ``FleetView`` (``daemon.view``) over its routes and
 starts what it needs (lazily: nothing runs before a session needs it; a server is served
@@ -41,6 +41,7 @@ import anyio.to_thread
 
 from mcpfleet import paths
 from mcpfleet.config import load_all_mcp_configs
+from mcpfleet.config.discovery import EntryFilter
 from mcpfleet.config.model import DiscoveryResult
 from mcpfleet.config.profiles import DaemonSettings, Profile, read_gateway_settings
 from mcpfleet.daemon.routing import RequestRouter
@@ -67,11 +68,14 @@ project files are read at all: sessions that agree on all three share its backen
 
 @dataclass(eq=False)
 class _Project:
-    """One project in use: its discovery and its scope."""
+    """One project in use: its discoveries and its scope."""
 
     key: ProjectKey
-    discovery: DiscoveryResult
     scope: Scope
+    discoveries: dict[Profile | None, DiscoveryResult] = field(default_factory=dict)
+    """The project's discovery (under ``None``), and one per profile its sessions use: a
+    profile's servers are left out by discovery itself, as in-process, so an entry it does
+    not serve never shadows a twin it does (same connection, another name)."""
     sessions: set[str] = field(default_factory=set)
 
     @property
@@ -170,7 +174,7 @@ class SharedFleet(anyio.AsyncContextManagerMixin):
         if session_id in self._views:
             raise ValueError(f"session {session_id!r} is attached already")
         profile = read_gateway_settings().profile(spec.profile) if spec.profile is not None else None
-        project = await self._project_for(spec)
+        project = await self._project_for(spec, profile)
         project.sessions.add(session_id)
         try:
             async with anyio.create_task_group() as view_tasks:
@@ -235,27 +239,35 @@ class SharedFleet(anyio.AsyncContextManagerMixin):
 
     # -- who runs what ---------------------------------------------------------------------------------------
 
-    async def _project_for(self, spec: FleetSpec) -> _Project:
+    async def _project_for(self, spec: FleetSpec, profile: Profile | None) -> _Project:
+        """The project ``spec`` names, with its discovery and that of ``profile``."""
         key = _key_of(spec)
-        if key not in self._projects:
-            discovery = await _discover_project(key)
-            if key not in self._projects:  # unless another session opened it meanwhile
-                root = key[0]
-                project = _Project(key, discovery, Scope("project", Path(root), root))
-                self._refresh_project_servers(project)
-                self._projects[key] = project
-                self._watch_discovered()
-        return self._projects[key]
+        lenses = list(dict.fromkeys((None, profile)))
+        while True:
+            project = self._projects.get(key)
+            missing = [lens for lens in lenses if project is None or lens not in project.discoveries]
+            if project is not None and not missing:
+                # No await since it was looked up: the reaper closes only a project without
+                # sessions, and the caller adds its own at once.
+                return project
+            found = {lens: await _discover_project(key, lens) for lens in missing}
+            # Meanwhile another session may have opened it, or the reaper closed it.
+            project = self._projects.get(key)
+            if project is None:
+                project = self._projects[key] = _Project(key, Scope("project", Path(key[0]), key[0]))
+            for lens, discovery in found.items():
+                project.discoveries.setdefault(lens, discovery)
+            self._refresh_project_servers(project)
+            self._watch_discovered()
 
     def _route(self, view: FleetView, project: _Project) -> None:
-        """Compute ``view``'s routes from the current discoveries (its profile applied)."""
+        """Compute ``view``'s routes from the current discoveries (its profile's)."""
         assert self._user_scope is not None and self._per_session is not None
-        assignments = assign(project.discovery, self._user_discovery, self._per_session.known)
+        discovery = project.discoveries[view.profile]
+        assignments = assign(discovery, self._user_discovery, self._per_session.known)
         scopes = {"user": self._user_scope, "project": project.scope, "session": view.session_scope}
         routes = {
-            name: Route(scopes[assignment.share], assignment)
-            for name, assignment in assignments.items()
-            if _serves(view.profile, name)
+            name: Route(scopes[assignment.share], assignment) for name, assignment in assignments.items()
         }
         view.session_scope.available = {
             name: Wanted(route.assignment.config, route.assignment.source)
@@ -263,16 +275,18 @@ class SharedFleet(anyio.AsyncContextManagerMixin):
             if route.scope is view.session_scope
         }
         view.set_routes(routes)
-        view.discovery = _profiled(project.discovery, view.profile)
+        view.discovery = discovery
 
     def _refresh_project_servers(self, project: _Project) -> None:
         # Without the per-session servers: those move the sessions away, and the backend they
-        # leave may still finish the calls it runs.
-        project.scope.available = {
-            name: Wanted(assignment.config, assignment.source)
-            for name, assignment in assign(project.discovery, self._user_discovery).items()
-            if assignment.share == "project"
-        }
+        # leave may still finish the calls it runs. A name is the same entry in every
+        # discovery that has it active (a profile only leaves entries out).
+        available: dict[str, Wanted] = {}
+        for discovery in project.discoveries.values():
+            for name, assignment in assign(discovery, self._user_discovery).items():
+                if assignment.share == "project":
+                    available.setdefault(name, Wanted(assignment.config, assignment.source))
+        project.scope.available = available
 
     def _take_user_discovery(self, discovery: DiscoveryResult) -> None:
         self._user_discovery = discovery
@@ -324,22 +338,32 @@ class SharedFleet(anyio.AsyncContextManagerMixin):
 
     def _watch_discovered(self) -> None:
         """Watch the files of every discovery in use (a project's include the user's)."""
-        discoveries = [self._user_discovery, *(project.discovery for project in self._projects.values())]
+        discoveries = [self._user_discovery]
+        for project in self._projects.values():
+            discoveries.extend(project.discoveries.values())
         self._watcher.watch(path for discovery in discoveries for path in discovery.config_paths)
 
     async def _config_changed(self) -> None:
         """A watched file changed. Every discovery is read again, the user's and each
-        project's, and taken all at once: a project's routes depend on both (a user-level
-        entry is shared only if the project resolves it as the user scope does), and a
-        half-updated pair would start a server in the wrong scope."""
+        project's (each profile's in use), and taken all at once: a project's routes depend
+        on both (a user-level entry is shared only if the project resolves it as the user
+        scope does), and a half-updated pair would start a server in the wrong scope."""
         user = await _discover_user()
-        found = {key: await _discover_project(key) for key in list(self._projects)}
+        found = {
+            (key, lens): await _discover_project(key, lens)
+            for key, project in list(self._projects.items())
+            for lens in list(project.discoveries)
+        }
         self._take_user_discovery(user)
-        for key, discovery in found.items():
-            project = self._projects.get(key)
-            if project is not None:  # unless it closed meanwhile
-                project.discovery = discovery
-                self._refresh_project_servers(project)
+        for key, project in self._projects.items():
+            in_use = {None} | {view.profile for view in self._views.values() if _key_of(view.spec) == key}
+            for lens in list(project.discoveries):
+                if lens not in in_use:
+                    del project.discoveries[lens]  # its sessions are gone
+                elif (key, lens) in found:
+                    project.discoveries[lens] = found[key, lens]
+                # else: discovered while these were read, and as fresh
+            self._refresh_project_servers(project)
         self._watch_discovered()
         await self._reroute()
 
@@ -462,15 +486,27 @@ def _key_of(spec: FleetSpec) -> ProjectKey:
 
 async def _discover_user() -> DiscoveryResult:
     """The discovery the user scope runs: no project files, in the neutral folder."""
-    return await _discover(paths.neutral_working_dir(), enable_project_config=False, trust_project=False)
+    return await _discover(paths.neutral_working_dir(), enable_project_config=False)
 
 
-async def _discover_project(key: ProjectKey) -> DiscoveryResult:
+async def _discover_project(key: ProjectKey, profile: Profile | None) -> DiscoveryResult:
+    """The project's discovery as the sessions with ``profile`` see it."""
     root, trust_project, enable_project_config = key
-    return await _discover(root, enable_project_config=enable_project_config, trust_project=trust_project)
+    return await _discover(
+        root,
+        enable_project_config=enable_project_config,
+        trust_project=trust_project,
+        entry_filter=profile.entry_filter() if profile is not None else None,
+    )
 
 
-async def _discover(cwd: str | Path, *, enable_project_config: bool, trust_project: bool) -> DiscoveryResult:
+async def _discover(
+    cwd: str | Path,
+    *,
+    enable_project_config: bool,
+    trust_project: bool = False,
+    entry_filter: EntryFilter | None = None,
+) -> DiscoveryResult:
     # Off the event loop: a large ~/.claude.json takes a good part of a second to read,
     # and every session's calls wait meanwhile.
     return await anyio.to_thread.run_sync(
@@ -479,32 +515,8 @@ async def _discover(cwd: str | Path, *, enable_project_config: bool, trust_proje
             cwd,
             enable_project_config=enable_project_config,
             trust_project=trust_project,
+            entry_filter=entry_filter,
         )
-    )
-
-
-def _serves(profile: Profile | None, name: str) -> bool:
-    return profile is None or profile.serves_server(name)
-
-
-def _profiled(discovery: DiscoveryResult, profile: Profile | None) -> DiscoveryResult:
-    """The project's discovery as the session sees it: its profile's servers only."""
-    if profile is None:
-        return discovery
-    from dataclasses import replace
-
-    left_out = {name for name in discovery.configs if not profile.serves_server(name)}
-    return DiscoveryResult(
-        configs={name: config for name, config in discovery.configs.items() if name not in left_out},
-        sources={name: source for name, source in discovery.sources.items() if name not in left_out},
-        errors=list(discovery.errors),
-        entries=[
-            replace(entry, state="filtered", reason=f'not in the servers of the profile "{profile.name}"')
-            if entry.name in left_out and entry.state == "active"
-            else entry
-            for entry in discovery.entries
-        ],
-        config_paths=list(discovery.config_paths),
     )
 
 

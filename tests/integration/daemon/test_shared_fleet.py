@@ -503,3 +503,38 @@ async def test_a_session_with_a_profile_sees_and_starts_only_its_servers(
                 assert await wide.tool_names() == ["common_echo", "other_echo"]
             assert rows(fleet, "common")[0]["sessions"] == 1
         assert started(pids / "common") == started(pids / "other") == 1
+
+
+async def test_a_profile_serving_one_of_two_twin_entries_serves_that_one(
+    isolated_home: Path, tmp_path: Path, projects: tuple[Path, Path]
+) -> None:
+    """``gh`` and ``github`` name the same server, so discovery shadows the second as the
+    first's twin. A profile that serves ``github`` only gets ``github`` (the profile filters
+    within discovery, as in-process), and a session without it still gets ``gh``."""
+    alpha, _ = projects
+    pids = tmp_path / "pids"
+    path = paths.user_config_file()
+    path.parent.mkdir(parents=True)
+    twin = fake("twin", pids / "twin")
+    profiles = {"narrow": {"servers": ["github"]}}
+    path.write_text(json.dumps({"mcpServers": {"gh": twin, "github": twin}, "profiles": profiles}))
+    async with (
+        SharedFleet(DaemonSettings(), cache=None, watch_interval_s=0.05) as fleet,
+        session(fleet, alpha, "narrow", profile="narrow") as narrow,
+    ):
+        assert await narrow.tool_names() == ["github_echo"]
+        assert await narrow.echo("github_echo") == "hi"
+        states = {entry.name: (entry.state, entry.reason) for entry in narrow.view.discover().entries}
+        assert states == {
+            "gh": ("filtered", 'not in the servers of the profile "narrow"'),
+            "github": ("active", ""),
+        }
+        async with session(fleet, alpha, "wide") as wide:
+            assert await wide.tool_names() == ["gh_echo"]
+            assert await wide.echo("gh_echo") == "hi"
+
+        # A config edit reads the profile's discovery again too.
+        twin = fake("twin", pids / "twin", "--tool", "env")
+        path.write_text(json.dumps({"mcpServers": {"gh": twin, "github": twin}, "profiles": profiles}))
+        await wait_until(lambda: _listed(narrow, "github_env"))
+        assert await narrow.tool_names() == ["github_echo", "github_env"]

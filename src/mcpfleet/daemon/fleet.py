@@ -210,10 +210,9 @@ class SharedFleet(anyio.AsyncContextManagerMixin):
         await view.session_scope.close()
         logger.info("session %s (%s) detached", view.session_id, view.host or "unknown host")
 
-    async def start_servers(self, view: FleetView) -> StartupReport:
-        """Bring up what ``view`` routes (a no-op for what runs already), wait for it as long as
-        the session's start-up timeout says, and report as a manager's connect round does."""
-        await self._converge_view(view)
+    async def startup_report(self, view: FleetView) -> StartupReport:
+        """Wait for the servers ``view`` routes (its attachment started them) as long as the
+        session's start-up timeout says, and report as a manager's connect round does."""
         await view.wait_settled(view.spec.startup_timeout_ms)
         report = StartupReport()
         for name in view.get_all_server_names():

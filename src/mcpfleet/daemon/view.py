@@ -192,10 +192,10 @@ class FleetView(anyio.AsyncContextManagerMixin):
     async def connect_servers(
         self, configs: Mapping[str, ServerConfig], sources: Mapping[str, SourceInfo]
     ) -> StartupReport:
-        """Start the view's servers that are not running in their scopes (the routes decide
-        which; ``configs`` is the view's own discovery), and wait for them as long as the
-        session's start-up timeout says."""
-        return await self._fleet.start_servers(self)
+        """Wait for the view's servers, started when it was attached (its routes decide which;
+        ``configs`` is the view's own discovery), as long as the session's start-up timeout
+        says."""
+        return await self._fleet.startup_report(self)
 
     def get_all_server_names(self) -> list[str]:
         return sorted(self.routes)

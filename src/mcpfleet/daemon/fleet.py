@@ -220,9 +220,7 @@ class SharedFleet(anyio.AsyncContextManagerMixin):
             if state.state in (Phase.FAILED, Phase.SUSPENDED):
                 report.add_failure(Failure(name, "connect", state.last_error or str(state.state)))
             elif state.status == "connecting":
-                manager = view.routes[name].scope.manager
-                deferred = manager is not None and manager.is_deferred(name)
-                (report.deferred_servers if deferred else report.late_servers).append(name)
+                (report.deferred_servers if view.is_deferred(name) else report.late_servers).append(name)
         report.tools = view.get_tools()
         report.connected_servers = [
             name for name in view.get_all_server_names() if view.get_connection_status(name) == "connected"

@@ -12,6 +12,7 @@ import json
 import os
 import sys
 import threading
+import warnings
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
@@ -355,6 +356,36 @@ async def test_a_question_that_cannot_be_tied_to_one_session_is_refused_and_the_
     # A new daemon knows it: the server is per session from the start.
     async with SharedFleet(DaemonSettings(), cache=None) as fleet, session(fleet, alpha, "c"):
         assert [row["share"] for row in rows(fleet, "ask")] == ["session"]
+
+
+async def test_a_sessions_new_roots_reach_its_servers_in_every_scope(
+    isolated_home: Path, projects: tuple[Path, Path]
+) -> None:
+    """A session's client says its roots changed: its handshake-era servers in the user
+    scope and in the project scope each hear it, ask again, and get the new roots from it."""
+    alpha, _ = projects
+    write_user_servers({"everyone": asking("everyone", "--legacy")})
+    write_project_servers(alpha, {"near": asking("near", "--legacy")})
+    root = ["file:///before"]
+
+    async def list_roots(context: Any) -> mcp_types.ListRootsResult:
+        return mcp_types.ListRootsResult(roots=[mcp_types.Root(uri=root[0], name="project")])
+
+    async def asked_again(each: Session, server: str) -> bool:
+        answer = text_of(await each.client.call_tool(f"{server}_roots_changes", {}))
+        return answer.endswith('last ["file:///after"]')
+
+    async with (
+        SharedFleet(DaemonSettings(), cache=None) as fleet,
+        session(fleet, alpha, "s", list_roots_callback=list_roots) as one,
+    ):
+        assert sorted(row["share"] for row in fleet.status()) == ["project", "user"]
+        root[0] = "file:///after"
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            await one.client.session.send_roots_list_changed()
+        await wait_until(lambda: asked_again(one, "everyone"))
+        await wait_until(lambda: asked_again(one, "near"))
 
 
 async def test_a_config_edit_reaches_the_sessions_that_see_the_server(

@@ -306,12 +306,16 @@ class SharedFleet(anyio.AsyncContextManagerMixin):
         )
 
     async def _converge_view(self, view: FleetView) -> None:
+        await self._converge(await self._open_routed(view))
+
+    async def _open_routed(self, view: FleetView) -> set[Scope]:
+        """Open the scopes ``view`` routes to (unless closed) and have it hear them; return them."""
         scopes = {route.scope for route in view.routes.values()}
         for scope in scopes:
             if not scope.closed:
                 await self._open(scope)
                 view.follow(scope)
-        await self._converge(scopes)
+        return scopes
 
     async def _converge(self, scopes: set[Scope]) -> None:
         async with anyio.create_task_group() as converging:
@@ -372,10 +376,7 @@ class SharedFleet(anyio.AsyncContextManagerMixin):
                 self._route(view, project)
         touched = set(self._scopes())
         for view in list(self._views.values()):
-            for route in view.routes.values():
-                if not route.scope.closed:
-                    await self._open(route.scope)
-                    view.follow(route.scope)
+            await self._open_routed(view)
         await self._converge({scope for scope in touched if scope.manager is not None})
         self._wake()
 

@@ -76,7 +76,8 @@ class _Project:
     """The project's discovery (under ``None``), and one per profile its sessions use: a
     profile's servers are left out by discovery itself, as in-process, so an entry it does
     not serve never shadows a twin it does (same connection, another name)."""
-    sessions: set[str] = field(default_factory=set)
+    sessions: dict[str, Profile | None] = field(default_factory=dict)
+    """The attached sessions, and each one's profile."""
 
     @property
     def root(self) -> str:
@@ -105,6 +106,8 @@ class SharedFleet(anyio.AsyncContextManagerMixin):
         self._user_scope: Scope | None = None
         self._user_discovery = DiscoveryResult()
         self._watcher = ConfigWatcher(watch_interval_s)
+        self._config_changes = 0
+        """How many config changes were taken: a discovery read across one is read again."""
         self._per_session: PerSessionServers | None = None
         self._wake_reaper: anyio.Event | None = None
 
@@ -175,7 +178,7 @@ class SharedFleet(anyio.AsyncContextManagerMixin):
             raise ValueError(f"session {session_id!r} is attached already")
         profile = read_gateway_settings().profile(spec.profile) if spec.profile is not None else None
         project = await self._project_for(spec, profile)
-        project.sessions.add(session_id)
+        project.sessions[session_id] = profile
         try:
             async with anyio.create_task_group() as view_tasks:
                 view = FleetView(
@@ -199,7 +202,7 @@ class SharedFleet(anyio.AsyncContextManagerMixin):
                         await self._detach(view)
                     view_tasks.cancel_scope.cancel()
         finally:
-            project.sessions.discard(session_id)
+            project.sessions.pop(session_id, None)
             self._wake()
 
     async def _detach(self, view: FleetView) -> None:
@@ -247,7 +250,10 @@ class SharedFleet(anyio.AsyncContextManagerMixin):
                 # No await since it was looked up: the reaper closes only a project without
                 # sessions, and the caller adds its own at once.
                 return project
+            changes = self._config_changes
             found = {lens: await _discover_project(key, lens) for lens in missing}
+            if changes != self._config_changes:
+                continue  # the files changed while they were read
             # Meanwhile another session may have opened it, or the reaper closed it.
             project = self._projects.get(key)
             if project is None:
@@ -349,24 +355,29 @@ class SharedFleet(anyio.AsyncContextManagerMixin):
         project's (each profile's in use), and taken all at once: a project's routes depend
         on both (a user-level entry is shared only if the project resolves it as the user
         scope does), and a half-updated pair would start a server in the wrong scope."""
+        self._config_changes += 1
         user = await _discover_user()
         found = {
             (key, lens): await _discover_project(key, lens)
-            for key, project in list(self._projects.items())
-            for lens in list(project.discoveries)
+            for key, lenses in self._lenses_in_use().items()
+            for lens in lenses
         }
         self._take_user_discovery(user)
+        in_use = self._lenses_in_use()
         for key, project in self._projects.items():
-            in_use = {None} | {view.profile for view in self._views.values() if _key_of(view.spec) == key}
             for lens in list(project.discoveries):
-                if lens not in in_use:
+                if lens not in in_use[key]:
                     del project.discoveries[lens]  # its sessions are gone
                 elif (key, lens) in found:
                     project.discoveries[lens] = found[key, lens]
-                # else: discovered while these were read, and as fresh
+                # else: a session brought it while these were read, read after this change
             self._refresh_project_servers(project)
         self._watch_discovered()
         await self._reroute()
+
+    def _lenses_in_use(self) -> dict[ProjectKey, set[Profile | None]]:
+        """Per project, the discoveries its sessions see: its own, and their profiles'."""
+        return {key: {None, *project.sessions.values()} for key, project in self._projects.items()}
 
     async def _reroute(self) -> None:
         """Recompute every view's routes, then bring every scope to what it should run now."""

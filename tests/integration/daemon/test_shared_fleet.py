@@ -460,6 +460,50 @@ async def test_one_config_edit_reads_each_discovery_once_off_the_event_loop(
     assert event_loop_thread not in discovered_on
 
 
+async def test_a_discovery_read_across_a_config_change_is_read_again(
+    isolated_home: Path, tmp_path: Path, projects: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A session attaching with a profile while the user's file changes: the discovery it
+    read before the change is not the one it gets."""
+    alpha, _ = projects
+    pids = tmp_path / "pids"
+    path = paths.user_config_file()
+    path.parent.mkdir(parents=True)
+    common = fake("common", pids / "common")
+    profiles = {"narrow": {"servers": ["common", "later"]}}
+    path.write_text(json.dumps({"mcpServers": {"common": common}, "profiles": profiles}))
+    read, release = threading.Event(), threading.Event()
+
+    def held(*args: Any, entry_filter: Any = None, **kwargs: Any) -> DiscoveryResult:
+        result = load_all_mcp_configs(*args, entry_filter=entry_filter, **kwargs)
+        if entry_filter is not None and not release.is_set():  # the profile's first discovery
+            read.set()
+            release.wait(SETTLE_S)
+        return result
+
+    monkeypatch.setattr(fleet_module, "load_all_mcp_configs", held)
+    seen: list[list[str]] = []
+
+    async def attach_narrow(fleet: SharedFleet) -> None:
+        async with session(fleet, alpha, "narrow", profile="narrow") as narrow:
+            seen.append(await narrow.tool_names())
+
+    async with (
+        SharedFleet(DaemonSettings(), cache=None, watch_interval_s=0.05) as fleet,
+        session(fleet, alpha, "wide") as wide,
+        anyio.create_task_group() as attaching,
+    ):
+        attaching.start_soon(attach_narrow, fleet)
+        try:
+            assert await anyio.to_thread.run_sync(read.wait, SETTLE_S)
+            servers = {"common": common, "later": fake("later", pids / "later")}
+            path.write_text(json.dumps({"mcpServers": servers, "profiles": profiles}))
+            await wait_until(lambda: _listed(wide, "later_echo"))
+        finally:
+            release.set()
+    assert seen == [["common_echo", "later_echo"]]
+
+
 async def test_approving_and_revoking_a_project_server_reaches_the_running_daemon(
     isolated_home: Path, tmp_path: Path, projects: tuple[Path, Path]
 ) -> None:

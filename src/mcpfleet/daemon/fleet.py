@@ -242,24 +242,24 @@ class SharedFleet(anyio.AsyncContextManagerMixin):
     async def _project_for(self, spec: FleetSpec, profile: Profile | None) -> _Project:
         """The project ``spec`` names, with its discovery and that of ``profile``."""
         key = _key_of(spec)
-        lenses = list(dict.fromkeys((None, profile)))
+        profiles = list(dict.fromkeys((None, profile)))
         while True:
             project = self._projects.get(key)
-            missing = [lens for lens in lenses if project is None or lens not in project.discoveries]
+            missing = [each for each in profiles if project is None or each not in project.discoveries]
             if project is not None and not missing:
                 # No await since it was looked up: the reaper closes only a project without
                 # sessions, and the caller adds its own at once.
                 return project
             changes = self._config_changes
-            found = {lens: await _discover_project(key, lens) for lens in missing}
+            found = {each: await _discover_project(key, each) for each in missing}
             if changes != self._config_changes:
                 continue  # the files changed while they were read
             # Meanwhile another session may have opened it, or the reaper closed it.
             project = self._projects.get(key)
             if project is None:
                 project = self._projects[key] = _Project(key, Scope("project", Path(key[0]), key[0]))
-            for lens, discovery in found.items():
-                project.discoveries.setdefault(lens, discovery)
+            for each, discovery in found.items():
+                project.discoveries.setdefault(each, discovery)
             self._refresh_project_servers(project)
             self._watch_discovered()
 
@@ -358,25 +358,26 @@ class SharedFleet(anyio.AsyncContextManagerMixin):
         self._config_changes += 1
         user = await _discover_user()
         found = {
-            (key, lens): await _discover_project(key, lens)
-            for key, lenses in self._lenses_in_use().items()
-            for lens in lenses
+            (key, profile): await _discover_project(key, profile)
+            for key, profiles in self._profiles_in_use().items()
+            for profile in profiles
         }
         self._take_user_discovery(user)
-        in_use = self._lenses_in_use()
+        in_use = self._profiles_in_use()
         for key, project in self._projects.items():
-            for lens in list(project.discoveries):
-                if lens not in in_use[key]:
-                    del project.discoveries[lens]  # its sessions are gone
-                elif (key, lens) in found:
-                    project.discoveries[lens] = found[key, lens]
+            for profile in list(project.discoveries):
+                if profile not in in_use[key]:
+                    del project.discoveries[profile]  # its sessions are gone
+                elif (key, profile) in found:
+                    project.discoveries[profile] = found[key, profile]
                 # else: a session brought it while these were read, read after this change
             self._refresh_project_servers(project)
         self._watch_discovered()
         await self._reroute()
 
-    def _lenses_in_use(self) -> dict[ProjectKey, set[Profile | None]]:
-        """Per project, the discoveries its sessions see: its own, and their profiles'."""
+    def _profiles_in_use(self) -> dict[ProjectKey, set[Profile | None]]:
+        """Per project, the profiles of its discoveries in use: ``None`` (its own) and those
+        of its sessions."""
         return {key: {None, *project.sessions.values()} for key, project in self._projects.items()}
 
     async def _reroute(self) -> None:

@@ -113,12 +113,16 @@ def load_all_mcp_configs(
             )
     candidates.sort(key=lambda candidate: candidate.order)
     deny, force = _override_lists(documents, result)
+    store = approvals if approvals is not None else ApprovalStore()
+    if enable_project_config and not trust_project:
+        # `mcpfleet approve` and `revoke` change what runs: a watcher reloads for them too.
+        result.config_paths.append(str(store.path))
     _Resolver(
         result,
         enable_project_config=enable_project_config,
         entry_filter=entry_filter,
         trust_project=trust_project,
-        approved=(approvals if approvals is not None else ApprovalStore()).approved_keys(),
+        approved=store.approved_keys(),
         deny=deny,
         force=force,
         context=SubstitutionContext.current(root, locations.home),

@@ -191,4 +191,5 @@ class DiscoveryResult:
     entries: list[DiscoveredEntry] = field(default_factory=list)
     """Every entry found, active or not, in precedence order."""
     config_paths: list[str] = field(default_factory=list)
-    """Every config file that was read (existing or not), for watching and reload."""
+    """Every config file that was read (existing or not), for watching and reload; the
+    approvals store too when its approvals decide which project servers are active."""

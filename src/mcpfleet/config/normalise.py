@@ -22,6 +22,7 @@ from mcpfleet.config.substitution import CODEX_BEARER_HEADER
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9_.:-]{1,100}$")
 MAX_TIMEOUT_MS = 10**12
 """About 31 years: more is a typo or an attack, and 0 already means no bound."""
+MAX_SECONDS = MAX_TIMEOUT_MS // 1000
 
 TRANSPORT_ALIASES: dict[str, Transport] = {
     "stdio": "stdio",
@@ -405,13 +406,18 @@ def _keep_warm(value: Any) -> bool:
 def _seconds(value: Any) -> float | None:
     if value is None:
         return None
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, int | float)
-        or not math.isfinite(value)
-        or not 0 <= value <= MAX_TIMEOUT_MS / 1000
-    ):
-        raise EntryError(f'"idleTimeout" must be a number of seconds >= 0, not {value!r}')
+    seconds = as_seconds(value)
+    if seconds is None:
+        raise EntryError(f'"idleTimeout" must be a number of seconds from 0 to {MAX_SECONDS}, not {value!r}')
+    return seconds
+
+
+def as_seconds(value: Any) -> float | None:
+    """``value`` as a number of seconds from 0 to ``MAX_SECONDS``, or ``None`` when it is not
+    one. The range is checked first: it compares an int of any size exactly, and turns NaN
+    and the infinities away, where converting a 400-digit int to a float would raise."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= MAX_SECONDS:
+        return None
     return float(value)
 
 

@@ -35,13 +35,13 @@ served. Every problem is one ``ConfigError`` naming the file and the fix.
 from __future__ import annotations
 
 import fnmatch
-import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mcpfleet import paths
+from mcpfleet.config.normalise import MAX_SECONDS, as_seconds
 from mcpfleet.config.readers import MAX_USER_CONFIG_BYTES, read_document
 from mcpfleet.errors import ConfigError
 
@@ -239,15 +239,12 @@ def _daemon(raw: Any, path: Path) -> DaemonSettings:
         if not given:
             continue
         value = raw[given[0]]
-        if (
-            isinstance(value, bool)
-            or not isinstance(value, int | float)
-            or not math.isfinite(value)
-            or value < 0
-        ):
+        seconds = as_seconds(value)
+        if seconds is None:
             raise ConfigError(
-                f'{path}: "{DAEMON_KEY}.{given[0]}" must be a number of seconds >= 0, not {value!r}',
+                f'{path}: "{DAEMON_KEY}.{given[0]}" must be a number of seconds from 0 to {MAX_SECONDS}, '
+                f"not {value!r}",
                 path=str(path),
             )
-        values[field_name] = float(value)
+        values[field_name] = seconds
     return DaemonSettings(**values)

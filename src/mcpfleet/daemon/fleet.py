@@ -5,16 +5,16 @@ servers every session shares, run in the neutral folder; one **project scope** p
 root (real path) and approval mode, for that project's servers, run in the project; one
 **session scope** per attached session for the servers it must have to itself. Which entry
 goes where is ``daemon.sharing``'s decision, from two discoveries: the project's (what a
-session there sees, with its precedence: a project entry wins over a user entry of the same
-name) and the user's own (how a user-level entry runs when shared).
+session there sees, its profile applied, with its precedence: a project entry wins over a
+user entry of the same name) and the user's own (how a user-level entry runs when shared).
 
 ``attach(spec, ...)`` gives one session a ``FleetView`` (``daemon.view``) over its routes and
 starts what it needs (lazily: nothing runs before a session needs it; a server is served
 from the tool cache until it answers). A server no session uses is stopped after its idle
 timeout (``idleTimeout`` of the entry, else the daemon's), unless it is ``keepWarm``.
 
-Config files are watched (one watcher per project in use, one for the user's files): an edit
-is rediscovered, the views' routes recomputed, and every scope converges by difference
+Config files are watched (one watcher for the files of every discovery in use): an edit is
+rediscovered, the views' routes recomputed, and every scope converges by difference
 (removed servers stop, edited ones restart, new ones start if a session sees them); each
 view tells its gateway, which announces ``list_changed`` to the clients that see the change.
 
@@ -37,9 +37,11 @@ from typing import TYPE_CHECKING, Any, Literal, Self
 
 import anyio
 import anyio.abc
+import anyio.to_thread
 
 from mcpfleet import paths
 from mcpfleet.config import load_all_mcp_configs
+from mcpfleet.config.discovery import EntryFilter
 from mcpfleet.config.model import DiscoveryResult
 from mcpfleet.config.profiles import DaemonSettings, Profile, read_gateway_settings
 from mcpfleet.daemon.routing import RequestRouter
@@ -66,25 +68,20 @@ project files are read at all: sessions that agree on all three share its backen
 
 @dataclass(eq=False)
 class _Project:
-    """One project in use: its discovery (watched) and its scope."""
+    """One project in use: its discoveries and its scope."""
 
     key: ProjectKey
-    discovery: DiscoveryResult
     scope: Scope
-    watcher: ConfigWatcher
-    watching: anyio.CancelScope = field(default_factory=anyio.CancelScope)
-    sessions: set[str] = field(default_factory=set)
+    discoveries: dict[Profile | None, DiscoveryResult] = field(default_factory=dict)
+    """The project's discovery (under ``None``), and one per profile its sessions use: a
+    profile's servers are left out by discovery itself, as in-process, so an entry it does
+    not serve never shadows a twin it does (same connection, another name)."""
+    sessions: dict[str, Profile | None] = field(default_factory=dict)
+    """The attached sessions, and each one's profile."""
 
     @property
     def root(self) -> str:
         return self.key[0]
-
-    def rediscover(self) -> None:
-        root, trust_project, enable_project_config = self.key
-        self.discovery = load_all_mcp_configs(
-            root, enable_project_config=enable_project_config, trust_project=trust_project
-        )
-        self.watcher.remember(self.discovery.config_paths)
 
 
 class SharedFleet(anyio.AsyncContextManagerMixin):
@@ -100,7 +97,6 @@ class SharedFleet(anyio.AsyncContextManagerMixin):
         shutdown_timeout_s: float = defaults.SHUTDOWN_TIMEOUT_S,
     ) -> None:
         self.settings = settings
-        self.watch_interval_s = watch_interval_s
         self.shutdown_timeout_s = shutdown_timeout_s
         self._cache_setting = cache
         self._cache: MCPToolCache | None = None
@@ -109,7 +105,9 @@ class SharedFleet(anyio.AsyncContextManagerMixin):
         self._projects: dict[ProjectKey, _Project] = {}
         self._user_scope: Scope | None = None
         self._user_discovery = DiscoveryResult()
-        self._user_watcher = ConfigWatcher(watch_interval_s)
+        self._watcher = ConfigWatcher(watch_interval_s)
+        self._config_changes = 0
+        """How many config changes were taken: a discovery read across one is read again."""
         self._per_session: PerSessionServers | None = None
         self._wake_reaper: anyio.Event | None = None
 
@@ -121,14 +119,13 @@ class SharedFleet(anyio.AsyncContextManagerMixin):
         self._per_session = PerSessionServers(paths.user_state_dir() / PER_SESSION_FILE)
         self._user_scope = Scope("user", paths.neutral_working_dir(), None)
         self._wake_reaper = anyio.Event()
-        self._rediscover_user()
+        self._take_user_discovery(await _discover_user())
+        self._watch_discovered()
         try:
             async with anyio.create_task_group() as task_group:
                 self._task_group = task_group
                 try:
-                    task_group.start_soon(
-                        self._user_watcher.run, self._config_changed, name="mcpfleet user config"
-                    )
+                    task_group.start_soon(self._watcher.run, self._config_changed, name="mcpfleet config")
                     task_group.start_soon(self._reap, name="mcpfleet idle servers")
                     yield self
                 finally:
@@ -180,8 +177,8 @@ class SharedFleet(anyio.AsyncContextManagerMixin):
         if session_id in self._views:
             raise ValueError(f"session {session_id!r} is attached already")
         profile = read_gateway_settings().profile(spec.profile) if spec.profile is not None else None
-        project = self._project_for(spec)
-        project.sessions.add(session_id)
+        project = await self._project_for(spec, profile)
+        project.sessions[session_id] = profile
         try:
             async with anyio.create_task_group() as view_tasks:
                 view = FleetView(
@@ -205,7 +202,7 @@ class SharedFleet(anyio.AsyncContextManagerMixin):
                         await self._detach(view)
                     view_tasks.cancel_scope.cancel()
         finally:
-            project.sessions.discard(session_id)
+            project.sessions.pop(session_id, None)
             self._wake()
 
     async def _detach(self, view: FleetView) -> None:
@@ -216,10 +213,9 @@ class SharedFleet(anyio.AsyncContextManagerMixin):
         await view.session_scope.close()
         logger.info("session %s (%s) detached", view.session_id, view.host or "unknown host")
 
-    async def start_servers(self, view: FleetView) -> StartupReport:
-        """Bring up what ``view`` routes (a no-op for what runs already), wait for it as long as
-        the session's start-up timeout says, and report as a manager's connect round does."""
-        await self._converge_view(view)
+    async def startup_report(self, view: FleetView) -> StartupReport:
+        """Wait for the servers ``view`` routes (its attachment started them) as long as the
+        session's start-up timeout says, and report as a manager's connect round does."""
         await view.wait_settled(view.spec.startup_timeout_ms)
         report = StartupReport()
         for name in view.get_all_server_names():
@@ -227,9 +223,7 @@ class SharedFleet(anyio.AsyncContextManagerMixin):
             if state.state in (Phase.FAILED, Phase.SUSPENDED):
                 report.add_failure(Failure(name, "connect", state.last_error or str(state.state)))
             elif state.status == "connecting":
-                manager = view.routes[name].scope.manager
-                deferred = manager is not None and manager.is_deferred(name)
-                (report.deferred_servers if deferred else report.late_servers).append(name)
+                (report.deferred_servers if view.is_deferred(name) else report.late_servers).append(name)
         report.tools = view.get_tools()
         report.connected_servers = [
             name for name in view.get_all_server_names() if view.get_connection_status(name) == "connected"
@@ -245,28 +239,38 @@ class SharedFleet(anyio.AsyncContextManagerMixin):
 
     # -- who runs what ---------------------------------------------------------------------------------------
 
-    def _project_for(self, spec: FleetSpec) -> _Project:
-        root = os.path.realpath(spec.cwd)
-        key: ProjectKey = (root, spec.trust_project, spec.enable_project_config)
-        project = self._projects.get(key)
-        if project is None:
-            watcher = ConfigWatcher(self.watch_interval_s)
-            project = _Project(key, DiscoveryResult(), Scope("project", Path(root), root), watcher)
-            project.rediscover()
+    async def _project_for(self, spec: FleetSpec, profile: Profile | None) -> _Project:
+        """The project ``spec`` names, with its discovery and that of ``profile``."""
+        key = _key_of(spec)
+        profiles = list(dict.fromkeys((None, profile)))
+        while True:
+            project = self._projects.get(key)
+            missing = [each for each in profiles if project is None or each not in project.discoveries]
+            if project is not None and not missing:
+                # No await since it was looked up: the reaper closes only a project without
+                # sessions, and the caller adds its own at once.
+                return project
+            changes = self._config_changes
+            found = {each: await _discover_project(key, each) for each in missing}
+            if changes != self._config_changes:
+                continue  # the files changed while they were read
+            # Meanwhile another session may have opened it, or the reaper closed it.
+            project = self._projects.get(key)
+            if project is None:
+                project = self._projects[key] = _Project(key, Scope("project", Path(key[0]), key[0]))
+            for each, discovery in found.items():
+                project.discoveries.setdefault(each, discovery)
             self._refresh_project_servers(project)
-            self._projects[key] = project
-            self._running().start_soon(self._watch_project, project, name=f"mcpfleet config of {root}")
-        return project
+            self._watch_discovered()
 
     def _route(self, view: FleetView, project: _Project) -> None:
-        """Compute ``view``'s routes from the current discoveries (its profile applied)."""
+        """Compute ``view``'s routes from the current discoveries (its profile's)."""
         assert self._user_scope is not None and self._per_session is not None
-        assignments = assign(project.discovery, self._user_discovery, self._per_session.known)
+        discovery = project.discoveries[view.profile]
+        assignments = assign(discovery, self._user_discovery, self._per_session.known)
         scopes = {"user": self._user_scope, "project": project.scope, "session": view.session_scope}
         routes = {
-            name: Route(scopes[assignment.share], assignment)
-            for name, assignment in assignments.items()
-            if _serves(view.profile, name)
+            name: Route(scopes[assignment.share], assignment) for name, assignment in assignments.items()
         }
         view.session_scope.available = {
             name: Wanted(route.assignment.config, route.assignment.source)
@@ -274,20 +278,21 @@ class SharedFleet(anyio.AsyncContextManagerMixin):
             if route.scope is view.session_scope
         }
         view.set_routes(routes)
-        view.discovery = _profiled(project.discovery, view.profile)
+        view.discovery = discovery
 
     def _refresh_project_servers(self, project: _Project) -> None:
         # Without the per-session servers: those move the sessions away, and the backend they
-        # leave may still finish the calls it runs.
-        project.scope.available = {
-            name: Wanted(assignment.config, assignment.source)
-            for name, assignment in assign(project.discovery, self._user_discovery).items()
-            if assignment.share == "project"
-        }
+        # leave may still finish the calls it runs. A name is the same entry in every
+        # discovery that has it active (a profile only leaves entries out).
+        available: dict[str, Wanted] = {}
+        for discovery in project.discoveries.values():
+            for name, assignment in assign(discovery, self._user_discovery).items():
+                if assignment.share == "project":
+                    available.setdefault(name, Wanted(assignment.config, assignment.source))
+        project.scope.available = available
 
-    def _rediscover_user(self) -> None:
-        self._user_discovery = load_all_mcp_configs(paths.neutral_working_dir(), enable_project_config=False)
-        self._user_watcher.remember(self._user_discovery.config_paths)
+    def _take_user_discovery(self, discovery: DiscoveryResult) -> None:
+        self._user_discovery = discovery
         assert self._user_scope is not None
         self._user_scope.available = {
             name: Wanted(assignment.config, assignment.source)
@@ -307,12 +312,16 @@ class SharedFleet(anyio.AsyncContextManagerMixin):
         )
 
     async def _converge_view(self, view: FleetView) -> None:
+        await self._converge(await self._open_routed(view))
+
+    async def _open_routed(self, view: FleetView) -> set[Scope]:
+        """Open the scopes ``view`` routes to (unless closed) and have it hear them; return them."""
         scopes = {route.scope for route in view.routes.values()}
         for scope in scopes:
             if not scope.closed:
                 await self._open(scope)
                 view.follow(scope)
-        await self._converge(scopes)
+        return scopes
 
     async def _converge(self, scopes: set[Scope]) -> None:
         async with anyio.create_task_group() as converging:
@@ -334,21 +343,42 @@ class SharedFleet(anyio.AsyncContextManagerMixin):
 
     # -- changes ---------------------------------------------------------------------------------------------
 
-    async def _watch_project(self, project: _Project) -> None:
-        with project.watching:
-            await project.watcher.run(self._config_changed)
+    def _watch_discovered(self) -> None:
+        """Watch the files of every discovery in use (a project's include the user's)."""
+        discoveries = [self._user_discovery]
+        for project in self._projects.values():
+            discoveries.extend(project.discoveries.values())
+        self._watcher.watch(path for discovery in discoveries for path in discovery.config_paths)
 
     async def _config_changed(self) -> None:
         """A watched file changed. Every discovery is read again, the user's and each
-        project's, whichever watcher saw it first: a project's routes depend on both (a
-        user-level entry is shared only if the project resolves it as the user scope does),
-        and a half-updated pair would start a server in the wrong scope. Reading them
-        refreshes every watcher's stamps, so the others do not reload for the same edit."""
-        self._rediscover_user()
-        for project in list(self._projects.values()):
-            project.rediscover()
+        project's (each profile's in use), and taken all at once: a project's routes depend
+        on both (a user-level entry is shared only if the project resolves it as the user
+        scope does), and a half-updated pair would start a server in the wrong scope."""
+        self._config_changes += 1
+        user = await _discover_user()
+        found = {
+            (key, profile): await _discover_project(key, profile)
+            for key, profiles in self._profiles_in_use().items()
+            for profile in profiles
+        }
+        self._take_user_discovery(user)
+        in_use = self._profiles_in_use()
+        for key, project in self._projects.items():
+            for profile in list(project.discoveries):
+                if profile not in in_use[key]:
+                    del project.discoveries[profile]  # its sessions are gone
+                elif (key, profile) in found:
+                    project.discoveries[profile] = found[key, profile]
+                # else: a session brought it while these were read, read after this change
             self._refresh_project_servers(project)
+        self._watch_discovered()
         await self._reroute()
+
+    def _profiles_in_use(self) -> dict[ProjectKey, set[Profile | None]]:
+        """Per project, the profiles of its discoveries in use: ``None`` (its own) and those
+        of its sessions."""
+        return {key: {None, *project.sessions.values()} for key, project in self._projects.items()}
 
     async def _reroute(self) -> None:
         """Recompute every view's routes, then bring every scope to what it should run now."""
@@ -358,10 +388,7 @@ class SharedFleet(anyio.AsyncContextManagerMixin):
                 self._route(view, project)
         touched = set(self._scopes())
         for view in list(self._views.values()):
-            for route in view.routes.values():
-                if not route.scope.closed:
-                    await self._open(route.scope)
-                    view.follow(route.scope)
+            await self._open_routed(view)
         await self._converge({scope for scope in touched if scope.manager is not None})
         self._wake()
 
@@ -423,7 +450,7 @@ class SharedFleet(anyio.AsyncContextManagerMixin):
             if project.sessions or not project.scope.empty:
                 continue
             del self._projects[key]
-            project.watching.cancel()
+            self._watch_discovered()
             await project.scope.close()
 
     # -- status ----------------------------------------------------------------------------------------------
@@ -467,28 +494,39 @@ def _key_of(spec: FleetSpec) -> ProjectKey:
     return (os.path.realpath(spec.cwd), spec.trust_project, spec.enable_project_config)
 
 
-def _serves(profile: Profile | None, name: str) -> bool:
-    return profile is None or profile.serves_server(name)
+async def _discover_user() -> DiscoveryResult:
+    """The discovery the user scope runs: no project files, in the neutral folder."""
+    return await _discover(paths.neutral_working_dir(), enable_project_config=False)
 
 
-def _profiled(discovery: DiscoveryResult, profile: Profile | None) -> DiscoveryResult:
-    """The project's discovery as the session sees it: its profile's servers only."""
-    if profile is None:
-        return discovery
-    from dataclasses import replace
+async def _discover_project(key: ProjectKey, profile: Profile | None) -> DiscoveryResult:
+    """The project's discovery as the sessions with ``profile`` see it."""
+    root, trust_project, enable_project_config = key
+    return await _discover(
+        root,
+        enable_project_config=enable_project_config,
+        trust_project=trust_project,
+        entry_filter=profile.entry_filter() if profile is not None else None,
+    )
 
-    left_out = {name for name in discovery.configs if not profile.serves_server(name)}
-    return DiscoveryResult(
-        configs={name: config for name, config in discovery.configs.items() if name not in left_out},
-        sources={name: source for name, source in discovery.sources.items() if name not in left_out},
-        errors=list(discovery.errors),
-        entries=[
-            replace(entry, state="filtered", reason=f'not in the servers of the profile "{profile.name}"')
-            if entry.name in left_out and entry.state == "active"
-            else entry
-            for entry in discovery.entries
-        ],
-        config_paths=list(discovery.config_paths),
+
+async def _discover(
+    cwd: str | Path,
+    *,
+    enable_project_config: bool,
+    trust_project: bool = False,
+    entry_filter: EntryFilter | None = None,
+) -> DiscoveryResult:
+    # Off the event loop: a large ~/.claude.json takes a good part of a second to read,
+    # and every session's calls wait meanwhile.
+    return await anyio.to_thread.run_sync(
+        partial(
+            load_all_mcp_configs,
+            cwd,
+            enable_project_config=enable_project_config,
+            trust_project=trust_project,
+            entry_filter=entry_filter,
+        )
     )
 
 

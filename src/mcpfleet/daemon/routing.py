@@ -26,7 +26,7 @@ from mcpfleet.gateway.relay import (
     ROOTS,
     SAMPLING,
     Relay,
-    current_flight,
+    asking_flight,
     relayed_sampling_capability,
 )
 
@@ -96,17 +96,8 @@ class RequestRouter:
     def _route(self, server: str, method: str, params: dict[str, Any]) -> Relay | None:
         relays = self._relays_of(server)
         manager = self._scope.manager
-        connection = manager.get_connection(server) if manager is not None else None
-        flight = current_flight()
-        # Only a 2026-07-28 backend asks from the call's own task; a handshake-era backend's
-        # connection task may carry the context of whichever call happened to start it.
-        if (
-            flight is not None
-            and not flight.done
-            and flight.server == server
-            and connection is not None
-            and connection.era == "modern"
-        ):
+        flight = asking_flight(server, manager.get_connection(server) if manager is not None else None)
+        if flight is not None:
             for relay in relays:
                 if relay.owns(flight):
                     return relay

@@ -27,7 +27,6 @@ from mcpfleet.fleet.manager import MCPManager
 if TYPE_CHECKING:
     from mcpfleet.client.inbound import ServerRequestHandler
     from mcpfleet.fleet.cache import MCPToolCache
-    from mcpfleet.fleet.startup import StartupReport
 
 logger = logging.getLogger(__name__)
 
@@ -187,13 +186,12 @@ class Scope:
         if self.manager is not None:
             await self._done.wait()
 
-    async def converge(self) -> StartupReport | None:
-        """Start, stop and restart servers until the manager runs ``desired()``; returns the
-        round's report (``None`` when the scope is closed or was never opened)."""
+    async def converge(self) -> None:
+        """Start, stop and restart servers until the manager runs ``desired()`` (nothing when
+        the scope is closed or was never opened): each view waits for its own servers."""
         async with self._converging:
-            if self.manager is None or self.closed:
-                return None
-            return await self.manager.reload()
+            if self.manager is not None and not self.closed:
+                await self.manager.reload()
 
 
 class ScopeManager(MCPManager):

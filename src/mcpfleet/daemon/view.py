@@ -22,7 +22,6 @@ import anyio
 import anyio.abc
 
 from mcpfleet.errors import ServerNotConnectedError
-from mcpfleet.fleet import settings as defaults
 from mcpfleet.fleet.events import EventKind, ManagerEvent
 from mcpfleet.fleet.server import Phase, ServerState
 
@@ -192,10 +191,10 @@ class FleetView(anyio.AsyncContextManagerMixin):
     async def connect_servers(
         self, configs: Mapping[str, ServerConfig], sources: Mapping[str, SourceInfo]
     ) -> StartupReport:
-        """Start the view's servers that are not running in their scopes (the routes decide
-        which; ``configs`` is the view's own discovery), and wait for them as long as the
-        session's start-up timeout says."""
-        return await self._fleet.start_servers(self)
+        """Wait for the view's servers, started when it was attached (its routes decide which;
+        ``configs`` is the view's own discovery), as long as the session's start-up timeout
+        says."""
+        return await self._fleet.startup_report(self)
 
     def get_all_server_names(self) -> list[str]:
         return sorted(self.routes)
@@ -219,7 +218,7 @@ class FleetView(anyio.AsyncContextManagerMixin):
 
     def get_server_state(self, name: str) -> ServerState:
         manager = self._manager(name)
-        if manager is None or manager.get_server_config(name) is None:
+        if manager is None:
             return ServerState(name, Phase.DISCONNECTED)
         return manager.get_server_state(name)
 
@@ -309,18 +308,16 @@ class FleetView(anyio.AsyncContextManagerMixin):
         return await self._ready_manager(server).complete(server, ref, argument, context_arguments)
 
     async def notify_roots_changed(self) -> None:
-        """Tell the view's connected servers that the roots changed (as the manager does for
-        all of its own): each asks again, and the question reaches this session's client
-        when it is the one that can answer."""
-        connections = [
-            connection
-            for name in self.routes
-            if (connection := self.get_connection(name)) is not None and not connection.ended
-        ]
-        with anyio.move_on_after(defaults.ROOTS_NOTICE_BOUND_S):
-            async with anyio.create_task_group() as notices:
-                for connection in connections:
-                    notices.start_soon(_notify_roots_changed, connection)
+        """Tell the view's connected servers that the roots changed, each scope's manager its
+        own at once: each asks again, and the question reaches this session's client when it
+        is the one that can answer."""
+        names_of: dict[MCPManager, list[str]] = {}
+        for name, route in self.routes.items():
+            if route.scope.manager is not None:
+                names_of.setdefault(route.scope.manager, []).append(name)
+        async with anyio.create_task_group() as notices:
+            for manager, names in names_of.items():
+                notices.start_soon(manager.notify_roots_changed, names)
 
 
 def _gathered(results: list[Awaitable[None] | None]) -> Awaitable[None] | None:
@@ -341,10 +338,3 @@ def _gathered(results: list[Awaitable[None] | None]) -> Awaitable[None] | None:
 
 async def _await(awaitable: Awaitable[None]) -> None:
     await awaitable
-
-
-async def _notify_roots_changed(connection: ServerConnection) -> None:
-    try:
-        await connection.notify_roots_changed()
-    except Exception as error:
-        logger.debug("%s: could not tell it the roots changed: %r", connection.name, error)

@@ -16,7 +16,7 @@ work itself lives in the rooms next door:
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from types import MappingProxyType
@@ -374,15 +374,15 @@ class MCPManager(anyio.AsyncContextManagerMixin):
         function that unsubscribes (see ``fleet.notifications``)."""
         return await self._notifications.subscribe_resource(server, uri, listener)
 
-    async def notify_roots_changed(self) -> None:
-        """Tell every connected server that the roots changed, so each asks for them again
-        (``notifications/roots/list_changed``; a 2026-07-28 server asks within each request
-        anyway). Best effort and bounded: a server that cannot be told is skipped, and one
-        that connects later asks when it starts."""
+    async def notify_roots_changed(self, names: Collection[str] | None = None) -> None:
+        """Tell every connected server (of ``names``, when given) that the roots changed, so
+        each asks for them again (``notifications/roots/list_changed``; a 2026-07-28 server
+        asks within each request anyway). Best effort and bounded: a server that cannot be
+        told is skipped, and one that connects later asks when it starts."""
         with anyio.move_on_after(defaults.ROOTS_NOTICE_BOUND_S):
             async with anyio.create_task_group() as notices:
-                for slot in list(self._registry.values()):
-                    if slot.connection is not None and slot.live:
+                for name, slot in list(self._registry.items()):
+                    if (names is None or name in names) and slot.connection is not None and slot.live:
                         notices.start_soon(_notify_roots_changed, slot.connection)
 
     async def _ready_connection(self, name: str) -> ServerConnection:

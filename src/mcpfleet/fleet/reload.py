@@ -121,6 +121,14 @@ class ConfigWatcher:
         """Stamp the files a discovery just read, so an edit made right after is not missed."""
         self._stamps = stamp_files(paths)
 
+    def watch(self, paths: Iterable[str]) -> None:
+        """Watch exactly ``paths`` from now on. A file watched already keeps its stamp, so a
+        change not reloaded yet still is; a new one is stamped now (a discovery just read it)."""
+        known = self._stamps or {}
+        wanted = list(dict.fromkeys(paths))
+        fresh = stamp_files(path for path in wanted if path not in known)
+        self._stamps = {path: known[path] if path in known else fresh[path] for path in wanted}
+
     async def run(self, reload: Callable[[], Awaitable[object]]) -> None:
         """Check the files every ``interval_s`` and call ``reload`` once each change settles."""
         while True:
@@ -138,7 +146,10 @@ class ConfigWatcher:
                 if settled == current:
                     break
                 current = settled
-            self._stamps = current  # a reload that fails must not be retried in a hot loop
+            # A reload that fails must not be retried in a hot loop. The files ``watch`` added or
+            # dropped while this one settled stay as it left them.
+            latest = self._stamps if self._stamps is not None else stamps
+            self._stamps = {path: current.get(path, stamp) for path, stamp in latest.items()}
             changed = sorted(path for path in current if current[path] != stamps.get(path))
             logger.info("MCP config changed (%s): reloading", ", ".join(changed))
             try:

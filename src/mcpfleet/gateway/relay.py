@@ -61,6 +61,7 @@ if TYPE_CHECKING:
     from mcp.server.lowlevel import Server
     from mcp.server.session import ServerSession
 
+    from mcpfleet.client.connection import ServerConnection
     from mcpfleet.gateway.core import Gateway
     from mcpfleet.gateway.sessions import ClientSession
 
@@ -349,17 +350,8 @@ class Relay:
         return any(flight in flights for flights in self._in_flight.values())
 
     def _flight_on(self, server: str) -> InFlight | None:
-        current = _current_flight.get()
-        connection = self.gateway.manager.get_connection(server)
-        # Only a 2026-07-28 backend asks from inside the call's task: a handshake-era backend's
-        # requests come from its connection's task, whose context says nothing about the call.
-        if (
-            current is not None
-            and not current.done
-            and current.server == server
-            and connection is not None
-            and connection.era == "modern"
-        ):
+        current = asking_flight(server, self.gateway.manager.get_connection(server))
+        if current is not None:
             return current
         flights = self.flights_on(server)
         return flights[-1] if flights else None
@@ -523,10 +515,21 @@ class Relay:
         manager.task_group.start_soon(manager.notify_roots_changed, name="mcpfleet roots changed")
 
 
-def current_flight() -> InFlight | None:
-    """The client request whose backend call runs in this task, whichever relay made it (a
-    2026-07-28 backend asks from inside that task; any other context tells nothing)."""
-    return _current_flight.get()
+def asking_flight(server: str, connection: ServerConnection | None) -> InFlight | None:
+    """The client request, whichever relay made it, whose call to ``server`` asks from this
+    very task. Only a 2026-07-28 backend (``connection``'s era) asks from inside the call's
+    task: a handshake-era backend's requests come from its connection's task, whose context
+    may carry whichever call happened to start it."""
+    current = _current_flight.get()
+    if (
+        current is not None
+        and not current.done
+        and current.server == server
+        and connection is not None
+        and connection.era == "modern"
+    ):
+        return current
+    return None
 
 
 @contextmanager
@@ -593,4 +596,4 @@ def _raise(code: int, message: str) -> NoReturn:
     raise MCPError(code=code, message=message)
 
 
-__all__ = ["ANSWER_TIMEOUT_S", "ParkedCall", "Relay", "can_be_asked", "current_flight", "missing_capability"]
+__all__ = ["ANSWER_TIMEOUT_S", "ParkedCall", "Relay", "asking_flight", "can_be_asked", "missing_capability"]

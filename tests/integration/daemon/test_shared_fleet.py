@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 import os
 import sys
+import threading
+import warnings
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
@@ -25,7 +27,11 @@ from tests.integration.gateway.gateway_harness import wait_until
 from tests.servers.fixtures import FAKE_SERVER, SERVERS_DIR
 
 from mcpfleet import paths
+from mcpfleet.config import load_all_mcp_configs
+from mcpfleet.config.approval import ApprovalStore, approve_project_servers
+from mcpfleet.config.model import DiscoveryResult
 from mcpfleet.config.profiles import DaemonSettings
+from mcpfleet.daemon import fleet as fleet_module
 from mcpfleet.daemon.fleet import SharedFleet
 from mcpfleet.daemon.view import FleetView
 from mcpfleet.daemon.wire import FleetSpec
@@ -102,6 +108,7 @@ async def session(
     startup_timeout_ms: int = 0,
     profile: str | None = None,
     mode: str = "legacy",
+    trust_project: bool = True,
     **client_options: Any,
 ) -> AsyncIterator[Session]:
     """One host session as the daemon serves it: a view, its gateway, a client on it."""
@@ -112,7 +119,7 @@ async def session(
 
     relay = Relay()
     spec = FleetSpec(
-        cwd=str(root), trust_project=True, startup_timeout_ms=startup_timeout_ms, profile=profile
+        cwd=str(root), trust_project=trust_project, startup_timeout_ms=startup_timeout_ms, profile=profile
     )
     async with (
         fleet.attach(spec, session_id=session_id, host="pytest", relay=relay) as view,
@@ -351,6 +358,36 @@ async def test_a_question_that_cannot_be_tied_to_one_session_is_refused_and_the_
         assert [row["share"] for row in rows(fleet, "ask")] == ["session"]
 
 
+async def test_a_sessions_new_roots_reach_its_servers_in_every_scope(
+    isolated_home: Path, projects: tuple[Path, Path]
+) -> None:
+    """A session's client says its roots changed: its handshake-era servers in the user
+    scope and in the project scope each hear it, ask again, and get the new roots from it."""
+    alpha, _ = projects
+    write_user_servers({"everyone": asking("everyone", "--legacy")})
+    write_project_servers(alpha, {"near": asking("near", "--legacy")})
+    root = ["file:///before"]
+
+    async def list_roots(context: Any) -> mcp_types.ListRootsResult:
+        return mcp_types.ListRootsResult(roots=[mcp_types.Root(uri=root[0], name="project")])
+
+    async def asked_again(each: Session, server: str) -> bool:
+        answer = text_of(await each.client.call_tool(f"{server}_roots_changes", {}))
+        return answer.endswith('last ["file:///after"]')
+
+    async with (
+        SharedFleet(DaemonSettings(), cache=None) as fleet,
+        session(fleet, alpha, "s", list_roots_callback=list_roots) as one,
+    ):
+        assert sorted(row["share"] for row in fleet.status()) == ["project", "user"]
+        root[0] = "file:///after"
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            await one.client.session.send_roots_list_changed()
+        await wait_until(lambda: asked_again(one, "everyone"))
+        await wait_until(lambda: asked_again(one, "near"))
+
+
 async def test_a_config_edit_reaches_the_sessions_that_see_the_server(
     isolated_home: Path, tmp_path: Path, projects: tuple[Path, Path]
 ) -> None:
@@ -388,6 +425,112 @@ async def test_a_config_edit_reaches_the_sessions_that_see_the_server(
 
 async def _listed(each: Session, tool: str) -> bool:
     return tool in await each.tool_names()
+
+
+async def test_one_config_edit_reads_each_discovery_once_off_the_event_loop(
+    isolated_home: Path, tmp_path: Path, projects: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two projects in use: an edit of the user's file, which all three discoveries read
+    (the user's and each project's), reads each of them once, in a worker thread (a large
+    ``~/.claude.json`` would stall every session for the time it takes)."""
+    alpha, beta = projects
+    pids = tmp_path / "pids"
+    common = fake("common", pids / "common")
+    write_user_servers({"common": common})
+    discovered_on: list[int] = []
+
+    def counted(*args: Any, **kwargs: Any) -> DiscoveryResult:
+        discovered_on.append(threading.get_ident())
+        return load_all_mcp_configs(*args, **kwargs)
+
+    monkeypatch.setattr(fleet_module, "load_all_mcp_configs", counted)
+    event_loop_thread = threading.get_ident()
+    interval_s = 0.05
+    async with (
+        SharedFleet(DaemonSettings(), cache=None, watch_interval_s=interval_s) as fleet,
+        session(fleet, alpha, "a") as a,
+        session(fleet, beta, "b") as b,
+    ):
+        assert len(discovered_on) == 3
+        write_user_servers({"common": common, "later": fake("later", pids / "later")})
+        await wait_until(lambda: _listed(a, "later_echo"))
+        await wait_until(lambda: _listed(b, "later_echo"))
+        await anyio.sleep(40 * interval_s)  # time for any other reload of the same edit
+        assert len(discovered_on) == 3 + 3
+    assert event_loop_thread not in discovered_on
+
+
+async def test_a_discovery_read_across_a_config_change_is_read_again(
+    isolated_home: Path, tmp_path: Path, projects: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A session attaching with a profile while the user's file changes: the discovery it
+    read before the change is not the one it gets."""
+    alpha, _ = projects
+    pids = tmp_path / "pids"
+    path = paths.user_config_file()
+    path.parent.mkdir(parents=True)
+    common = fake("common", pids / "common")
+    profiles = {"narrow": {"servers": ["common", "later"]}}
+    path.write_text(json.dumps({"mcpServers": {"common": common}, "profiles": profiles}))
+    read, release = threading.Event(), threading.Event()
+
+    def held(*args: Any, entry_filter: Any = None, **kwargs: Any) -> DiscoveryResult:
+        result = load_all_mcp_configs(*args, entry_filter=entry_filter, **kwargs)
+        if entry_filter is not None and not release.is_set():  # the profile's first discovery
+            read.set()
+            release.wait(SETTLE_S)
+        return result
+
+    monkeypatch.setattr(fleet_module, "load_all_mcp_configs", held)
+    seen: list[list[str]] = []
+
+    async def attach_narrow(fleet: SharedFleet) -> None:
+        async with session(fleet, alpha, "narrow", profile="narrow") as narrow:
+            seen.append(await narrow.tool_names())
+
+    async with (
+        SharedFleet(DaemonSettings(), cache=None, watch_interval_s=0.05) as fleet,
+        session(fleet, alpha, "wide") as wide,
+        anyio.create_task_group() as attaching,
+    ):
+        attaching.start_soon(attach_narrow, fleet)
+        try:
+            assert await anyio.to_thread.run_sync(read.wait, SETTLE_S)
+            servers = {"common": common, "later": fake("later", pids / "later")}
+            path.write_text(json.dumps({"mcpServers": servers, "profiles": profiles}))
+            await wait_until(lambda: _listed(wide, "later_echo"))
+        finally:
+            release.set()
+    assert seen == [["common_echo", "later_echo"]]
+
+
+async def test_approving_and_revoking_a_project_server_reaches_the_running_daemon(
+    isolated_home: Path, tmp_path: Path, projects: tuple[Path, Path]
+) -> None:
+    """``mcpfleet approve`` while a session runs: that session and the next see the server;
+    ``mcpfleet revoke``: it goes away and stops."""
+    alpha, _ = projects
+    pids = tmp_path / "pids"
+    write_project_servers(alpha, {"built": fake("built", pids / "built")})
+    async with (
+        SharedFleet(DaemonSettings(), cache=None, watch_interval_s=0.05) as fleet,
+        session(fleet, alpha, "first", trust_project=False) as first,
+    ):
+        assert await first.tool_names() == []
+        (pending,) = first.view.discover().entries
+        assert pending.state == "pending-approval"
+
+        approved, unknown = approve_project_servers(first.view.discover().entries, ["built"])
+        assert (len(approved), unknown) == (1, [])
+        await wait_until(lambda: _listed(first, "built_echo"))
+        assert await first.echo("built_echo") == "hi"
+        async with session(fleet, alpha, "second", trust_project=False) as second:
+            assert await second.tool_names() == ["built_echo"]
+
+        assert ApprovalStore().revoke_in_project(alpha, "built") == 1
+        await wait_until(lambda: rows(fleet, "built") == [] and alive(pids / "built") == [])
+        assert await first.tool_names() == []
+    assert started(pids / "built") == 1
 
 
 async def test_a_user_server_that_names_the_workspace_runs_once_per_project(
@@ -435,3 +578,38 @@ async def test_a_session_with_a_profile_sees_and_starts_only_its_servers(
                 assert await wide.tool_names() == ["common_echo", "other_echo"]
             assert rows(fleet, "common")[0]["sessions"] == 1
         assert started(pids / "common") == started(pids / "other") == 1
+
+
+async def test_a_profile_serving_one_of_two_twin_entries_serves_that_one(
+    isolated_home: Path, tmp_path: Path, projects: tuple[Path, Path]
+) -> None:
+    """``gh`` and ``github`` name the same server, so discovery shadows the second as the
+    first's twin. A profile that serves ``github`` only gets ``github`` (the profile filters
+    within discovery, as in-process), and a session without it still gets ``gh``."""
+    alpha, _ = projects
+    pids = tmp_path / "pids"
+    path = paths.user_config_file()
+    path.parent.mkdir(parents=True)
+    twin = fake("twin", pids / "twin")
+    profiles = {"narrow": {"servers": ["github"]}}
+    path.write_text(json.dumps({"mcpServers": {"gh": twin, "github": twin}, "profiles": profiles}))
+    async with (
+        SharedFleet(DaemonSettings(), cache=None, watch_interval_s=0.05) as fleet,
+        session(fleet, alpha, "narrow", profile="narrow") as narrow,
+    ):
+        assert await narrow.tool_names() == ["github_echo"]
+        assert await narrow.echo("github_echo") == "hi"
+        states = {entry.name: (entry.state, entry.reason) for entry in narrow.view.discover().entries}
+        assert states == {
+            "gh": ("filtered", 'not in the servers of the profile "narrow"'),
+            "github": ("active", ""),
+        }
+        async with session(fleet, alpha, "wide") as wide:
+            assert await wide.tool_names() == ["gh_echo"]
+            assert await wide.echo("gh_echo") == "hi"
+
+        # A config edit reads the profile's discovery again too.
+        twin = fake("twin", pids / "twin", "--tool", "env")
+        path.write_text(json.dumps({"mcpServers": {"gh": twin, "github": twin}, "profiles": profiles}))
+        await wait_until(lambda: _listed(narrow, "github_env"))
+        assert await narrow.tool_names() == ["github_echo", "github_env"]

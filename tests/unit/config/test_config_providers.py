@@ -10,6 +10,7 @@ import pytest
 from config_helpers import WriteFile, discover, entry
 
 from mcpfleet import paths
+from mcpfleet.config.approval import ApprovalStore
 
 
 @pytest.fixture(autouse=True)
@@ -451,6 +452,13 @@ def test_config_paths_list_every_candidate_even_missing(project: Path) -> None:
     assert str(project / ".mcp.json") in result.config_paths
     assert str(paths.user_config_file()) in result.config_paths
     assert any(path.endswith(os.path.join(".codex", "config.toml")) for path in result.config_paths)
+
+
+def test_config_paths_hold_the_approvals_when_they_decide_what_runs(project: Path) -> None:
+    approvals = str(ApprovalStore().path)
+    assert approvals in discover(project).config_paths
+    assert approvals not in discover(project, trust_project=True).config_paths
+    assert approvals not in discover(project, enable_project_config=False).config_paths
 
 
 def test_connect_time_secret_forms_are_left_for_the_client(

@@ -15,6 +15,10 @@ from mcpfleet.config.profiles import DaemonSettings, read_gateway_settings
 from mcpfleet.errors import ConfigError
 
 SERVER = {"command": "server-bin", "args": ["--flag"]}
+RANGE = "from 0 to 1000000000"
+HUGE = 10**400
+"""A 400-digit whole number, as a JSON file can hold: too large to become a float."""
+NAN, INFINITY = float("nan"), float("inf")
 
 
 def user_entry(write: WriteFile, **keys: Any) -> None:
@@ -59,9 +63,15 @@ def test_the_daemon_keys_leave_the_fingerprint_alone(home: Path, project: Path, 
     [
         ({"share": "everyone"}, "\"share\" must be one of 'user', 'project', 'session', not 'everyone'"),
         ({"keepWarm": "yes"}, "\"keepWarm\" must be true or false, not 'yes'"),
-        ({"idleTimeout": -1}, '"idleTimeout" must be a number of seconds >= 0, not -1'),
-        ({"idleTimeout": "10"}, "\"idleTimeout\" must be a number of seconds >= 0, not '10'"),
-        ({"idle_timeout": True}, '"idleTimeout" must be a number of seconds >= 0, not True'),
+        ({"idleTimeout": -1}, f'"idleTimeout" must be a number of seconds {RANGE}, not -1'),
+        ({"idleTimeout": "10"}, f"\"idleTimeout\" must be a number of seconds {RANGE}, not '10'"),
+        ({"idle_timeout": True}, f'"idleTimeout" must be a number of seconds {RANGE}, not True'),
+        ({"idleTimeout": HUGE}, f'"idleTimeout" must be a number of seconds {RANGE}, not {HUGE}'),
+        ({"idleTimeout": -HUGE}, f'"idleTimeout" must be a number of seconds {RANGE}, not -{HUGE}'),
+        ({"idleTimeout": 1e10}, f'"idleTimeout" must be a number of seconds {RANGE}, not 10000000000.0'),
+        ({"idleTimeout": 10**9 + 1}, f'"idleTimeout" must be a number of seconds {RANGE}, not 1000000001'),
+        ({"idleTimeout": NAN}, f'"idleTimeout" must be a number of seconds {RANGE}, not nan'),
+        ({"idleTimeout": INFINITY}, f'"idleTimeout" must be a number of seconds {RANGE}, not inf'),
     ],
 )
 def test_a_bad_daemon_key_makes_the_entry_invalid(
@@ -135,8 +145,18 @@ def test_the_daemon_settings_of_the_user_config(
             {"idleTimeout": 5, "idle_timeout": 6},
             '"daemon" sets both "idleTimeout" and "idle_timeout"; keep one',
         ),
-        ({"daemonIdleTimeout": -5}, '"daemon.daemonIdleTimeout" must be a number of seconds >= 0, not -5'),
-        ({"idleTimeout": "600"}, "\"daemon.idleTimeout\" must be a number of seconds >= 0, not '600'"),
+        (
+            {"daemonIdleTimeout": -5},
+            f'"daemon.daemonIdleTimeout" must be a number of seconds {RANGE}, not -5',
+        ),
+        ({"idleTimeout": "600"}, f"\"daemon.idleTimeout\" must be a number of seconds {RANGE}, not '600'"),
+        ({"idleTimeout": HUGE}, f'"daemon.idleTimeout" must be a number of seconds {RANGE}, not {HUGE}'),
+        (
+            {"daemonIdleTimeout": 1e10},
+            f'"daemon.daemonIdleTimeout" must be a number of seconds {RANGE}, not 10000000000.0',
+        ),
+        ({"idle_timeout": NAN}, f'"daemon.idle_timeout" must be a number of seconds {RANGE}, not nan'),
+        ({"idleTimeout": INFINITY}, f'"daemon.idleTimeout" must be a number of seconds {RANGE}, not inf'),
     ],
 )
 def test_bad_daemon_settings_are_one_error_naming_the_file(

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import anyio
+import pytest
+
 from mcpfleet.config.model import ServerConfig, fingerprint_of
-from mcpfleet.fleet.reload import KnownServer, plan_reload, stamp_files
+from mcpfleet.fleet.reload import ConfigWatcher, KnownServer, plan_reload, stamp_files
 
 
 def config(name: str, command: str = "server") -> ServerConfig:
@@ -50,3 +53,33 @@ def test_file_stamps_change_with_content_and_absence(tmp_path: Path) -> None:
     assert before[missing] is None and before[str(path)] is not None
     path.write_text('{"mcpServers": {}}')
     assert stamp_files([str(path)])[str(path)] != before[str(path)]
+
+
+@pytest.mark.anyio
+async def test_watching_more_files_keeps_a_change_not_reloaded_yet(tmp_path: Path) -> None:
+    """``watch`` adds files without stamping again those it watches already: an edit made
+    before it still reloads; the added file is watched from then on."""
+    first, second = tmp_path / "first.json", tmp_path / "second.json"
+    first.write_text("{}")
+    watcher = ConfigWatcher(0.01)
+    watcher.remember([str(first)])
+    first.write_text('{"edited": true}')
+    watcher.watch([str(first), str(second)])
+    reloads = 0
+    reloaded = anyio.Event()
+
+    async def reload() -> None:
+        nonlocal reloads, reloaded
+        reloads += 1
+        reloaded.set()
+        reloaded = anyio.Event()
+
+    async with anyio.create_task_group() as watching:
+        watching.start_soon(watcher.run, reload)
+        with anyio.fail_after(10):
+            await reloaded.wait()
+            assert reloads == 1
+            second.write_text("{}")
+            await reloaded.wait()
+            assert reloads == 2
+        watching.cancel_scope.cancel()

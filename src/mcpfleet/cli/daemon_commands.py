@@ -106,7 +106,8 @@ def start_command(args: argparse.Namespace) -> int:
     try:
         started = start_daemon()
         pid = int(_ask("ping")["pid"])
-    except (OSError, DaemonUnavailable, OperationFailed) as error:  # DaemonStartError, RuntimeFolderError
+    # OSError: DaemonStartError, RuntimeFolderError; NoDaemon: it exited right after it started.
+    except (OSError, NoDaemon, DaemonUnavailable, OperationFailed) as error:
         error_line(f"the daemon did not start: {error}")
         return EXIT_FAILED
     if args.json:
@@ -259,10 +260,11 @@ class NoDaemon(Exception):
 
 def _ask(op: str) -> dict[str, Any]:
     """The result of one control operation on the running daemon; ``NoDaemon`` when none runs."""
+    from mcpfleet.daemon import paths
     from mcpfleet.daemon.client import connect_if_running
 
     client = connect_if_running(host="mcpfleet daemon")
     if client is None:
-        raise NoDaemon
+        raise NoDaemon(f"nothing answers on {paths.socket_path()}; see `mcpfleet daemon logs`")
     with client:
         return client.request(op)

@@ -247,6 +247,7 @@ async def _tools(operation: Operation) -> dict[str, Any]:
 
 async def _call(operation: Operation) -> dict[str, Any]:
     from mcpfleet.cli import documents
+    from mcpfleet.fleet.tools import resolve_tool_name
 
     name, arguments = operation.request.get("tool"), operation.request.get("arguments", {})
     if not isinstance(name, str):
@@ -255,7 +256,7 @@ async def _call(operation: Operation) -> dict[str, Any]:
         raise ControlError('"arguments" must be a JSON object, e.g. {"path": "README.md"}', EXIT_USAGE)
     async with operation.view() as (view, _, _):
         tools = view.get_tools()
-        tool = documents.find_tool(name, tools)
+        tool = resolve_tool_name(name, tools)
         if tool is None:
             raise ControlError(documents.unknown_tool_message(name, [tool.name for tool in tools]))
         result = await tool.execute(arguments)

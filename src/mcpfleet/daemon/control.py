@@ -87,9 +87,13 @@ class Operation:
             raise ControlError(f"{self.request.get('op')}: {error}", EXIT_USAGE) from None
 
     @asynccontextmanager
-    async def view(self) -> AsyncIterator[tuple[FleetView, DiscoveryResult, StartupReport]]:
+    async def view(
+        self, *, settle_deferred: bool = False
+    ) -> AsyncIterator[tuple[FleetView, DiscoveryResult, StartupReport]]:
         """A view of the fleet the request names, past its start-up gate as an agent's fleet
-        would be (see ``documents.settle``), with its discovery and the gate's report."""
+        would be (see ``documents.settle``), with its discovery and the gate's report.
+        ``settle_deferred`` also waits for the servers the gate served from the cache (what
+        ``status`` reports on), in the same parallel wait."""
         from mcpfleet.cli import documents
 
         spec = self.fleet_spec()
@@ -101,7 +105,7 @@ class Operation:
         ):
             discovery = view.discover()
             result = await view.connect_servers(discovery.configs, discovery.sources)
-            await documents.settle(view, result, late_only=True)
+            await documents.settle(view, result, late_only=not settle_deferred)
             yield view, discovery, result
 
 
@@ -228,8 +232,7 @@ async def _stop(operation: Operation) -> dict[str, Any]:
 async def _fleet_status(operation: Operation) -> dict[str, Any]:
     from mcpfleet.cli import documents
 
-    async with operation.view() as (view, discovery, result):
-        await documents.settle(view, result)
+    async with operation.view(settle_deferred=True) as (view, discovery, result):
         rows = documents.server_rows(discovery, view, result)
     return documents.status_document(rows, documents.error_rows(discovery.errors))
 

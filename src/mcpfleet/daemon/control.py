@@ -19,7 +19,6 @@ the same connection (a ``call``, a ``watch``), which is answered with an error (
 
 from __future__ import annotations
 
-import errno
 import logging
 import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -30,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from mcpfleet.daemon import wire
+from mcpfleet.daemon.socket_io import receive, send_all
 from mcpfleet.transport.stdio import LineFramer, OversizedLine, describe_size
 
 if TYPE_CHECKING:
@@ -41,7 +41,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-READ_BYTES = 256 * 1024
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_CANCELLED = 130
@@ -120,8 +119,6 @@ async def serve_control(
     lock = anyio.Lock()
 
     async def send(document: dict[str, Any]) -> None:
-        from mcpfleet.daemon.service import send_all
-
         data = wire.encode_line(document)
         async with lock:
             await send_all(connection, data)
@@ -140,23 +137,10 @@ async def serve_control(
                     await send({"id": None, "error": {"message": message, "exit": EXIT_USAGE}})
                 elif line.strip():
                     operations.start_soon(_run, service, client, bytes(line), send, running)
-            chunk = await _receive(connection)
+            chunk = await receive(connection)
             if not chunk:
                 break
         operations.cancel_scope.cancel()
-
-
-async def _receive(connection: socket.socket) -> bytes:
-    """The next bytes of a non-blocking socket; empty at its end (or when it broke)."""
-    while True:
-        try:
-            return connection.recv(READ_BYTES)
-        except BlockingIOError:
-            await anyio.wait_readable(connection)
-        except OSError as error:
-            if error.errno not in (errno.ECONNRESET, errno.EPIPE, errno.EBADF):
-                logger.warning("reading a control connection failed: %s", error)
-            return b""
 
 
 async def _run(

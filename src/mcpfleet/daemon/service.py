@@ -57,6 +57,7 @@ import anyio.abc
 from mcpfleet import __version__
 from mcpfleet.daemon import paths, wire
 from mcpfleet.daemon.peer import peer_credentials
+from mcpfleet.daemon.socket_io import receive, send_all
 
 if TYPE_CHECKING:
     from mcpfleet.config.profiles import GatewaySettings
@@ -71,7 +72,6 @@ HELLO_TIMEOUT_S = 10.0
 LISTEN_BACKLOG = 128
 """Connections the kernel queues before the daemon accepts them: ten shims at once fit."""
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
-READ_BYTES = 256 * 1024
 
 
 class DaemonAlreadyRunning(RuntimeError):
@@ -531,13 +531,7 @@ async def _read_hello(connection: socket.socket) -> tuple[bytes, bytes] | None:
     closes first. A line over the limit is cut there (its parsing then says it is too long)."""
     received = bytearray()
     while True:
-        try:
-            chunk = connection.recv(READ_BYTES)
-        except BlockingIOError:
-            await anyio.wait_readable(connection)
-            continue
-        except OSError:
-            return None
+        chunk = await receive(connection)
         if not chunk:
             return None
         searched = len(received)
@@ -547,21 +541,6 @@ async def _read_hello(connection: socket.socket) -> tuple[bytes, bytes] | None:
             return bytes(received[:end]), bytes(received[end + 1 :])
         if len(received) > wire.MAX_HELLO_BYTES:
             return bytes(received), b""
-
-
-async def send_all(connection: socket.socket, data: bytes) -> None:
-    """Write all of ``data`` on a non-blocking socket; a peer that went away is not an error."""
-    view = memoryview(data)
-    while view:
-        try:
-            sent = connection.send(view)
-        except BlockingIOError:
-            await anyio.wait_writable(connection)
-            continue
-        except OSError as error:
-            logger.debug("the peer went away before its answer: %s", error)
-            return
-        view = view[sent:]
 
 
 def resident_bytes(pid: int) -> int:

@@ -430,7 +430,7 @@ class DaemonService:
                 f"{version} (protocol {protocol}); the daemon drains and exits: start a new one",
             )
         try:
-            hello = wire.parse_hello(line)
+            hello = wire.parse_hello(document)
         except wire.WireError as error:
             raise HelloRefused("bad-hello", str(error)) from None
         if self.draining:

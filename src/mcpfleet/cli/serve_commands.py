@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from mcpfleet.cli.options import FleetOptions
 from mcpfleet.cli.output import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, error_line
-from mcpfleet.errors import ConfigError
+from mcpfleet.errors import ConfigError, first_leaf
 
 if TYPE_CHECKING:
     from mcpfleet.gateway.budget import ToolBudget
@@ -135,14 +135,9 @@ def serve_command(args: argparse.Namespace) -> int:
         # (two servers offering one name under --prefix none) is still a usage error.
         config_errors, _ = group.split(ConfigError)
         if config_errors is not None:
-            raise _first_leaf(config_errors) from None
+            raise first_leaf(config_errors) from None
         raise
     return EXIT_OK
-
-
-def _first_leaf(group: BaseExceptionGroup[ConfigError]) -> ConfigError:
-    first = group.exceptions[0]
-    return _first_leaf(first) if isinstance(first, BaseExceptionGroup) else first
 
 
 def tool_budget(args: argparse.Namespace) -> ToolBudget:

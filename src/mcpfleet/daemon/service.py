@@ -58,6 +58,7 @@ from mcpfleet import __version__
 from mcpfleet.daemon import paths, wire
 from mcpfleet.daemon.peer import peer_credentials
 from mcpfleet.daemon.socket_io import receive, send_all
+from mcpfleet.errors import ConfigError, first_leaf
 
 if TYPE_CHECKING:
     from mcpfleet.config.profiles import GatewaySettings
@@ -475,7 +476,8 @@ class DaemonService:
         except Exception as error:
             if answered:
                 raise
-            reason = _leaf_message(error)
+            leaf = first_leaf(error)
+            reason = str(leaf) or type(leaf).__name__
             logger.warning("session %s refused: %s", client.id, reason)
             await send_all(connection, wire.refused("refused", reason))
             return
@@ -510,19 +512,10 @@ class DaemonService:
 
 def _choice(value: str, choices: tuple[Choice, ...], option: str) -> Choice:
     """``value`` as one of ``choices`` (a session's ``serve`` option); ``ConfigError`` otherwise."""
-    from mcpfleet.errors import ConfigError
-
     for choice in choices:
         if value == choice:
             return choice
     raise ConfigError(f"{option} must be one of {', '.join(choices)}, not {value!r}")
-
-
-def _leaf_message(error: BaseException) -> str:
-    """The message of the first error inside ``error``'s groups (task groups wrap what failed)."""
-    while isinstance(error, BaseExceptionGroup):
-        error = error.exceptions[0]
-    return str(error) or type(error).__name__
 
 
 async def _read_hello(connection: socket.socket) -> tuple[bytes, bytes] | None:

@@ -42,6 +42,7 @@ from mcpfleet import paths
 from mcpfleet.config import load_all_mcp_configs
 from mcpfleet.config.model import DiscoveryResult
 from mcpfleet.config.profiles import DaemonSettings, Profile, read_gateway_settings
+from mcpfleet.daemon.memory import process_tree_rss
 from mcpfleet.daemon.routing import RequestRouter
 from mcpfleet.daemon.scopes import Scope, Wanted
 from mcpfleet.daemon.sharing import PER_SESSION_FILE, PerSessionServers, assign, user_servers
@@ -235,13 +236,6 @@ class SharedFleet(anyio.AsyncContextManagerMixin):
             name for name in view.get_all_server_names() if view.get_connection_status(name) == "connected"
         ]
         return report
-
-    def sessions(self) -> list[dict[str, Any]]:
-        """The ``sessions`` rows of ``daemon status --json``: one per attached view."""
-        return [
-            {"session": view.session_id, "host": view.host, "project": view.project, "since": view.since}
-            for view in self._views.values()
-        ]
 
     # -- who runs what ---------------------------------------------------------------------------------------
 
@@ -490,40 +484,3 @@ def _profiled(discovery: DiscoveryResult, profile: Profile | None) -> DiscoveryR
         ],
         config_paths=list(discovery.config_paths),
     )
-
-
-def process_tree_rss(pid: int) -> int | None:
-    """Resident memory of ``pid`` and its descendants, in bytes (``None`` once it is gone)."""
-    page = os.sysconf("SC_PAGE_SIZE")
-    total = 0
-    pending = [pid]
-    seen: set[int] = set()
-    while pending:
-        current = pending.pop()
-        if current in seen:
-            continue
-        seen.add(current)
-        try:
-            with open(f"/proc/{current}/statm", encoding="ascii") as statm:
-                total += int(statm.read().split()[1]) * page
-        except (OSError, ValueError, IndexError):
-            if current == pid:
-                return None
-            continue
-        pending.extend(_children(current))
-    return total
-
-
-def _children(pid: int) -> list[int]:
-    children: list[int] = []
-    try:
-        threads = os.listdir(f"/proc/{pid}/task")
-    except OSError:
-        return children
-    for thread in threads:
-        try:
-            with open(f"/proc/{pid}/task/{thread}/children", encoding="ascii") as listed:
-                children.extend(int(child) for child in listed.read().split())
-        except (OSError, ValueError):
-            continue
-    return children

@@ -56,6 +56,7 @@ import anyio.abc
 
 from mcpfleet import __version__
 from mcpfleet.daemon import paths, wire
+from mcpfleet.daemon.memory import resident_bytes
 from mcpfleet.daemon.peer import peer_credentials
 from mcpfleet.daemon.socket_io import receive, send_all
 from mcpfleet.errors import ConfigError, first_leaf
@@ -295,7 +296,7 @@ class DaemonService:
         """``daemon status --json``: this daemon, its sessions, its servers, and what they cost."""
         servers = self.fleet.status()
         running = [row for row in servers if row.get("pid")]
-        own_rss = resident_bytes(self.pid)
+        own_rss = resident_bytes(self.pid) or 0
         return {
             **self.ping_document(),
             "socket": str(self.socket.path),
@@ -534,15 +535,6 @@ async def _read_hello(connection: socket.socket) -> tuple[bytes, bytes] | None:
             return bytes(received[:end]), bytes(received[end + 1 :])
         if len(received) > wire.MAX_HELLO_BYTES:
             return bytes(received), b""
-
-
-def resident_bytes(pid: int) -> int:
-    """Resident memory of one process (``/proc/<pid>/statm``), 0 when it is gone."""
-    try:
-        fields = Path("/proc", str(pid), "statm").read_text().split()
-    except OSError:
-        return 0
-    return int(fields[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
 # -- the process --------------------------------------------------------------------------------------

@@ -28,8 +28,10 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from mcpfleet.config.profiles import Profile, read_gateway_settings
 from mcpfleet.daemon import wire
 from mcpfleet.daemon.socket_io import receive, send_all
+from mcpfleet.errors import ConfigError
 from mcpfleet.transport.stdio import LineFramer, OversizedLine, describe_size
 
 if TYPE_CHECKING:
@@ -85,6 +87,15 @@ class Operation:
         except wire.WireError as error:
             raise ControlError(f"{self.request.get('op')}: {error}", EXIT_USAGE) from None
 
+    def profile(self, spec: wire.FleetSpec) -> Profile | None:
+        """The profile ``spec`` names, from mcpfleet's user config as it is now."""
+        if spec.profile is None:
+            return None
+        try:
+            return read_gateway_settings().profile(spec.profile)
+        except ConfigError as error:
+            raise ControlError(f"{self.request.get('op')}: {error}", EXIT_USAGE) from None
+
     @asynccontextmanager
     async def view(
         self, *, settle_deferred: bool = False
@@ -98,7 +109,10 @@ class Operation:
         spec = self.fleet_spec()
         async with (
             self.service.fleet.attach(
-                spec, session_id=f"{self.client.id}.{self.id}", host=self.client.host
+                spec,
+                session_id=f"{self.client.id}.{self.id}",
+                host=self.client.host,
+                profile=self.profile(spec),
             ) as view,
             view,
         ):

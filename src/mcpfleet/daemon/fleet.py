@@ -41,7 +41,7 @@ import anyio.abc
 from mcpfleet import paths
 from mcpfleet.config import load_all_mcp_configs
 from mcpfleet.config.model import DiscoveryResult
-from mcpfleet.config.profiles import DaemonSettings, Profile, read_gateway_settings
+from mcpfleet.config.profiles import DaemonSettings, Profile
 from mcpfleet.daemon.memory import process_tree_rss
 from mcpfleet.daemon.routing import RequestRouter
 from mcpfleet.daemon.scopes import Scope, Wanted
@@ -165,22 +165,34 @@ class SharedFleet(anyio.AsyncContextManagerMixin):
     # -- sessions --------------------------------------------------------------------------------------------
 
     def attach(
-        self, spec: FleetSpec, *, session_id: str, host: str | None, relay: Relay | None = None
+        self,
+        spec: FleetSpec,
+        *,
+        session_id: str,
+        host: str | None,
+        profile: Profile | None,
+        relay: Relay | None = None,
     ) -> AbstractAsyncContextManager[FleetView]:
         """The view of one session on the fleet ``spec`` describes, for as long as the block
-        runs; its servers start now (those not running yet). ``relay`` must be the one its
-        ``Gateway`` is given: the backends' questions caused by this session go there.
-        Raises ``ConfigError`` for a profile the user config does not define."""
-        return self._attached(spec, session_id=session_id, host=host, relay=relay)
+        runs; its servers start now (those not running yet). ``profile`` is the one
+        ``spec.profile`` names, read by the caller with the rest of the session's settings
+        (the view sees its servers only). ``relay`` must be the one its ``Gateway`` is
+        given: the backends' questions caused by this session go there."""
+        return self._attached(spec, session_id=session_id, host=host, profile=profile, relay=relay)
 
     @asynccontextmanager
     async def _attached(
-        self, spec: FleetSpec, *, session_id: str, host: str | None, relay: Relay | None
+        self,
+        spec: FleetSpec,
+        *,
+        session_id: str,
+        host: str | None,
+        profile: Profile | None,
+        relay: Relay | None,
     ) -> AsyncIterator[FleetView]:
         self._running()
         if session_id in self._views:
             raise ValueError(f"session {session_id!r} is attached already")
-        profile = read_gateway_settings().profile(spec.profile) if spec.profile is not None else None
         project = self._project_for(spec)
         project.sessions.add(session_id)
         try:

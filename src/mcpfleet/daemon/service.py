@@ -62,7 +62,6 @@ from mcpfleet.daemon.socket_io import receive, send_all
 from mcpfleet.errors import ConfigError, first_leaf
 
 if TYPE_CHECKING:
-    from mcpfleet.config.profiles import GatewaySettings
     from mcpfleet.daemon.fleet import SharedFleet
 
 logger = logging.getLogger(__name__)
@@ -231,12 +230,10 @@ class DaemonService:
         fleet: SharedFleet,
         daemon_socket: DaemonSocket,
         *,
-        gateway_settings: GatewaySettings,
         daemon_idle_timeout_s: float,
     ) -> None:
         self.fleet = fleet
         self.socket = daemon_socket
-        self.gateway_settings = gateway_settings
         self.daemon_idle_timeout_s = daemon_idle_timeout_s
         self.pid = os.getpid()
         self.started = time.time()
@@ -486,18 +483,17 @@ class DaemonService:
 
     @asynccontextmanager
     async def _session_gateway(self, spec: wire.FleetSpec, client: Client) -> AsyncIterator[Any]:
-        from mcpfleet.gateway.budget import ToolBudget, ToolMode
+        from mcpfleet.cli.serve_commands import tool_budget
+        from mcpfleet.gateway.budget import ToolMode
         from mcpfleet.gateway.core import Gateway
         from mcpfleet.gateway.naming import NamingPolicy, PrefixMode
         from mcpfleet.gateway.relay import Relay
 
-        settings = self.gateway_settings
-        profile = settings.profile(spec.profile) if spec.profile is not None else None
-        budget = ToolBudget(
-            _choice(spec.tools, get_args(ToolMode), "--tools"),
-            max_tools=spec.max_tools,
-            client_budgets=settings.client_budgets,
-            profile=profile,
+        # mcpfleet's user config is read once per session, as `serve --no-daemon` reads it once:
+        # a profile added while the daemon runs is found, and the view gets the very profile
+        # the budget has.
+        budget = tool_budget(
+            _choice(spec.tools, get_args(ToolMode), "--tools"), max_tools=spec.max_tools, profile=spec.profile
         )
         naming = NamingPolicy(
             prefix=_choice(spec.prefix, get_args(PrefixMode), "--prefix"),
@@ -505,7 +501,9 @@ class DaemonService:
         )
         relay = Relay()
         async with (
-            self.fleet.attach(spec, session_id=client.id, host=client.host, relay=relay) as view,
+            self.fleet.attach(
+                spec, session_id=client.id, host=client.host, profile=budget.profile, relay=relay
+            ) as view,
             Gateway(view, naming=naming, relay=relay, budget=budget) as gateway,
         ):
             yield gateway
@@ -583,17 +581,11 @@ async def _run(daemon_socket: DaemonSocket, options: DaemonOptions) -> None:
     from mcpfleet.config.profiles import read_gateway_settings
     from mcpfleet.daemon.fleet import SharedFleet
 
-    gateway_settings = read_gateway_settings()
-    settings = gateway_settings.daemon
+    settings = read_gateway_settings().daemon
     if options.idle_timeout_s is not None:
         settings = dataclasses.replace(settings, idle_timeout_s=options.idle_timeout_s)
     if options.daemon_idle_timeout_s is not None:
         settings = dataclasses.replace(settings, daemon_idle_timeout_s=options.daemon_idle_timeout_s)
     async with SharedFleet(settings) as fleet:
-        service = DaemonService(
-            fleet,
-            daemon_socket,
-            gateway_settings=gateway_settings,
-            daemon_idle_timeout_s=settings.daemon_idle_timeout_s,
-        )
+        service = DaemonService(fleet, daemon_socket, daemon_idle_timeout_s=settings.daemon_idle_timeout_s)
         await service.serve()

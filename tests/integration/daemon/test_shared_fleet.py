@@ -25,7 +25,7 @@ from tests.integration.gateway.gateway_harness import wait_until
 from tests.servers.fixtures import FAKE_SERVER, SERVERS_DIR
 
 from mcpfleet import paths
-from mcpfleet.config.profiles import DaemonSettings
+from mcpfleet.config.profiles import DaemonSettings, read_gateway_settings
 from mcpfleet.daemon.fleet import SharedFleet
 from mcpfleet.daemon.view import FleetView
 from mcpfleet.daemon.wire import FleetSpec
@@ -115,7 +115,13 @@ async def session(
         cwd=str(root), trust_project=True, startup_timeout_ms=startup_timeout_ms, profile=profile
     )
     async with (
-        fleet.attach(spec, session_id=session_id, host="pytest", relay=relay) as view,
+        fleet.attach(
+            spec,
+            session_id=session_id,
+            host="pytest",
+            profile=read_gateway_settings().profile(profile) if profile is not None else None,
+            relay=relay,
+        ) as view,
         Gateway(view, relay=relay) as gateway,
         Client(build_server(gateway), mode=mode, message_handler=on_message, **client_options) as client,
     ):

@@ -9,7 +9,8 @@ still runs on it (a ``call`` is cancelled at its backend, a ``watch`` ends).
 
 ``fleet_status``, ``tools`` and ``call`` build the documents ``mcpfleet status/tools/call
 --json`` print in-process, with the same code (``cli.documents``), on a view of the shared
-fleet for the request's ``fleet`` (a ``FleetSpec``): the CLI prints what it is given.
+fleet for the request's ``fleet`` (a ``FleetSpec``) that leaves out what the agent's
+discovery does (Exa servers): the CLI prints what it is given.
 ``watch`` keeps such a view for as long as it runs and pushes ``{"event": "tools_changed",
 "id": <the watch's id>}`` after each change of that fleet's tools (a burst of changes
 gives one event: the reader lists the tools again anyway). ``cancel`` ends one request of
@@ -28,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from mcpfleet.agent.loader import agent_entry_filter
 from mcpfleet.config.profiles import Profile, read_gateway_settings
 from mcpfleet.daemon import wire
 from mcpfleet.daemon.socket_io import receive, send_all
@@ -113,6 +115,9 @@ class Operation:
                 session_id=f"{self.client.id}.{self.id}",
                 host=self.client.host,
                 profile=self.profile(spec),
+                # A control request stands for a CLI command or an agent session: it sees the
+                # fleet as they do in-process, Exa servers left to the agent's native integration.
+                entry_filter=agent_entry_filter(filter_exa=True),
             ) as view,
             view,
         ):

@@ -39,8 +39,8 @@ import anyio
 import anyio.abc
 
 from mcpfleet import paths
-from mcpfleet.config import load_all_mcp_configs
-from mcpfleet.config.model import DiscoveryResult
+from mcpfleet.config import EntryFilter, load_all_mcp_configs
+from mcpfleet.config.model import DiscoveryResult, ServerConfig
 from mcpfleet.config.profiles import DaemonSettings, Profile
 from mcpfleet.daemon.memory import process_tree_rss
 from mcpfleet.daemon.routing import RequestRouter
@@ -171,14 +171,23 @@ class SharedFleet(anyio.AsyncContextManagerMixin):
         session_id: str,
         host: str | None,
         profile: Profile | None,
+        entry_filter: EntryFilter | None = None,
         relay: Relay | None = None,
     ) -> AbstractAsyncContextManager[FleetView]:
         """The view of one session on the fleet ``spec`` describes, for as long as the block
         runs; its servers start now (those not running yet). ``profile`` is the one
         ``spec.profile`` names, read by the caller with the rest of the session's settings
-        (the view sees its servers only). ``relay`` must be the one its ``Gateway`` is
-        given: the backends' questions caused by this session go there."""
-        return self._attached(spec, session_id=session_id, host=host, profile=profile, relay=relay)
+        (the view sees its servers only). ``entry_filter`` leaves out more, as discovery's
+        hook of the same name does in-process (the agent's Exa filter, for a CLI command or
+        an agent session). ``relay`` must be the one its ``Gateway`` is given: the backends'
+        questions caused by this session go there."""
+        return self._attached(
+            spec,
+            session_id=session_id,
+            host=host,
+            leave_out=_session_filter(profile, entry_filter),
+            relay=relay,
+        )
 
     @asynccontextmanager
     async def _attached(
@@ -187,7 +196,7 @@ class SharedFleet(anyio.AsyncContextManagerMixin):
         *,
         session_id: str,
         host: str | None,
-        profile: Profile | None,
+        leave_out: EntryFilter | None,
         relay: Relay | None,
     ) -> AsyncIterator[FleetView]:
         self._running()
@@ -203,7 +212,7 @@ class SharedFleet(anyio.AsyncContextManagerMixin):
                     session_id=session_id,
                     host=host,
                     project=project.root,
-                    profile=profile,
+                    leave_out=leave_out,
                     relay=relay,
                     session_scope=Scope("session", Path(project.root), project.root),
                     task_group=view_tasks,
@@ -265,14 +274,14 @@ class SharedFleet(anyio.AsyncContextManagerMixin):
         return project
 
     def _route(self, view: FleetView, project: _Project) -> None:
-        """Compute ``view``'s routes from the current discoveries (its profile applied)."""
+        """Compute ``view``'s routes from the current discoveries (its filter applied)."""
         assert self._user_scope is not None and self._per_session is not None
         assignments = assign(project.discovery, self._user_discovery, self._per_session.known)
         scopes = {"user": self._user_scope, "project": project.scope, "session": view.session_scope}
         routes = {
             name: Route(scopes[assignment.share], assignment)
             for name, assignment in assignments.items()
-            if _serves(view.profile, name)
+            if view.leave_out is None or view.leave_out(assignment.config) is None
         }
         view.session_scope.available = {
             name: Wanted(route.assignment.config, route.assignment.source)
@@ -280,7 +289,7 @@ class SharedFleet(anyio.AsyncContextManagerMixin):
             if route.scope is view.session_scope
         }
         view.set_routes(routes)
-        view.discovery = _profiled(project.discovery, view.profile)
+        view.discovery = _filtered(project.discovery, view.leave_out)
 
     def _refresh_project_servers(self, project: _Project) -> None:
         # Without the per-session servers: those move the sessions away, and the backend they
@@ -473,24 +482,39 @@ def _key_of(spec: FleetSpec) -> ProjectKey:
     return (os.path.realpath(spec.cwd), spec.trust_project, spec.enable_project_config)
 
 
-def _serves(profile: Profile | None, name: str) -> bool:
-    return profile is None or profile.serves_server(name)
+def _session_filter(profile: Profile | None, entry_filter: EntryFilter | None) -> EntryFilter | None:
+    """What a session's view leaves out: the servers its profile does not serve, then what
+    ``entry_filter`` leaves out (the first reason given is the entry's)."""
+    filters = [] if profile is None else [profile.entry_filter()]
+    if entry_filter is not None:
+        filters.append(entry_filter)
+    if not filters:
+        return None
+
+    def leave_out(config: ServerConfig) -> str | None:
+        return next((reason for hook in filters if (reason := hook(config)) is not None), None)
+
+    return leave_out
 
 
-def _profiled(discovery: DiscoveryResult, profile: Profile | None) -> DiscoveryResult:
-    """The project's discovery as the session sees it: its profile's servers only."""
-    if profile is None:
+def _filtered(discovery: DiscoveryResult, leave_out: EntryFilter | None) -> DiscoveryResult:
+    """The project's discovery as the session sees it: what ``leave_out`` names is ``filtered``."""
+    if leave_out is None:
         return discovery
     from dataclasses import replace
 
-    left_out = {name for name in discovery.configs if not profile.serves_server(name)}
+    reasons = {
+        name: reason
+        for name, config in discovery.configs.items()
+        if (reason := leave_out(config)) is not None
+    }
     return DiscoveryResult(
-        configs={name: config for name, config in discovery.configs.items() if name not in left_out},
-        sources={name: source for name, source in discovery.sources.items() if name not in left_out},
+        configs={name: config for name, config in discovery.configs.items() if name not in reasons},
+        sources={name: source for name, source in discovery.sources.items() if name not in reasons},
         errors=list(discovery.errors),
         entries=[
-            replace(entry, state="filtered", reason=f'not in the servers of the profile "{profile.name}"')
-            if entry.name in left_out and entry.state == "active"
+            replace(entry, state="filtered", reason=reasons[entry.name])
+            if entry.name in reasons and entry.state == "active"
             else entry
             for entry in discovery.entries
         ],

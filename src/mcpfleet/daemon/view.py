@@ -28,8 +28,8 @@ from mcpfleet.fleet.server import Phase, ServerState
 
 if TYPE_CHECKING:
     from mcpfleet.client.connection import ProgressCallback, ServerConnection
+    from mcpfleet.config import EntryFilter
     from mcpfleet.config.model import DiscoveryResult, ServerConfig, SourceInfo
-    from mcpfleet.config.profiles import Profile
     from mcpfleet.daemon.fleet import SharedFleet
     from mcpfleet.daemon.scopes import Scope
     from mcpfleet.daemon.sharing import Assignment
@@ -65,7 +65,7 @@ class FleetView(anyio.AsyncContextManagerMixin):
         session_id: str,
         host: str | None,
         project: str,
-        profile: Profile | None,
+        leave_out: EntryFilter | None,
         relay: Relay | None,
         session_scope: Scope,
         task_group: anyio.abc.TaskGroup,
@@ -75,7 +75,8 @@ class FleetView(anyio.AsyncContextManagerMixin):
         self.host = host
         self.project = project
         """The project root (its real path)."""
-        self.profile = profile
+        self.leave_out = leave_out
+        """What this session does not see (its profile's filter, the agent's Exa filter)."""
         self.relay = relay
         """The relay of this session's gateway: where its backends' questions go."""
         self.session_scope = session_scope
@@ -185,7 +186,7 @@ class FleetView(anyio.AsyncContextManagerMixin):
         return self._task_group
 
     def discover(self) -> DiscoveryResult:
-        """What the session's own discovery found (its profile applied); nothing is read again."""
+        """What the session's own discovery found (its filter applied); nothing is read again."""
         assert self.discovery is not None, "a view is discovered when it is attached"
         return self.discovery
 

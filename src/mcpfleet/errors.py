@@ -52,6 +52,14 @@ class Failure:
         return {"path": self.path, "error": self.message}
 
 
+def first_leaf(error: BaseException) -> BaseException:
+    """The first error inside ``error``'s exception groups (task groups wrap what failed in
+    them, in one group per level); ``error`` itself when it is no group."""
+    while isinstance(error, BaseExceptionGroup):
+        error = error.exceptions[0]
+    return error
+
+
 class MCPFleetError(Exception):
     """Base class of every error mcpfleet raises on purpose."""
 

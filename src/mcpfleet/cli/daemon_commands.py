@@ -106,7 +106,8 @@ def start_command(args: argparse.Namespace) -> int:
     try:
         started = start_daemon()
         pid = int(_ask("ping")["pid"])
-    except (OSError, DaemonUnavailable, OperationFailed) as error:  # DaemonStartError, RuntimeFolderError
+    # OSError: DaemonStartError, RuntimeFolderError; NoDaemon: it exited right after it started.
+    except (OSError, NoDaemon, DaemonUnavailable, OperationFailed) as error:
         error_line(f"the daemon did not start: {error}")
         return EXIT_FAILED
     if args.json:
@@ -160,7 +161,9 @@ def status_command(args: argparse.Namespace) -> int:
     if args.json:
         emit_json({"running": True, **document})
     else:
-        _print_status(document)
+        from mcpfleet.cli.render import print_daemon_status
+
+        print_daemon_status(document)
     return EXIT_OK
 
 
@@ -189,56 +192,6 @@ def _report_none(args: argparse.Namespace) -> None:
         output_line(f"no mcpfleet daemon runs (nothing answers on {paths.socket_path()})")
 
 
-def _print_status(document: dict[str, Any]) -> None:
-    from rich.table import Table
-
-    from mcpfleet.cli.output import rich_text
-    from mcpfleet.cli.render import console, styled_state
-
-    out = console()
-    totals = document.get("totals", {})
-    draining = " — draining" if document.get("draining") else ""
-    out.print(
-        rich_text(
-            f"mcpfleet daemon {document.get('version')} (pid {document.get('pid')}) "
-            f"since {document.get('since')}{draining}: {totals.get('processes')} processes, "
-            f"{_megabytes(totals.get('rss_bytes'))} resident"
-        )
-    )
-
-    sessions = Table(title=f"{len(document.get('sessions', []))} sessions")
-    for column in ("host", "project", "since"):
-        sessions.add_column(column, overflow="fold")
-    for session in document.get("sessions", []):
-        sessions.add_row(
-            rich_text(session.get("host") or "?"),
-            rich_text(session.get("project") or ""),
-            rich_text(session.get("since") or ""),
-        )
-    out.print(sessions)
-    servers = Table(title=f"{len(document.get('servers', []))} servers")
-    for column in ("server", "state", "share", "sessions", "pid", "memory", "idle", "project"):
-        servers.add_column(column, overflow="fold")
-    for server in document.get("servers", []):
-        idle = server.get("idle_s")
-        servers.add_row(
-            rich_text(server.get("name")),
-            styled_state(str(server.get("state"))),
-            rich_text(server.get("share") or ""),
-            str(server.get("sessions", 0)),
-            str(server.get("pid") or ""),
-            _megabytes(server.get("rss_bytes")),
-            f"{idle:.0f} s" if isinstance(idle, int | float) else "",
-            rich_text(server.get("project") or ""),
-        )
-    out.print(servers)
-    out.print(rich_text(f"log: {document.get('log')}"))
-
-
-def _megabytes(value: Any) -> str:
-    return f"{value / 1024 / 1024:.1f} MB" if isinstance(value, int | float) else "-"
-
-
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -259,11 +212,12 @@ class NoDaemon(Exception):
 
 def _ask(op: str) -> dict[str, Any]:
     """The result of one control operation on the running daemon; ``NoDaemon`` when none runs."""
+    from mcpfleet.daemon import paths
     from mcpfleet.daemon.client import connect_if_running
 
     client = connect_if_running(host="mcpfleet daemon")
     if client is None:
-        raise NoDaemon
+        raise NoDaemon(f"nothing answers on {paths.socket_path()}; see `mcpfleet daemon logs`")
     with client:
         # A daemon that hangs must not hang the command: ``DaemonLost`` once the time is up.
         return client.request(op, timeout_s=CONTROL_TIMEOUT_S)

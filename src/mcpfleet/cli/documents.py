@@ -172,16 +172,6 @@ def tools_document(tools: Sequence[ToolRow], errors: Sequence[ErrorRow]) -> dict
     return {"tools": [tool.to_json() for tool in tools], "errors": [error.to_json() for error in errors]}
 
 
-def find_tool(name: str, tools: Iterable[AnyTool]) -> AnyTool | None:
-    """The tool ``call`` means by ``name``: its registered name, ``<server>/<tool>``, or
-    ``mcp__<server>__<tool>``; None when none or several match."""
-    from mcpfleet.fleet.tools import resolve_tool_name
-
-    candidates = list(tools)
-    exact = [tool for tool in candidates if tool.name == name]
-    return exact[0] if len(exact) == 1 else resolve_tool_name(name, candidates)
-
-
 def unknown_tool_message(name: str, known: Iterable[str]) -> str:
     """``call``'s error line for a name no tool answers to (``known``: the tools' names)."""
     return f"no tool named {name!r} (available: {', '.join(known) or 'none'})"

@@ -4,7 +4,8 @@ Each row is a frozen record with ``to_json()``, its ``--json`` shape (key order 
 which the CLI contract fixes). The ``status`` and ``tools`` reports are drawn from that JSON
 document, not from the rows, because the document may come from the daemon
 (``mcpfleet.daemon.client``): ``server_cells`` and ``tool_cells`` make a table line of one
-JSON row, and ``print_status`` / ``print_tools`` draw a whole document. A ``config`` row
+JSON row, and ``print_status`` / ``print_tools`` draw a whole document (``daemon status``'s
+too: ``daemon_session_cells``, ``daemon_server_cells``, ``print_daemon_status``). A ``config`` row
 draws itself (``cells()``). ``render_table`` turns lines into a table.
 
 Text from servers, config files and paths enters a cell only as ``rich_text`` (never as
@@ -278,6 +279,38 @@ def tool_cells(tool: Mapping[str, Any]) -> Cells:
     return name, rich_text(tool.get("server", "")), rich_text(lines[0] if lines else "")
 
 
+DAEMON_SESSION_COLUMNS = ("host", "project", "since")
+DAEMON_SERVER_COLUMNS = ("server", "state", "share", "sessions", "pid", "memory", "idle", "project")
+
+
+def daemon_session_cells(session: Mapping[str, Any]) -> Cells:
+    """The daemon status table's line of one ``sessions`` row of ``daemon status --json``."""
+    return (
+        rich_text(session.get("host") or "?"),
+        rich_text(session.get("project") or ""),
+        rich_text(session.get("since") or ""),
+    )
+
+
+def daemon_server_cells(server: Mapping[str, Any]) -> Cells:
+    """The daemon status table's line of one ``servers`` row of ``daemon status --json``."""
+    idle = server.get("idle_s")
+    return (
+        rich_text(server.get("name")),
+        styled_state(str(server.get("state"))),
+        rich_text(server.get("share") or ""),
+        rich_text(server.get("sessions", 0)),
+        rich_text(server.get("pid") or ""),
+        megabytes(server.get("rss_bytes")),
+        f"{idle:.0f} s" if isinstance(idle, int | float) else "",
+        rich_text(server.get("project") or ""),
+    )
+
+
+def megabytes(value: Any) -> str:
+    return f"{value / 1024 / 1024:.1f} MB" if isinstance(value, int | float) else "-"
+
+
 def error_text(error: Mapping[str, Any]) -> Text:
     """One ``errors`` row of a document, as the line printed under a report."""
     from rich.text import Text
@@ -334,6 +367,29 @@ def print_tools(document: Mapping[str, Any], *, out: Console | None = None) -> N
     """The ``tools`` report of its ``--json`` document."""
     (out if out is not None else console()).print(tools_table(document.get("tools") or []))
     print_errors(document.get("errors") or [])
+
+
+def print_daemon_status(document: Mapping[str, Any], *, out: Console | None = None) -> None:
+    """The ``daemon status`` report of its ``--json`` document: the daemon, its sessions, its servers."""
+    out = out if out is not None else console()
+    totals = document.get("totals") or {}
+    draining = " — draining" if document.get("draining") else ""
+    out.print(
+        rich_text(
+            f"mcpfleet daemon {document.get('version')} (pid {document.get('pid')}) "
+            f"since {document.get('since')}{draining}: {totals.get('processes')} processes, "
+            f"{megabytes(totals.get('rss_bytes'))} resident"
+        )
+    )
+    sessions = document.get("sessions") or []
+    out.print(
+        render_table(f"{len(sessions)} sessions", DAEMON_SESSION_COLUMNS, map(daemon_session_cells, sessions))
+    )
+    servers = document.get("servers") or []
+    out.print(
+        render_table(f"{len(servers)} servers", DAEMON_SERVER_COLUMNS, map(daemon_server_cells, servers))
+    )
+    out.print(rich_text(f"log: {document.get('log')}"))
 
 
 def print_config(project: str, rows: Sequence[EntryRow], out: Console) -> None:

@@ -18,10 +18,10 @@ from typing import TYPE_CHECKING
 
 from mcpfleet.cli.options import FleetOptions
 from mcpfleet.cli.output import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, error_line
-from mcpfleet.errors import ConfigError
+from mcpfleet.errors import ConfigError, first_leaf
 
 if TYPE_CHECKING:
-    from mcpfleet.gateway.budget import ToolBudget
+    from mcpfleet.gateway.budget import ToolBudget, ToolMode
     from mcpfleet.gateway.core import Gateway
 
 logger = logging.getLogger(__name__)
@@ -117,7 +117,7 @@ def serve_command(args: argparse.Namespace) -> int:
     if args.http is None and args.auth_token is not None:
         raise ConfigError("--auth-token applies to --http only: add --http [HOST:]PORT, or drop it")
     # Before anything starts: an unknown profile or a broken user config is a usage error.
-    budget = tool_budget(args)
+    budget = tool_budget(args.tool_mode, max_tools=args.max_tools, profile=args.profile)
 
     refusal = nested_gateway_refusal()
     if refusal is not None:
@@ -135,25 +135,25 @@ def serve_command(args: argparse.Namespace) -> int:
         # (two servers offering one name under --prefix none) is still a usage error.
         config_errors, _ = group.split(ConfigError)
         if config_errors is not None:
-            raise _first_leaf(config_errors) from None
+            raise first_leaf(config_errors) from None
         raise
     return EXIT_OK
 
 
-def _first_leaf(group: BaseExceptionGroup[ConfigError]) -> ConfigError:
-    first = group.exceptions[0]
-    return _first_leaf(first) if isinstance(first, BaseExceptionGroup) else first
-
-
-def tool_budget(args: argparse.Namespace) -> ToolBudget:
-    """The tool budget ``serve``'s options and mcpfleet's user config describe."""
+def tool_budget(mode: ToolMode, *, max_tools: int | None, profile: str | None) -> ToolBudget:
+    """The tool budget of a gateway served with ``serve``'s ``--tools``, ``--max-tools`` and
+    ``--profile``, from mcpfleet's user config as it is now (its client budgets, the profile
+    named): ``serve``'s in-process gateway and each of the daemon's sessions build it here.
+    ``ConfigError`` for a profile the config does not define."""
     from mcpfleet.config.profiles import read_gateway_settings
     from mcpfleet.gateway.budget import ToolBudget
 
     settings = read_gateway_settings()
-    profile = settings.profile(args.profile) if args.profile is not None else None
     return ToolBudget(
-        args.tool_mode, max_tools=args.max_tools, client_budgets=settings.client_budgets, profile=profile
+        mode,
+        max_tools=max_tools,
+        client_budgets=settings.client_budgets,
+        profile=settings.profile(profile) if profile is not None else None,
     )
 
 

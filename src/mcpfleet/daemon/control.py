@@ -9,7 +9,8 @@ still runs on it (a ``call`` is cancelled at its backend, a ``watch`` ends).
 
 ``fleet_status``, ``tools`` and ``call`` build the documents ``mcpfleet status/tools/call
 --json`` print in-process, with the same code (``cli.documents``), on a view of the shared
-fleet for the request's ``fleet`` (a ``FleetSpec``): the CLI prints what it is given.
+fleet for the request's ``fleet`` (a ``FleetSpec``) that leaves out what the agent's
+discovery does (Exa servers): the CLI prints what it is given.
 ``watch`` keeps such a view for as long as it runs and pushes ``{"event": "tools_changed",
 "id": <the watch's id>}`` after each change of that fleet's tools (a burst of changes
 gives one event: the reader lists the tools again anyway). ``cancel`` ends one request of
@@ -19,7 +20,6 @@ the same connection (a ``call``, a ``watch``), which is answered with an error (
 
 from __future__ import annotations
 
-import errno
 import logging
 import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -29,7 +29,11 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from mcpfleet.agent.loader import agent_entry_filter
+from mcpfleet.config.profiles import Profile, read_gateway_settings
 from mcpfleet.daemon import wire
+from mcpfleet.daemon.socket_io import receive, send_all
+from mcpfleet.errors import ConfigError
 from mcpfleet.transport.framing import LineFramer, OversizedLine, describe_size
 
 if TYPE_CHECKING:
@@ -41,7 +45,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-READ_BYTES = 256 * 1024
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_CANCELLED = 130
@@ -86,22 +89,41 @@ class Operation:
         except wire.WireError as error:
             raise ControlError(f"{self.request.get('op')}: {error}", EXIT_USAGE) from None
 
+    def profile(self, spec: wire.FleetSpec) -> Profile | None:
+        """The profile ``spec`` names, from mcpfleet's user config as it is now."""
+        if spec.profile is None:
+            return None
+        try:
+            return read_gateway_settings().profile(spec.profile)
+        except ConfigError as error:
+            raise ControlError(f"{self.request.get('op')}: {error}", EXIT_USAGE) from None
+
     @asynccontextmanager
-    async def view(self) -> AsyncIterator[tuple[FleetView, DiscoveryResult, StartupReport]]:
+    async def view(
+        self, *, settle_deferred: bool = False
+    ) -> AsyncIterator[tuple[FleetView, DiscoveryResult, StartupReport]]:
         """A view of the fleet the request names, past its start-up gate as an agent's fleet
-        would be (see ``documents.settle``), with its discovery and the gate's report."""
+        would be (see ``documents.settle``), with its discovery and the gate's report.
+        ``settle_deferred`` also waits for the servers the gate served from the cache (what
+        ``status`` reports on), in the same parallel wait."""
         from mcpfleet.cli import documents
 
         spec = self.fleet_spec()
         async with (
             self.service.fleet.attach(
-                spec, session_id=f"{self.client.id}.{self.id}", host=self.client.host
+                spec,
+                session_id=f"{self.client.id}.{self.id}",
+                host=self.client.host,
+                profile=self.profile(spec),
+                # A control request stands for a CLI command or an agent session: it sees the
+                # fleet as they do in-process, Exa servers left to the agent's native integration.
+                entry_filter=agent_entry_filter(filter_exa=True),
             ) as view,
             view,
         ):
             discovery = view.discover()
             result = await view.connect_servers(discovery.configs, discovery.sources)
-            await documents.settle(view, result, late_only=True)
+            await documents.settle(view, result, late_only=not settle_deferred)
             yield view, discovery, result
 
 
@@ -116,8 +138,6 @@ async def serve_control(
     lock = anyio.Lock()
 
     async def send(document: dict[str, Any]) -> None:
-        from mcpfleet.daemon.service import send_all
-
         data = wire.encode_line(document)
         async with lock:
             await send_all(connection, data)
@@ -136,23 +156,10 @@ async def serve_control(
                     await send({"id": None, "error": {"message": message, "exit": EXIT_USAGE}})
                 elif line.strip():
                     operations.start_soon(_run, service, client, bytes(line), send, running)
-            chunk = await _receive(connection)
+            chunk = await receive(connection)
             if not chunk:
                 break
         operations.cancel_scope.cancel()
-
-
-async def _receive(connection: socket.socket) -> bytes:
-    """The next bytes of a non-blocking socket; empty at its end (or when it broke)."""
-    while True:
-        try:
-            return connection.recv(READ_BYTES)
-        except BlockingIOError:
-            await anyio.wait_readable(connection)
-        except OSError as error:
-            if error.errno not in (errno.ECONNRESET, errno.EPIPE, errno.EBADF):
-                logger.warning("reading a control connection failed: %s", error)
-            return b""
 
 
 async def _run(
@@ -228,8 +235,7 @@ async def _stop(operation: Operation) -> dict[str, Any]:
 async def _fleet_status(operation: Operation) -> dict[str, Any]:
     from mcpfleet.cli import documents
 
-    async with operation.view() as (view, discovery, result):
-        await documents.settle(view, result)
+    async with operation.view(settle_deferred=True) as (view, discovery, result):
         rows = documents.server_rows(discovery, view, result)
     return documents.status_document(rows, documents.error_rows(discovery.errors))
 
@@ -247,6 +253,7 @@ async def _tools(operation: Operation) -> dict[str, Any]:
 
 async def _call(operation: Operation) -> dict[str, Any]:
     from mcpfleet.cli import documents
+    from mcpfleet.fleet.tools import resolve_tool_name
 
     name, arguments = operation.request.get("tool"), operation.request.get("arguments", {})
     if not isinstance(name, str):
@@ -255,7 +262,7 @@ async def _call(operation: Operation) -> dict[str, Any]:
         raise ControlError('"arguments" must be a JSON object, e.g. {"path": "README.md"}', EXIT_USAGE)
     async with operation.view() as (view, _, _):
         tools = view.get_tools()
-        tool = documents.find_tool(name, tools)
+        tool = resolve_tool_name(name, tools)
         if tool is None:
             raise ControlError(documents.unknown_tool_message(name, [tool.name for tool in tools]))
         result = await tool.execute(arguments)

@@ -42,8 +42,9 @@ import anyio.to_thread
 from mcpfleet import paths
 from mcpfleet.config import load_all_mcp_configs
 from mcpfleet.config.discovery import EntryFilter
-from mcpfleet.config.model import DiscoveryResult
-from mcpfleet.config.profiles import DaemonSettings, Profile, read_gateway_settings
+from mcpfleet.config.model import DiscoveryResult, ServerConfig
+from mcpfleet.config.profiles import DaemonSettings, Profile
+from mcpfleet.daemon.memory import process_tree_rss
 from mcpfleet.daemon.routing import RequestRouter
 from mcpfleet.daemon.scopes import Scope, Wanted
 from mcpfleet.daemon.sharing import PER_SESSION_FILE, PerSessionServers, assign, user_servers
@@ -66,18 +67,42 @@ ProjectKey = tuple[str, bool, bool]
 project files are read at all: sessions that agree on all three share its backends."""
 
 
+@dataclass(frozen=True)
+class SessionFilter:
+    """What one session does not see: the servers its profile does not serve, and what the
+    host's own discovery hook leaves out (the agent's Exa filter, for a CLI command or an agent
+    session). Sessions with equal filters share one discovery of their project."""
+
+    profile: Profile | None = None
+    extra: EntryFilter | None = None
+
+    def entry_filter(self) -> EntryFilter | None:
+        """Discovery's hook for this filter (the first reason given is the entry's)."""
+        hooks = [hook for hook in (self.profile and self.profile.entry_filter(), self.extra) if hook]
+        if not hooks:
+            return None
+
+        def leave_out(config: ServerConfig) -> str | None:
+            return next((reason for hook in hooks if (reason := hook(config)) is not None), None)
+
+        return leave_out
+
+
+NO_FILTER = SessionFilter()
+
+
 @dataclass(eq=False)
 class _Project:
     """One project in use: its discoveries and its scope."""
 
     key: ProjectKey
     scope: Scope
-    discoveries: dict[Profile | None, DiscoveryResult] = field(default_factory=dict)
-    """The project's discovery (under ``None``), and one per profile its sessions use: a
-    profile's servers are left out by discovery itself, as in-process, so an entry it does
+    discoveries: dict[SessionFilter, DiscoveryResult] = field(default_factory=dict)
+    """The project's discovery (under ``NO_FILTER``), and one per filter its sessions use: what
+    a session does not see is left out by discovery itself, as in-process, so an entry it does
     not serve never shadows a twin it does (same connection, another name)."""
-    sessions: dict[str, Profile | None] = field(default_factory=dict)
-    """The attached sessions, and each one's profile."""
+    sessions: dict[str, SessionFilter] = field(default_factory=dict)
+    """The attached sessions, and each one's filter."""
 
     @property
     def root(self) -> str:
@@ -161,24 +186,45 @@ class SharedFleet(anyio.AsyncContextManagerMixin):
     # -- sessions --------------------------------------------------------------------------------------------
 
     def attach(
-        self, spec: FleetSpec, *, session_id: str, host: str | None, relay: Relay | None = None
+        self,
+        spec: FleetSpec,
+        *,
+        session_id: str,
+        host: str | None,
+        profile: Profile | None,
+        entry_filter: EntryFilter | None = None,
+        relay: Relay | None = None,
     ) -> AbstractAsyncContextManager[FleetView]:
         """The view of one session on the fleet ``spec`` describes, for as long as the block
-        runs; its servers start now (those not running yet). ``relay`` must be the one its
-        ``Gateway`` is given: the backends' questions caused by this session go there.
-        Raises ``ConfigError`` for a profile the user config does not define."""
-        return self._attached(spec, session_id=session_id, host=host, relay=relay)
+        runs; its servers start now (those not running yet). ``profile`` is the one
+        ``spec.profile`` names, read by the caller with the rest of the session's settings
+        (the view sees its servers only). ``entry_filter`` leaves out more, as discovery's
+        hook of the same name does in-process (the agent's Exa filter, for a CLI command or
+        an agent session). ``relay`` must be the one its ``Gateway`` is given: the backends'
+        questions caused by this session go there."""
+        return self._attached(
+            spec,
+            session_id=session_id,
+            host=host,
+            session_filter=SessionFilter(profile, entry_filter),
+            relay=relay,
+        )
 
     @asynccontextmanager
     async def _attached(
-        self, spec: FleetSpec, *, session_id: str, host: str | None, relay: Relay | None
+        self,
+        spec: FleetSpec,
+        *,
+        session_id: str,
+        host: str | None,
+        session_filter: SessionFilter,
+        relay: Relay | None,
     ) -> AsyncIterator[FleetView]:
         self._running()
         if session_id in self._views:
             raise ValueError(f"session {session_id!r} is attached already")
-        profile = read_gateway_settings().profile(spec.profile) if spec.profile is not None else None
-        project = await self._project_for(spec, profile)
-        project.sessions[session_id] = profile
+        project = await self._project_for(spec, session_filter)
+        project.sessions[session_id] = session_filter
         try:
             async with anyio.create_task_group() as view_tasks:
                 view = FleetView(
@@ -187,7 +233,7 @@ class SharedFleet(anyio.AsyncContextManagerMixin):
                     session_id=session_id,
                     host=host,
                     project=project.root,
-                    profile=profile,
+                    session_filter=session_filter,
                     relay=relay,
                     session_scope=Scope("session", Path(project.root), project.root),
                     task_group=view_tasks,
@@ -230,22 +276,15 @@ class SharedFleet(anyio.AsyncContextManagerMixin):
         ]
         return report
 
-    def sessions(self) -> list[dict[str, Any]]:
-        """The ``sessions`` rows of ``daemon status --json``: one per attached view."""
-        return [
-            {"session": view.session_id, "host": view.host, "project": view.project, "since": view.since}
-            for view in self._views.values()
-        ]
-
     # -- who runs what ---------------------------------------------------------------------------------------
 
-    async def _project_for(self, spec: FleetSpec, profile: Profile | None) -> _Project:
-        """The project ``spec`` names, with its discovery and that of ``profile``."""
+    async def _project_for(self, spec: FleetSpec, session_filter: SessionFilter) -> _Project:
+        """The project ``spec`` names, with its own discovery and that of ``session_filter``."""
         key = _key_of(spec)
-        profiles = list(dict.fromkeys((None, profile)))
+        filters = list(dict.fromkeys((NO_FILTER, session_filter)))
         while True:
             project = self._projects.get(key)
-            missing = [each for each in profiles if project is None or each not in project.discoveries]
+            missing = [each for each in filters if project is None or each not in project.discoveries]
             if project is not None and not missing:
                 # No await since it was looked up: the reaper closes only a project without
                 # sessions, and the caller adds its own at once.
@@ -264,9 +303,9 @@ class SharedFleet(anyio.AsyncContextManagerMixin):
             self._watch_discovered()
 
     def _route(self, view: FleetView, project: _Project) -> None:
-        """Compute ``view``'s routes from the current discoveries (its profile's)."""
+        """Compute ``view``'s routes from the current discoveries (its filter's)."""
         assert self._user_scope is not None and self._per_session is not None
-        discovery = project.discoveries[view.profile]
+        discovery = project.discoveries[view.session_filter]
         assignments = assign(discovery, self._user_discovery, self._per_session.known)
         scopes = {"user": self._user_scope, "project": project.scope, "session": view.session_scope}
         routes = {
@@ -283,7 +322,7 @@ class SharedFleet(anyio.AsyncContextManagerMixin):
     def _refresh_project_servers(self, project: _Project) -> None:
         # Without the per-session servers: those move the sessions away, and the backend they
         # leave may still finish the calls it runs. A name is the same entry in every
-        # discovery that has it active (a profile only leaves entries out).
+        # discovery that has it active (a filter only leaves entries out).
         available: dict[str, Wanted] = {}
         for discovery in project.discoveries.values():
             for name, assignment in assign(discovery, self._user_discovery).items():
@@ -352,33 +391,33 @@ class SharedFleet(anyio.AsyncContextManagerMixin):
 
     async def _config_changed(self) -> None:
         """A watched file changed. Every discovery is read again, the user's and each
-        project's (each profile's in use), and taken all at once: a project's routes depend
+        project's (each filter's in use), and taken all at once: a project's routes depend
         on both (a user-level entry is shared only if the project resolves it as the user
         scope does), and a half-updated pair would start a server in the wrong scope."""
         self._config_changes += 1
         user = await _discover_user()
         found = {
-            (key, profile): await _discover_project(key, profile)
-            for key, profiles in self._profiles_in_use().items()
-            for profile in profiles
+            (key, session_filter): await _discover_project(key, session_filter)
+            for key, filters in self._filters_in_use().items()
+            for session_filter in filters
         }
         self._take_user_discovery(user)
-        in_use = self._profiles_in_use()
+        in_use = self._filters_in_use()
         for key, project in self._projects.items():
-            for profile in list(project.discoveries):
-                if profile not in in_use[key]:
-                    del project.discoveries[profile]  # its sessions are gone
-                elif (key, profile) in found:
-                    project.discoveries[profile] = found[key, profile]
+            for session_filter in list(project.discoveries):
+                if session_filter not in in_use[key]:
+                    del project.discoveries[session_filter]  # its sessions are gone
+                elif (key, session_filter) in found:
+                    project.discoveries[session_filter] = found[key, session_filter]
                 # else: a session brought it while these were read, read after this change
             self._refresh_project_servers(project)
         self._watch_discovered()
         await self._reroute()
 
-    def _profiles_in_use(self) -> dict[ProjectKey, set[Profile | None]]:
-        """Per project, the profiles of its discoveries in use: ``None`` (its own) and those
-        of its sessions."""
-        return {key: {None, *project.sessions.values()} for key, project in self._projects.items()}
+    def _filters_in_use(self) -> dict[ProjectKey, set[SessionFilter]]:
+        """Per project, the filters of its discoveries in use: ``NO_FILTER`` (its own) and
+        those of its sessions."""
+        return {key: {NO_FILTER, *project.sessions.values()} for key, project in self._projects.items()}
 
     async def _reroute(self) -> None:
         """Recompute every view's routes, then bring every scope to what it should run now."""
@@ -499,14 +538,14 @@ async def _discover_user() -> DiscoveryResult:
     return await _discover(paths.neutral_working_dir(), enable_project_config=False)
 
 
-async def _discover_project(key: ProjectKey, profile: Profile | None) -> DiscoveryResult:
-    """The project's discovery as the sessions with ``profile`` see it."""
+async def _discover_project(key: ProjectKey, session_filter: SessionFilter) -> DiscoveryResult:
+    """The project's discovery as the sessions with ``session_filter`` see it."""
     root, trust_project, enable_project_config = key
     return await _discover(
         root,
         enable_project_config=enable_project_config,
         trust_project=trust_project,
-        entry_filter=profile.entry_filter() if profile is not None else None,
+        entry_filter=session_filter.entry_filter(),
     )
 
 
@@ -528,40 +567,3 @@ async def _discover(
             entry_filter=entry_filter,
         )
     )
-
-
-def process_tree_rss(pid: int) -> int | None:
-    """Resident memory of ``pid`` and its descendants, in bytes (``None`` once it is gone)."""
-    page = os.sysconf("SC_PAGE_SIZE")
-    total = 0
-    pending = [pid]
-    seen: set[int] = set()
-    while pending:
-        current = pending.pop()
-        if current in seen:
-            continue
-        seen.add(current)
-        try:
-            with open(f"/proc/{current}/statm", encoding="ascii") as statm:
-                total += int(statm.read().split()[1]) * page
-        except (OSError, ValueError, IndexError):
-            if current == pid:
-                return None
-            continue
-        pending.extend(_children(current))
-    return total
-
-
-def _children(pid: int) -> list[int]:
-    children: list[int] = []
-    try:
-        threads = os.listdir(f"/proc/{pid}/task")
-    except OSError:
-        return children
-    for thread in threads:
-        try:
-            with open(f"/proc/{pid}/task/{thread}/children", encoding="ascii") as listed:
-                children.extend(int(child) for child in listed.read().split())
-        except (OSError, ValueError):
-            continue
-    return children

@@ -56,10 +56,12 @@ import anyio.abc
 
 from mcpfleet import __version__
 from mcpfleet.daemon import paths, wire
+from mcpfleet.daemon.memory import resident_bytes
 from mcpfleet.daemon.peer import peer_credentials
+from mcpfleet.daemon.socket_io import receive, send_all
+from mcpfleet.errors import ConfigError, first_leaf
 
 if TYPE_CHECKING:
-    from mcpfleet.config.profiles import GatewaySettings
     from mcpfleet.daemon.fleet import SharedFleet
 
 logger = logging.getLogger(__name__)
@@ -71,7 +73,6 @@ HELLO_TIMEOUT_S = 10.0
 LISTEN_BACKLOG = 128
 """Connections the kernel queues before the daemon accepts them: ten shims at once fit."""
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
-READ_BYTES = 256 * 1024
 
 
 class DaemonAlreadyRunning(RuntimeError):
@@ -229,12 +230,10 @@ class DaemonService:
         fleet: SharedFleet,
         daemon_socket: DaemonSocket,
         *,
-        gateway_settings: GatewaySettings,
         daemon_idle_timeout_s: float,
     ) -> None:
         self.fleet = fleet
         self.socket = daemon_socket
-        self.gateway_settings = gateway_settings
         self.daemon_idle_timeout_s = daemon_idle_timeout_s
         self.pid = os.getpid()
         self.started = time.time()
@@ -294,7 +293,7 @@ class DaemonService:
         """``daemon status --json``: this daemon, its sessions, its servers, and what they cost."""
         servers = self.fleet.status()
         running = [row for row in servers if row.get("pid")]
-        own_rss = resident_bytes(self.pid)
+        own_rss = resident_bytes(self.pid) or 0
         return {
             **self.ping_document(),
             "socket": str(self.socket.path),
@@ -430,7 +429,7 @@ class DaemonService:
                 f"{version} (protocol {protocol}); the daemon drains and exits: start a new one",
             )
         try:
-            hello = wire.parse_hello(line)
+            hello = wire.parse_hello(document)
         except wire.WireError as error:
             raise HelloRefused("bad-hello", str(error)) from None
         if self.draining:
@@ -475,7 +474,8 @@ class DaemonService:
         except Exception as error:
             if answered:
                 raise
-            reason = _leaf_message(error)
+            leaf = first_leaf(error)
+            reason = str(leaf) or type(leaf).__name__
             logger.warning("session %s refused: %s", client.id, reason)
             await send_all(connection, wire.refused("refused", reason))
             return
@@ -483,18 +483,17 @@ class DaemonService:
 
     @asynccontextmanager
     async def _session_gateway(self, spec: wire.FleetSpec, client: Client) -> AsyncIterator[Any]:
-        from mcpfleet.gateway.budget import ToolBudget, ToolMode
+        from mcpfleet.cli.serve_commands import tool_budget
+        from mcpfleet.gateway.budget import ToolMode
         from mcpfleet.gateway.core import Gateway
         from mcpfleet.gateway.naming import NamingPolicy, PrefixMode
         from mcpfleet.gateway.relay import Relay
 
-        settings = self.gateway_settings
-        profile = settings.profile(spec.profile) if spec.profile is not None else None
-        budget = ToolBudget(
-            _choice(spec.tools, get_args(ToolMode), "--tools"),
-            max_tools=spec.max_tools,
-            client_budgets=settings.client_budgets,
-            profile=profile,
+        # mcpfleet's user config is read once per session, as `serve --no-daemon` reads it once:
+        # a profile added while the daemon runs is found, and the view gets the very profile
+        # the budget has.
+        budget = tool_budget(
+            _choice(spec.tools, get_args(ToolMode), "--tools"), max_tools=spec.max_tools, profile=spec.profile
         )
         naming = NamingPolicy(
             prefix=_choice(spec.prefix, get_args(PrefixMode), "--prefix"),
@@ -502,7 +501,9 @@ class DaemonService:
         )
         relay = Relay()
         async with (
-            self.fleet.attach(spec, session_id=client.id, host=client.host, relay=relay) as view,
+            self.fleet.attach(
+                spec, session_id=client.id, host=client.host, profile=budget.profile, relay=relay
+            ) as view,
             Gateway(view, naming=naming, relay=relay, budget=budget) as gateway,
         ):
             yield gateway
@@ -510,19 +511,10 @@ class DaemonService:
 
 def _choice(value: str, choices: tuple[Choice, ...], option: str) -> Choice:
     """``value`` as one of ``choices`` (a session's ``serve`` option); ``ConfigError`` otherwise."""
-    from mcpfleet.errors import ConfigError
-
     for choice in choices:
         if value == choice:
             return choice
     raise ConfigError(f"{option} must be one of {', '.join(choices)}, not {value!r}")
-
-
-def _leaf_message(error: BaseException) -> str:
-    """The message of the first error inside ``error``'s groups (task groups wrap what failed)."""
-    while isinstance(error, BaseExceptionGroup):
-        error = error.exceptions[0]
-    return str(error) or type(error).__name__
 
 
 async def _read_hello(connection: socket.socket) -> tuple[bytes, bytes] | None:
@@ -531,13 +523,7 @@ async def _read_hello(connection: socket.socket) -> tuple[bytes, bytes] | None:
     closes first. A line over the limit is cut there (its parsing then says it is too long)."""
     received = bytearray()
     while True:
-        try:
-            chunk = connection.recv(READ_BYTES)
-        except BlockingIOError:
-            await anyio.wait_readable(connection)
-            continue
-        except OSError:
-            return None
+        chunk = await receive(connection)
         if not chunk:
             return None
         searched = len(received)
@@ -547,30 +533,6 @@ async def _read_hello(connection: socket.socket) -> tuple[bytes, bytes] | None:
             return bytes(received[:end]), bytes(received[end + 1 :])
         if len(received) > wire.MAX_HELLO_BYTES:
             return bytes(received), b""
-
-
-async def send_all(connection: socket.socket, data: bytes) -> None:
-    """Write all of ``data`` on a non-blocking socket; a peer that went away is not an error."""
-    view = memoryview(data)
-    while view:
-        try:
-            sent = connection.send(view)
-        except BlockingIOError:
-            await anyio.wait_writable(connection)
-            continue
-        except OSError as error:
-            logger.debug("the peer went away before its answer: %s", error)
-            return
-        view = view[sent:]
-
-
-def resident_bytes(pid: int) -> int:
-    """Resident memory of one process (``/proc/<pid>/statm``), 0 when it is gone."""
-    try:
-        fields = Path("/proc", str(pid), "statm").read_text().split()
-    except OSError:
-        return 0
-    return int(fields[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
 # -- the process --------------------------------------------------------------------------------------
@@ -619,17 +581,11 @@ async def _run(daemon_socket: DaemonSocket, options: DaemonOptions) -> None:
     from mcpfleet.config.profiles import read_gateway_settings
     from mcpfleet.daemon.fleet import SharedFleet
 
-    gateway_settings = read_gateway_settings()
-    settings = gateway_settings.daemon
+    settings = read_gateway_settings().daemon
     if options.idle_timeout_s is not None:
         settings = dataclasses.replace(settings, idle_timeout_s=options.idle_timeout_s)
     if options.daemon_idle_timeout_s is not None:
         settings = dataclasses.replace(settings, daemon_idle_timeout_s=options.daemon_idle_timeout_s)
     async with SharedFleet(settings) as fleet:
-        service = DaemonService(
-            fleet,
-            daemon_socket,
-            gateway_settings=gateway_settings,
-            daemon_idle_timeout_s=settings.daemon_idle_timeout_s,
-        )
+        service = DaemonService(fleet, daemon_socket, daemon_idle_timeout_s=settings.daemon_idle_timeout_s)
         await service.serve()

@@ -28,8 +28,7 @@ from mcpfleet.fleet.server import Phase, ServerState
 if TYPE_CHECKING:
     from mcpfleet.client.connection import ProgressCallback, ServerConnection
     from mcpfleet.config.model import DiscoveryResult, ServerConfig, SourceInfo
-    from mcpfleet.config.profiles import Profile
-    from mcpfleet.daemon.fleet import SharedFleet
+    from mcpfleet.daemon.fleet import SessionFilter, SharedFleet
     from mcpfleet.daemon.scopes import Scope
     from mcpfleet.daemon.sharing import Assignment
     from mcpfleet.daemon.wire import FleetSpec
@@ -64,7 +63,7 @@ class FleetView(anyio.AsyncContextManagerMixin):
         session_id: str,
         host: str | None,
         project: str,
-        profile: Profile | None,
+        session_filter: SessionFilter,
         relay: Relay | None,
         session_scope: Scope,
         task_group: anyio.abc.TaskGroup,
@@ -74,7 +73,8 @@ class FleetView(anyio.AsyncContextManagerMixin):
         self.host = host
         self.project = project
         """The project root (its real path)."""
-        self.profile = profile
+        self.session_filter = session_filter
+        """What this session does not see (its profile's servers, the agent's Exa filter)."""
         self.relay = relay
         """The relay of this session's gateway: where its backends' questions go."""
         self.session_scope = session_scope
@@ -184,7 +184,7 @@ class FleetView(anyio.AsyncContextManagerMixin):
         return self._task_group
 
     def discover(self) -> DiscoveryResult:
-        """What the session's own discovery found (its profile applied); nothing is read again."""
+        """What the session's own discovery found (its filter applied); nothing is read again."""
         assert self.discovery is not None, "a view is discovered when it is attached"
         return self.discovery
 

@@ -171,9 +171,10 @@ def config_environment(environ: Mapping[str, str] | None = None) -> dict[str, st
     return {name: source[name] for name in CONFIG_ENVIRONMENT if name in source}
 
 
-def parse_hello(line: bytes) -> Hello:
-    """The client's hello; ``WireError`` says what is wrong with it."""
-    document = decode_line(line, limit=MAX_HELLO_BYTES)
+def parse_hello(line: bytes | Mapping[str, Any]) -> Hello:
+    """The client's hello, from its line or the line already decoded; ``WireError`` says what
+    is wrong with it."""
+    document = decode_line(line, limit=MAX_HELLO_BYTES) if isinstance(line, bytes) else line
     protocol = document.get("mcpfleet")
     if not isinstance(protocol, int) or isinstance(protocol, bool):
         raise WireError('a hello needs "mcpfleet": the protocol number')

@@ -58,7 +58,12 @@ def test_tools_json_through_the_daemon_is_the_in_process_document_without_the_sd
     isolated_home: Path, start_daemon: StartDaemon, tmp_path: Path
 ) -> None:
     user_config(
-        {"files": fake("files", "--tool", "echo", "--tool", "add"), "notes": fake("notes", "--tool", "echo")}
+        {
+            "files": fake("files", "--tool", "echo", "--tool", "add"),
+            "notes": fake("notes", "--tool", "echo"),
+            # The CLI leaves an Exa server to the agent's native integration, in-process or not.
+            "exa": fake("exa", "--tool", "echo"),
+        }
     )
     start_daemon()
     # --startup-timeout 0: both wait for every server, so "deferred" says the same on both sides.

@@ -30,7 +30,7 @@ from mcpfleet import paths
 from mcpfleet.config import load_all_mcp_configs
 from mcpfleet.config.approval import ApprovalStore, approve_project_servers
 from mcpfleet.config.model import DiscoveryResult
-from mcpfleet.config.profiles import DaemonSettings
+from mcpfleet.config.profiles import DaemonSettings, read_gateway_settings
 from mcpfleet.daemon import fleet as fleet_module
 from mcpfleet.daemon.fleet import SharedFleet
 from mcpfleet.daemon.view import FleetView
@@ -122,7 +122,13 @@ async def session(
         cwd=str(root), trust_project=trust_project, startup_timeout_ms=startup_timeout_ms, profile=profile
     )
     async with (
-        fleet.attach(spec, session_id=session_id, host="pytest", relay=relay) as view,
+        fleet.attach(
+            spec,
+            session_id=session_id,
+            host="pytest",
+            profile=read_gateway_settings().profile(profile) if profile is not None else None,
+            relay=relay,
+        ) as view,
         Gateway(view, relay=relay) as gateway,
         Client(build_server(gateway), mode=mode, message_handler=on_message, **client_options) as client,
     ):

@@ -22,7 +22,15 @@ from rich.console import Console, RenderableType
 from mcpfleet.cli import output
 from mcpfleet.cli.display import json_for_terminal, safe_text
 from mcpfleet.cli.progress import progress_table
-from mcpfleet.cli.render import ErrorRow, ServerRow, ToolRow, error_text, status_table, tools_table
+from mcpfleet.cli.render import (
+    ErrorRow,
+    ServerRow,
+    ToolRow,
+    error_text,
+    print_daemon_status,
+    status_table,
+    tools_table,
+)
 from mcpfleet.config.model import SourceInfo
 from mcpfleet.fleet.tools import assign_tool_names, mcp_tool_name
 
@@ -170,6 +178,57 @@ def test_the_tools_report_never_raises_nor_emits_a_control(
 @given(status_rows, widths)
 def test_the_status_report_never_raises_nor_emits_a_control(rows: list[ServerRow], width: int) -> None:
     assert_terminal_safe(render(status_table([row.to_json() for row in rows]), width))
+
+
+daemon_status_documents = st.fixed_dictionaries(
+    {
+        "pid": st.integers(1, 2**22),
+        "version": text_field,
+        "since": text_field,
+        "log": text_field,
+        "draining": st.booleans(),
+        "sessions": st.lists(
+            st.fixed_dictionaries(
+                {
+                    "id": text_field,
+                    "host": st.none() | text_field,
+                    "project": st.none() | text_field,
+                    "since": text_field,
+                    "pid": st.integers(1, 2**22),
+                }
+            ),
+            max_size=4,
+        ),
+        "servers": st.lists(
+            st.fixed_dictionaries(
+                {
+                    "name": text_field,
+                    "state": statuses | text_field,
+                    "share": st.sampled_from(["user", "project", "session"]) | text_field,
+                    "sessions": st.integers(0, 50),
+                    "pid": st.none() | st.integers(1, 2**22),
+                    "rss_bytes": st.none() | st.integers(0, 2**40),
+                    "idle_s": st.floats(0, 1e6),
+                    "project": st.none() | text_field,
+                }
+            ),
+            max_size=4,
+        ),
+        "totals": st.fixed_dictionaries(
+            {"processes": st.integers(1, 50), "rss_bytes": st.integers(0, 2**40)}
+        ),
+    }
+)
+
+
+@settings(max_examples=60)
+@given(daemon_status_documents, widths)
+def test_the_daemon_status_report_never_raises_nor_emits_a_control(
+    document: dict[str, Any], width: int
+) -> None:
+    buffer = io.StringIO()
+    print_daemon_status(document, out=Console(file=buffer, width=width, highlight=False))
+    assert_terminal_safe(buffer.getvalue())
 
 
 @settings(max_examples=60)

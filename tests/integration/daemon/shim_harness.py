@@ -78,6 +78,8 @@ class ScriptedDaemon:
         self.capabilities = CAPABILITIES if capabilities is None else capabilities
         self.sessions: list[ScriptedSession] = []
         self.hellos: list[dict[str, Any]] = []
+        self.probes = 0
+        """Control hellos: the shim's liveness probes (answered, then closed)."""
         self.timeline: list[str] = []
         """``hello`` when a hello arrives, ``end N`` when session N (from 0) reads its end."""
         self.changed = threading.Condition()
@@ -139,6 +141,18 @@ class ScriptedDaemon:
     def _serve(self, connection: socket.socket) -> None:
         reader = connection.makefile("rb")
         hello = json.loads(reader.readline())
+        if hello.get("kind") == "control":
+            # A shim asking whether the daemon runs (its liveness probe): answered, not a session.
+            with self.changed:
+                self.probes += 1
+                self.changed.notify_all()
+            with contextlib.suppress(OSError):
+                connection.sendall(
+                    json.dumps({"ok": True, "pid": 1000, "version": hello["version"], "session": "c0"}).encode()
+                    + b"\n"
+                )
+            connection.close()
+            return
         with self.changed:
             self.hellos.append(hello)
             self.timeline.append("hello")

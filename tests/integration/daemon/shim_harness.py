@@ -148,7 +148,9 @@ class ScriptedDaemon:
                 self.changed.notify_all()
             with contextlib.suppress(OSError):
                 connection.sendall(
-                    json.dumps({"ok": True, "pid": 1000, "version": hello["version"], "session": "c0"}).encode()
+                    json.dumps(
+                        {"ok": True, "pid": 1000, "version": hello["version"], "session": "c0"}
+                    ).encode()
                     + b"\n"
                 )
             connection.close()
@@ -234,9 +236,17 @@ class ScriptedDaemon:
 class ShimHost:
     """``mcpfleet serve`` run as a host runs it: its stdin and stdout are the session."""
 
-    def __init__(self, *arguments: str, env: dict[str, str] | None = None, cwd: Path | None = None) -> None:
+    def __init__(
+        self,
+        *arguments: str,
+        env: dict[str, str] | None = None,
+        cwd: Path | None = None,
+        wrapper: tuple[str, ...] = (),
+    ) -> None:
+        """``wrapper``: a command that runs ``mcpfleet`` with its arguments appended (a
+        private mount namespace, say)."""
         self.process = subprocess.Popen(
-            [str(MCPFLEET), *arguments],
+            [*wrapper, str(MCPFLEET), *arguments],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -280,15 +290,25 @@ class ShimHost:
         self.send({"jsonrpc": "2.0", "id": self._next_id, "method": method, "params": params or {}})
         return self._next_id
 
-    def receive_line(self) -> bytes:
+    def receive_line(self, timeout_s: float = WAIT_S) -> bytes:
         try:
-            return self._lines.get(timeout=WAIT_S)
+            return self._lines.get(timeout=timeout_s)
         except queue.Empty:
-            raise AssertionError(f"no line from the shim within {WAIT_S} s; stderr:\n{self.stderr}") from None
+            raise AssertionError(
+                f"no line from the shim within {timeout_s} s; stderr:\n{self.stderr}"
+            ) from None
 
-    def receive(self) -> dict[str, Any]:
-        document: dict[str, Any] = json.loads(self.receive_line())
+    def receive(self, timeout_s: float = WAIT_S) -> dict[str, Any]:
+        document: dict[str, Any] = json.loads(self.receive_line(timeout_s))
         return document
+
+    def answer_skipping_notifications(self, request_id: int, timeout_s: float = WAIT_S) -> dict[str, Any]:
+        """The answer to ``request_id``; notifications before it (``list_changed``) are skipped."""
+        while True:
+            document = self.receive(timeout_s)
+            if "method" not in document:
+                assert document.get("id") == request_id, document
+                return document
 
     def answer(self, request_id: int) -> dict[str, Any]:
         """The next line, which must be the answer to ``request_id``."""

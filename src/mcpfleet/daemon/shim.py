@@ -21,15 +21,25 @@ daemon's requests, and tells the host that its tool, resource and prompt lists c
 host sees a list change, not a dead server. A daemon that goes away ``launch.RECONNECT_LIMIT``
 times within ``launch.RECONNECT_WINDOW_S`` ends the shim with exit 1 and a line on stderr.
 
+A daemon that stops answering (SIGSTOP, wedged) keeps its socket open, so the shim watches
+its liveness, not the length of a request: when a host request has waited ``PROBE_AFTER_S``
+with nothing from the daemon, it asks the daemon whether it runs (``daemon_answers``, a
+control hello on a second connection); with no answer within ``LIVENESS_TIMEOUT_S`` the
+waiting requests get an error and the session goes on in a ``serve --no-daemon`` process of
+its own (``open_own_fleet``), replayed like a new daemon. When the daemon cannot be used at
+all (it cannot start, its folders cannot be trusted), the session is served in this process,
+with one line saying why (``without_daemon_line``).
+
 A host line is held up to ``MAX_HOST_LINE_BYTES`` (the in-process gateway's limit); a longer
 one is dropped and, when it was a request, answered with ``Invalid Request``. The daemon's
 lines are copied as they arrive, never held: only the start and end of a long one are kept,
 enough to find its ``id``.
 
 Two threads copy (one per direction, each blocking on its own source, so a host that is slow
-to read never stops the other direction); the main thread waits for the end: host stdin at
-its end (exit 0), SIGTERM or SIGINT (exit 0, socket closed), or a daemon that cannot be
-reached again (exit 1).
+to read never stops the other direction), a third watches the daemon's liveness; the main
+thread waits for the end: host stdin at its end (exit 0, once the answers to the requests
+already sent reached the host, at most ``EOF_DRAIN_S``), SIGTERM or SIGINT (exit 0, socket
+closed), or a daemon that cannot be reached again (exit 1).
 """
 
 from __future__ import annotations

@@ -60,6 +60,7 @@ from typing import TYPE_CHECKING, Any
 
 from mcpfleet import __version__
 from mcpfleet.daemon import launch, paths, wire
+from mcpfleet.daemon.peer import peer_credentials
 from mcpfleet.transport.framing import (
     LineFramer,
     OversizedLine,
@@ -235,7 +236,7 @@ def _hello(connection: socket.socket, fleet: wire.FleetSpec) -> Session:
     connection.settimeout(timeout_s)
     try:
         connection.sendall(hello.encode())
-        line, leftover = _read_line(connection, wire.MAX_HELLO_BYTES)
+        line, leftover = _read_answer_while_alive(connection, timeout_s)
         answer = wire.decode_line(line, limit=wire.MAX_HELLO_BYTES)
     except TimeoutError:
         raise ShimError(f"the mcpfleet daemon did not answer within {timeout_s:.0f} s") from None
@@ -246,6 +247,38 @@ def _hello(connection: socket.socket, fleet: wire.FleetSpec) -> Session:
         return Session(connection, answer, leftover)
     code, message = answer.get("code"), answer.get("message")
     raise Refused(code if isinstance(code, str) else "refused", str(message))
+
+
+def _read_answer_while_alive(connection: socket.socket, timeout_s: float | None) -> tuple[bytes, bytes]:
+    """The hello's answer line and what came after it, within ``timeout_s`` (None: as long as
+    the daemon takes). The answer waits for the session's start-up gate, so silence alone says
+    nothing: after each ``PROBE_AFTER_S`` of it the daemon is asked whether it runs, and one
+    that does not say so (stopped, wedged) is a ``ShimError``, even with no time limit."""
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    received = bytearray()
+    while b"\n" not in received:
+        if len(received) > wire.MAX_HELLO_BYTES:
+            raise wire.WireError(f"no line within {wire.MAX_HELLO_BYTES} bytes")
+        left = None if deadline is None else deadline - time.monotonic()
+        if left is not None and left <= 0:
+            raise TimeoutError
+        connection.settimeout(PROBE_AFTER_S if left is None else min(left, PROBE_AFTER_S))
+        try:
+            chunk = connection.recv(READ_BYTES)
+        except TimeoutError:
+            if not daemon_answers(LIVENESS_TIMEOUT_S):
+                pid = peer_credentials(connection).pid
+                raise ShimError(
+                    f"the mcpfleet daemon (pid {pid}) did not answer for "
+                    f"{PROBE_AFTER_S + LIVENESS_TIMEOUT_S:.0f} s (stopped, or stuck); resume it with "
+                    f"`kill -CONT {pid}`, or end it with `kill -KILL {pid}` so that a fresh one starts"
+                ) from None
+            continue
+        if not chunk:
+            raise wire.WireError("the daemon closed the connection")
+        received += chunk
+    line, _, rest = bytes(received).partition(b"\n")
+    return line, rest
 
 
 def daemon_answers(timeout_s: float) -> bool:
@@ -333,20 +366,6 @@ def _end_own_fleet(process: subprocess.Popen[bytes]) -> None:
     a child that takes longer ends on its own, as it would with the host gone."""
     with contextlib.suppress(Exception):
         process.wait(OWN_FLEET_ANSWER_S / 4)
-
-
-def _read_line(connection: socket.socket, limit: int) -> tuple[bytes, bytes]:
-    """One line (without its newline) and what came after it."""
-    received = bytearray()
-    while b"\n" not in received:
-        if len(received) > limit:
-            raise wire.WireError(f"no line within {limit} bytes")
-        chunk = connection.recv(READ_BYTES)
-        if not chunk:
-            raise wire.WireError("the daemon closed the connection")
-        received += chunk
-    line, _, rest = bytes(received).partition(b"\n")
-    return line, rest
 
 
 def _parent_name() -> str | None:

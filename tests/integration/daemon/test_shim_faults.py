@@ -152,3 +152,30 @@ def test_a_read_only_state_folder_leaves_the_session_served_in_process(isolated_
     assert f"{state / paths.LOG_NAME}: cannot open the daemon's log (Read-only file system)" in line
     assert "so this session runs its own servers in this process" in line
     assert ping() is None  # no daemon was left half started
+
+
+def test_a_session_started_while_the_daemon_is_stopped_is_served_in_process(isolated_home: Path) -> None:
+    """``--startup-timeout 0`` waits for the hello's answer as long as the daemon takes: a
+    stopped daemon takes forever, unless the shim asks whether it still runs."""
+    user_config({"alpha": fake("alpha", "--tool", "echo")})
+    subprocess.run([str(MCPFLEET), "daemon", "start"], check=True, capture_output=True, timeout=FLEET_WAIT_S)
+    daemon = daemon_pid()
+    os.kill(daemon, signal.SIGSTOP)
+    try:
+        with ShimHost("--startup-timeout", "0", "serve") as host:
+            answer = host.answer_skipping_notifications(
+                host.request("initialize", INITIALIZE["params"]), STOPPED_ERROR_WAIT_S
+            )
+            assert answer["result"]["serverInfo"]["name"] == "mcpfleet"
+            host.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+            called = host.answer_skipping_notifications(
+                host.request("tools/call", echo("here")), FLEET_WAIT_S
+            )
+            assert called["result"]["structuredContent"] == {"message": "here"}
+            host.close_stdin()
+            assert host.wait_exit() == 0
+    finally:
+        os.kill(daemon, signal.SIGCONT)
+    [line] = [line for line in host.stderr.splitlines() if "daemon" in line]
+    assert f"the mcpfleet daemon (pid {daemon}) did not answer" in line
+    assert "so this session runs its own servers in this process" in line

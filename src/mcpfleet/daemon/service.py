@@ -108,7 +108,10 @@ class DaemonSocket:
     def bind(cls, path: Path) -> DaemonSocket:
         """Bind and listen; ``DaemonAlreadyRunning`` when a daemon answers on ``path``."""
         if _answers(path):
-            raise DaemonAlreadyRunning(f"a daemon already answers on {path}")
+            raise DaemonAlreadyRunning(
+                f"a daemon already answers on {path}; `mcpfleet daemon status` shows it, "
+                "`mcpfleet daemon stop` stops it"
+            )
         # Short: the socket path's length limit holds for this name too.
         temporary = path.with_name(f".{os.getpid()}")
         with contextlib.suppress(FileNotFoundError):
@@ -609,7 +612,10 @@ def run_daemon(options: DaemonOptions) -> int:
     try:
         log_to_file(paths.log_path(), level=logging.DEBUG if options.verbose else logging.INFO)
     except OSError as error:
-        error_line(f"daemon not started: cannot open its log {paths.log_path()}: {error.strerror or error}")
+        error_line(
+            f"daemon not started: cannot open its log {paths.log_path()} ({error.strerror or error}); "
+            "make that folder writable, or set MCPFLEET_HOME to a folder you can write"
+        )
         return 1
     try:
         paths.ensure_runtime_dir()

@@ -23,7 +23,14 @@ from mcpfleet.config.gateway_entry import GatewayEndpoint, own_gateway_reason, r
 from mcpfleet.config.model import DiscoveredEntry, DiscoveryResult
 from mcpfleet.config.normalise import EntryError, SkippedEntry, build_server
 from mcpfleet.config.readers import MAX_USER_CONFIG_BYTES
-from mcpfleet.config.writer import confined_target, exclusive_lock, write_bytes_atomically
+from mcpfleet.config.writer import (
+    ChangedMeanwhile,
+    Unchanged,
+    confined_target,
+    exclusive_lock,
+    remove_leftover_temporaries,
+    write_bytes_atomically,
+)
 from mcpfleet.errors import ConfigError, ConfigWriteError
 from mcpfleet.hosts.catalog import GATEWAY_ENTRY_NAME, Host
 from mcpfleet.hosts.documents import HostDocument, open_document
@@ -157,6 +164,7 @@ def install_gateway(
 
     def edit(document: HostDocument) -> None:
         servers = document.servers
+        report.added = []  # an edit made again on a file another program rewrote starts afresh
         report.gateway_entries = [
             name for name, raw in servers.items() if is_gateway_entry(host, raw, endpoints)
         ]
@@ -211,9 +219,18 @@ def _lock_path(target: Path) -> Path:
     return folder / f"{hashlib.sha256(str(target).encode()).hexdigest()[:32]}.lock"
 
 
+EDIT_ATTEMPTS = 3
+"""How many times an edit is made again on the current file when another program (the host
+itself, an editor) wrote the file between mcpfleet's read and its rename."""
+
+
 def _edit(host: Host, edit: Callable[[HostDocument], None]) -> Path | None:
     """Run ``edit`` on ``host``'s document under the lock; write the result if it changed.
-    Returns the backup written, if any."""
+    Returns the backup written, if any.
+
+    The file is read again just before and just after the rename: when another program wrote
+    it meanwhile, the edit is made again on what it wrote (so both changes are kept), up to
+    ``EDIT_ATTEMPTS`` times, then refused; a write that was lost is never reported as done."""
     target = confined_target(host.path, host.root)
     if not target.parent.is_dir():
         raise ConfigError(
@@ -223,22 +240,38 @@ def _edit(host: Host, edit: Callable[[HostDocument], None]) -> Path | None:
         )
     try:
         with exclusive_lock(target, lock_path=_lock_path(target)):
-            text, original, mode = _read(target)
-            document = open_document(host, text)
-            edit(document)
-            if document.text == text:
-                return None
-            bom = _BOM if original is not None and original.startswith(_BOM) else b""
-            backup = None
-            if original is not None:
-                backup = target.with_name(host.backup_path.name)
-                write_bytes_atomically(backup, original, mode)
-            write_bytes_atomically(target, bom + document.text.encode("utf-8"), mode)
-            return backup
+            remove_leftover_temporaries(target)
+            remove_leftover_temporaries(target.with_name(host.backup_path.name))
+            for _ in range(EDIT_ATTEMPTS):
+                try:
+                    return _edit_once(host, target, edit)
+                except ChangedMeanwhile:
+                    continue
     except OSError as error:
         raise ConfigWriteError(
             f"cannot write {host.path}: {error.strerror or error}", path=str(host.path)
         ) from error
+    raise ConfigWriteError(
+        f"cannot write {host.path}: another program rewrote it while mcpfleet was editing it "
+        f"({EDIT_ATTEMPTS} times), so the change is not in it; quit {host.name} (it rewrites that "
+        "file), then run this again",
+        path=str(host.path),
+    )
+
+
+def _edit_once(host: Host, target: Path, edit: Callable[[HostDocument], None]) -> Path | None:
+    text, original, mode = _read(target)
+    document = open_document(host, text)
+    edit(document)
+    if document.text == text:
+        return None
+    bom = _BOM if original is not None and original.startswith(_BOM) else b""
+    backup = None
+    if original is not None:
+        backup = target.with_name(host.backup_path.name)
+        write_bytes_atomically(backup, original, mode)
+    write_bytes_atomically(target, bom + document.text.encode("utf-8"), mode, unchanged=Unchanged(original))
+    return backup
 
 
 def _read(path: Path) -> tuple[str, bytes | None, int]:

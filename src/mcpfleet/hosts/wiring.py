@@ -93,7 +93,9 @@ def host_status(host: Host, endpoints: Sequence[GatewayEndpoint] | None = None) 
 
 def served_entries(discovery: DiscoveryResult, host: Host) -> frozenset[str]:
     """Names in ``host``'s server map that the gateway serves, per ``discovery``: active
-    entries, and entries shadowed only as an alias of an active one (the same connection)."""
+    entries, and shadowed entries (by name or as an alias) that run exactly as an active one:
+    discovery resolves both, defaults applied, so a ``cwd`` left out and the same folder
+    written out are the same server."""
     prefix = f"/{_escape_pointer(host.servers_key)}/"
     active = {_identity(entry) for entry in discovery.entries if entry.state == "active"}
     served: set[str] = set()

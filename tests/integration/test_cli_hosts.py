@@ -193,3 +193,25 @@ def test_an_unparsable_host_file_is_refused_with_one_line(project: Path) -> None
 def test_an_unknown_host_is_a_usage_error(project: Path) -> None:
     completed = run(project, "hosts", "install", "notepad")
     assert completed.returncode == 2 and "invalid choice" in completed.stderr
+
+
+@pytest.mark.parametrize("scope", ["local", "project"])
+def test_a_gateway_entry_in_any_scope_claude_code_reads_counts_as_wired(project: Path, scope: str) -> None:
+    """``claude mcp add fleet -- mcpfleet serve`` (the README's alternative) writes the local
+    scope, ``projects[<folder>].mcpServers`` of ``~/.claude.json``; ``--scope project`` writes
+    the project's ``.mcp.json``. Either way Claude Code runs the gateway in this project."""
+    host = find_host("claude-code", project)
+    fleet = {"type": "stdio", "command": "mcpfleet", "args": ["serve"], "env": {}}
+    if scope == "local":
+        host.path.write_text(json.dumps({"projects": {str(project): {"mcpServers": {"fleet": fleet}}}}))
+    else:
+        host.path.write_text(json.dumps({"numStartups": 1}))
+        (project / ".mcp.json").write_text(json.dumps({"mcpServers": {"fleet": fleet}}))
+    row = {row["id"]: row for row in run_json(project, "hosts")["hosts"]}["claude-code"]
+    assert row["gateway"] and row["gateway_entries"] == ["fleet"]
+    assert row["gateway_scopes"] == [{"scope": scope, "name": "fleet"}]
+    assert "uses the gateway" in table_column(run(project, "hosts").stdout, "State")
+    elsewhere = project.parent / "elsewhere"
+    elsewhere.mkdir()
+    other = {row["id"]: row for row in run_json(elsewhere, "hosts")["hosts"]}["claude-code"]
+    assert not other["gateway"], "another project's local scope wires only that project"

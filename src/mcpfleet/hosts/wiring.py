@@ -21,8 +21,8 @@ from typing import Any
 from mcpfleet import paths
 from mcpfleet.config.gateway_entry import GatewayEndpoint, own_gateway_reason, running_gateway_endpoints
 from mcpfleet.config.model import DiscoveredEntry, DiscoveryResult
-from mcpfleet.config.normalise import EntryError, SkippedEntry, build_server
-from mcpfleet.config.readers import MAX_USER_CONFIG_BYTES
+from mcpfleet.config.normalise import Adapter, EntryError, SkippedEntry, build_server
+from mcpfleet.config.readers import MAX_CONFIG_BYTES, MAX_USER_CONFIG_BYTES, read_document
 from mcpfleet.config.writer import (
     ChangedMeanwhile,
     Unchanged,
@@ -32,7 +32,7 @@ from mcpfleet.config.writer import (
     write_bytes_atomically,
 )
 from mcpfleet.errors import ConfigError, ConfigWriteError
-from mcpfleet.hosts.catalog import GATEWAY_ENTRY_NAME, Host
+from mcpfleet.hosts.catalog import GATEWAY_ENTRY_NAME, Host, ScopeFile
 from mcpfleet.hosts.documents import HostDocument, open_document
 
 _BOM = b"\xef\xbb\xbf"
@@ -41,14 +41,7 @@ NEW_FILE_MODE = 0o600
 
 def is_gateway_entry(host: Host, raw: Any, endpoints: Sequence[GatewayEndpoint] = ()) -> bool:
     """Whether ``raw``, an entry of ``host``'s server map, is the gateway's own."""
-    if not isinstance(raw, dict):
-        return False
-    try:
-        # The name plays no part in recognising the entry; a fixed one keeps any name readable.
-        config = build_server("entry", host.adapt(raw), base_dir=host.path.parent)
-    except (EntryError, SkippedEntry):
-        return False
-    return own_gateway_reason(config, endpoints) is not None
+    return _runs_gateway(host.adapt, host.path, raw, endpoints)
 
 
 @dataclass(frozen=True)
@@ -61,6 +54,10 @@ class HostStatus:
     replaced: tuple[str, ...] = ()
     """Entries ``hosts install --replace`` moved aside."""
     error: str | None = None
+    scopes: tuple[tuple[str, str], ...] = ()
+    """(scope, name) of each gateway entry, ``user`` for the user file's (those of
+    ``gateway_entries`` that ``hosts install`` manages), else the scope of another file the
+    host reads for this project (``local``, ``project``)."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -72,6 +69,7 @@ class HostStatus:
             "gateway_entries": list(self.gateway_entries),
             "replaced": list(self.replaced),
             "error": self.error,
+            "gateway_scopes": [{"scope": scope, "name": name} for scope, name in self.scopes],
         }
 
 
@@ -88,7 +86,37 @@ def host_status(host: Host, endpoints: Sequence[GatewayEndpoint] | None = None) 
     gateway = tuple(name for name, raw in servers.items() if is_gateway_entry(host, raw, endpoints))
     # Copies of what was not moved aside sit in both maps; the host only misses the others.
     replaced = tuple(name for name in document.replaced or () if name not in servers)
-    return HostStatus(host, found, gateway, replaced)
+    scopes = [("user", name) for name in gateway]
+    for scope in host.other_scopes:
+        scopes += [(scope.level, name) for name in _gateway_entries_in(scope, endpoints)]
+    names = tuple(dict.fromkeys(name for _, name in scopes))
+    return HostStatus(host, found, names, replaced, scopes=tuple(scopes))
+
+
+def _gateway_entries_in(scope: ScopeFile, endpoints: Sequence[GatewayEndpoint]) -> list[str]:
+    """Names of the gateway's entries in another scope's file; none when it cannot be read
+    (its own errors are discovery's to report: `mcpfleet config`)."""
+    try:
+        limit = MAX_CONFIG_BYTES if scope.level == "project" else MAX_USER_CONFIG_BYTES
+        node = read_document(scope.path, max_bytes=limit)
+    except ConfigError:
+        return []
+    for key in scope.servers_at:
+        node = node.get(key) if isinstance(node, dict) else None
+    if not isinstance(node, dict):
+        return []
+    return [name for name, raw in node.items() if _runs_gateway(scope.adapt, scope.path, raw, endpoints)]
+
+
+def _runs_gateway(adapt: Adapter, path: Path, raw: Any, endpoints: Sequence[GatewayEndpoint]) -> bool:
+    if not isinstance(raw, dict):
+        return False
+    try:
+        # The name plays no part in recognising the entry; a fixed one keeps any name readable.
+        config = build_server("entry", adapt(raw), base_dir=path.parent)
+    except (EntryError, SkippedEntry):
+        return False
+    return own_gateway_reason(config, endpoints) is not None
 
 
 def served_entries(discovery: DiscoveryResult, host: Host) -> frozenset[str]:

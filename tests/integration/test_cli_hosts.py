@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from mcpfleet.config.gateway_entry import REPLACED_KEY
+from mcpfleet.config.gateway_entry import MOVED_SERVERS_KEY, REPLACED_KEY, moved_entries_file
 from mcpfleet.config.readers import parse_text
 from mcpfleet.hosts import HOST_IDS, Host, find_host
 
@@ -149,15 +149,19 @@ def test_config_shows_the_installed_entry_filtered_as_the_gateways_own(project: 
     assert "mcpfleet never serves itself" in table_column(table, "Reason")
 
 
-def test_entries_moved_aside_stay_served_by_the_gateway(project: Path) -> None:
-    host = find_host("cursor")
+@pytest.mark.parametrize("host_id", ["cursor", "codex"])
+def test_entries_moved_aside_stay_served_by_the_gateway(project: Path, host_id: str) -> None:
+    host = find_host(host_id)
     _set_up(host)
-    assert run(project, "hosts", "install", "cursor", "--replace").returncode == 0
+    assert run(project, "hosts", "install", host_id, "--replace").returncode == 0
     servers = run_json(project, "config")["servers"]
     notes = [server for server in servers if server["name"] == "notes"]
-    assert [(server["state"], server["source"]["location"]) for server in notes] == [
-        ("active", f"/{REPLACED_KEY}/notes")
-    ]
+    # Codex warns about a table it does not know: its entries move into mcpfleet's state.
+    kept_in = moved_entries_file(host_id, host.path) if host_id == "codex" else host.path
+    key = MOVED_SERVERS_KEY if host_id == "codex" else REPLACED_KEY
+    assert [
+        (server["state"], server["source"]["path"], server["source"]["location"]) for server in notes
+    ] == [("active", str(kept_in), f"/{key}/notes")]
     assert all(server["state"] == "filtered" for server in servers if server["name"] == "mcpfleet")
 
 

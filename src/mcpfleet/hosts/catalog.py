@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from mcpfleet.config.gateway_entry import REPLACED_KEY
+from mcpfleet.config.gateway_entry import MOVED_SERVERS_KEY, REPLACED_KEY
 from mcpfleet.config.normalise import Adapter
 from mcpfleet.config.providers import PROJECT_KEY, PROVIDERS, Locations, Provider
 
@@ -118,7 +118,9 @@ def find_host(host_id: str, project_root: Path | None = None) -> Host:
 
 def _host(provider: Provider, kind: HostKind, at: Locations) -> Host:
     spec = next(
-        spec for spec in provider.files(at) if spec.level == "user" and spec.servers_at != (REPLACED_KEY,)
+        spec
+        for spec in provider.files(at)
+        if spec.level == "user" and spec.servers_at[0] not in (REPLACED_KEY, MOVED_SERVERS_KEY)
     )
     marker = spec.path.parent
     if kind.id == "claude-code" and not at.environ.get("CLAUDE_CONFIG_DIR"):

@@ -13,13 +13,20 @@ instant can still win the race, as with any editor.
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from mcpfleet import paths
-from mcpfleet.config.gateway_entry import GatewayEndpoint, own_gateway_reason, running_gateway_endpoints
+from mcpfleet.config.gateway_entry import (
+    MOVED_SERVERS_KEY,
+    GatewayEndpoint,
+    moved_entries_file,
+    own_gateway_reason,
+    running_gateway_endpoints,
+)
 from mcpfleet.config.model import DiscoveredEntry, DiscoveryResult
 from mcpfleet.config.normalise import Adapter, EntryError, SkippedEntry, build_server
 from mcpfleet.config.readers import MAX_CONFIG_BYTES, MAX_USER_CONFIG_BYTES, read_document
@@ -33,7 +40,8 @@ from mcpfleet.config.writer import (
 )
 from mcpfleet.errors import ConfigError, ConfigWriteError
 from mcpfleet.hosts.catalog import GATEWAY_ENTRY_NAME, Host, ScopeFile
-from mcpfleet.hosts.documents import HostDocument, open_document
+from mcpfleet.hosts.documents import HostDocument, MovedEntry, open_document
+from mcpfleet.hosts.toml_text import Piece
 
 _BOM = b"\xef\xbb\xbf"
 NEW_FILE_MODE = 0o600
@@ -78,14 +86,14 @@ def host_status(host: Host, endpoints: Sequence[GatewayEndpoint] | None = None) 
     found = host.found
     try:
         text = _read(host.path)[0]
-        document = open_document(host, text)
+        document = open_document(host, text, read_moved_entries(host))
     except ConfigError as error:
         return HostStatus(host, found, error=str(error))
     endpoints = running_gateway_endpoints() if endpoints is None else endpoints
     servers = document.servers
     gateway = tuple(name for name, raw in servers.items() if is_gateway_entry(host, raw, endpoints))
     # Copies of what was not moved aside sit in both maps; the host only misses the others.
-    replaced = tuple(name for name in document.replaced or () if name not in servers)
+    replaced = tuple(name for name in document.moved_aside if name not in servers)
     scopes = [("user", name) for name in gateway]
     for scope in host.other_scopes:
         scopes += [(scope.level, name) for name in _gateway_entries_in(scope, endpoints)]
@@ -231,7 +239,8 @@ def uninstall_gateway(host: Host) -> WiringReport:
 
     def edit(document: HostDocument) -> None:
         report.removed = report.gateway_entries = remove_gateway_entries(document)
-        if document.replaced is not None:
+        report.restored = []
+        if document.moved_aside:
             restored = document.restore()
             # The gateway's entry written before --replace was moved aside with the rest of
             # the map, so it came back with them: it goes now.
@@ -291,7 +300,8 @@ def _edit(host: Host, edit: Callable[[HostDocument], None]) -> Path | None:
 
 def _edit_once(host: Host, target: Path, edit: Callable[[HostDocument], None]) -> Path | None:
     text, original, mode = _read(target)
-    document = open_document(host, text)
+    moved = read_moved_entries(host)
+    document = open_document(host, text, moved)
     edit(document)
     if document.text == text:
         return None
@@ -300,8 +310,60 @@ def _edit_once(host: Host, target: Path, edit: Callable[[HostDocument], None]) -
     if original is not None:
         backup = target.with_name(host.backup_path.name)
         write_bytes_atomically(backup, original, mode)
+    # The record of what moved aside is written before the file loses those entries and
+    # after it gets them back: a run stopped in between leaves a server in both places
+    # (discovery keeps the file's), never in neither.
+    gained = any(moved.get(name) != entry for name, entry in document.moved.items())
+    if gained:
+        _write_moved_entries(host, document.moved)
     write_bytes_atomically(target, bom + document.text.encode("utf-8"), mode, unchanged=Unchanged(original))
+    if not gained and document.moved != moved:
+        _write_moved_entries(host, document.moved)
     return backup
+
+
+def read_moved_entries(host: Host) -> dict[str, MovedEntry]:
+    """The entries ``--replace`` moved out of ``host``'s file into mcpfleet's state, in the
+    order they were moved (none for a host whose entries move within its file)."""
+    record = moved_entries_file(host.id, host.path)
+    try:
+        data = json.loads(record.read_text(encoding="utf-8"))
+        entries, pieces = data[MOVED_SERVERS_KEY], data["pieces"]
+        moved = {
+            name: MovedEntry(entry, tuple(Piece(**piece) for piece in pieces[name]))
+            for name, entry in entries.items()
+        }
+        for name, entry in moved.items():
+            if not isinstance(name, str) or not isinstance(entry.entry, dict):
+                raise TypeError(f"{name!r} is not a server entry")
+            for piece in entry.pieces:
+                if not (isinstance(piece.offset, int) and isinstance(piece.text, str)):
+                    raise TypeError(f"a piece of {name!r} is not an offset and a text")
+        return moved
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
+        raise ConfigError(
+            f"cannot read {record}, mcpfleet's record of the servers `hosts install --replace` moved out "
+            f"of {host.path} ({error}); put them back in that file by hand, then remove the record",
+            path=str(record),
+        ) from error
+
+
+def _write_moved_entries(host: Host, moved: dict[str, MovedEntry]) -> None:
+    record = moved_entries_file(host.id, host.path)
+    if not moved:
+        record.unlink(missing_ok=True)
+        return
+    paths.make_private_folder(record.parent)
+    data = {
+        "host": host.id,
+        "path": str(host.path),
+        MOVED_SERVERS_KEY: {name: entry.entry for name, entry in moved.items()},
+        "pieces": {name: [asdict(piece) for piece in entry.pieces] for name, entry in moved.items()},
+    }
+    text = json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+    write_bytes_atomically(record, text.encode("utf-8", "surrogatepass"), NEW_FILE_MODE)
 
 
 def _read(path: Path) -> tuple[str, bytes | None, int]:

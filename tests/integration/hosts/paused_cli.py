@@ -5,9 +5,10 @@ act at that moment (kill it, or rewrite the file as an editor would).
 
 ``MOMENT`` is ``synced`` (the temporary file that will replace ``FILE_NAME`` is written and
 synced, not yet renamed) or ``renamed`` (``FILE_NAME`` has just been replaced). At that
-moment, the first time only, one line goes to the pipe ``READY_FD`` and the process waits for
-one line on the pipe ``GO_FD``; then it goes on. Everything else is the real command: only
-``os.fsync`` and ``os.replace`` are wrapped, to see the moment come.
+moment, the first time only (every time with ``MOMENT`` ending in ``+``), one line goes to
+the pipe ``READY_FD`` and the process waits for one line on the pipe ``GO_FD``; then it goes
+on. Everything else is the real command: only ``os.fsync`` and ``os.replace`` are wrapped, to
+see the moment come.
 """
 
 from __future__ import annotations
@@ -19,12 +20,14 @@ from pathlib import Path
 
 def main() -> int:
     moment, file_name, ready_fd, go_fd, *arguments = sys.argv[1:]
+    every_time = moment.endswith("+")
+    moment = moment.removesuffix("+")
     ready, go = os.fdopen(int(ready_fd), "w"), os.fdopen(int(go_fd), "r")
     paused = False
 
     def pause() -> None:
         nonlocal paused
-        if paused:
+        if paused and not every_time:
             return
         paused = True
         ready.write("at the moment\n")

@@ -7,7 +7,8 @@ paused at one moment of its write so the test acts there, never after a sleep):
   read, and the next run removes what it left;
 * another program rewriting the host's file just before the rename, or just after it, never
   yields "added" with the gateway entry missing: the edit is made again on what the other
-  program wrote, so both changes are in the file.
+  program wrote, so both changes are in the file; one that rewrites it at every attempt gets
+  a refusal naming the file, exit 1.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from typing import Any
 import pytest
 
 from mcpfleet.hosts import find_host
+from mcpfleet.hosts.wiring import EDIT_ATTEMPTS
 
 PAUSED_CLI = Path(__file__).with_name("paused_cli.py")
 MCPFLEET = Path(sys.executable).parent / "mcpfleet"
@@ -42,6 +44,7 @@ CLAUDE_FILE = {
 class Paused:
     process: subprocess.Popen[str]
     go: Any
+    ready: Any
 
     def resume(self) -> tuple[int, str, str]:
         self.go.write("go\n")
@@ -64,19 +67,18 @@ def paused_install(moment: str, path: Path, *arguments: str) -> Iterator[Paused]
     )
     os.close(ready_write)
     os.close(go_read)
-    go = os.fdopen(go_write, "w")
+    go, ready = os.fdopen(go_write, "w"), os.fdopen(ready_read)
     try:
-        with os.fdopen(ready_read) as ready:
-            line = ready.readline()  # EOF: the process ended without reaching the moment
-        if not line:
+        if not ready.readline():  # EOF: the process ended without reaching the moment
             stdout, stderr = process.communicate(timeout=TIMEOUT_S)
             pytest.fail(f"the install never reached the moment {moment}:\n{stdout}\n{stderr}")
-        yield Paused(process, go)
+        yield Paused(process, go, ready)
     finally:
         if process.poll() is None:
             process.kill()
         process.communicate(timeout=TIMEOUT_S)
         go.close()
+        ready.close()
 
 
 def run(*arguments: str) -> subprocess.CompletedProcess[str]:
@@ -151,4 +153,23 @@ def test_an_editor_writing_during_an_install_never_loses_a_change_silently(
         assert final["mcpServers"]["notes"] == original["mcpServers"]["notes"]
     else:
         assert str(host.path) in stderr and "mcpfleet" not in final["mcpServers"]
+    assert leftovers(host.path.parent, host.path.name) == []
+
+
+def test_an_editor_writing_at_every_attempt_gets_a_refusal_naming_the_file(isolated_home: Path) -> None:
+    host = find_host("gemini")
+    host.path.parent.mkdir(parents=True)
+    host.path.write_text(json.dumps({"mcpServers": {}, "theme": "Default"}), encoding="utf-8")
+    with paused_install("synced+", host.path, "hosts", "install", "gemini") as paused:
+        for attempt in range(EDIT_ATTEMPTS):
+            _editor_rewrites(host.path, {"theme": f"edit {attempt}"})
+            if attempt + 1 < EDIT_ATTEMPTS:
+                paused.go.write("go\n")
+                paused.go.flush()
+                assert paused.ready.readline(), "the install did not try again"
+        code, stdout, stderr = paused.resume()
+    assert code == 1 and "added" not in stdout
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1 and str(host.path) in lines[0] and "another program rewrote it" in lines[0]
+    assert json.loads(host.path.read_text(encoding="utf-8")) == {"theme": f"edit {EDIT_ATTEMPTS - 1}"}
     assert leftovers(host.path.parent, host.path.name) == []

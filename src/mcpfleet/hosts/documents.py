@@ -9,8 +9,10 @@ an inline table, say) can cost a refusal, never a file with other data changed.
 How ``--replace`` keeps entries restorable exactly (JSON): the whole server map is renamed
 to ``REPLACED_KEY`` in place (its text untouched) and a new server map, holding the gateway
 entry and the entries the gateway does not serve, is added at the end; uninstalling removes
-that new map and renames the old one back. TOML renames each served ``[mcp_servers.NAME]``
-table to ``[replaced_by_mcpfleet.NAME]`` and back.
+that new map and renames the old one back. TOML (Codex, which warns about a table it does
+not know) cuts each served ``[mcp_servers.NAME]`` table out into ``moved`` (kept in mcpfleet's
+state by ``wiring``) and puts the text back where it was; tables an older mcpfleet renamed to
+``[replaced_by_mcpfleet.NAME]`` are renamed back.
 """
 
 from __future__ import annotations

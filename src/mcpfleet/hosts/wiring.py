@@ -6,8 +6,11 @@ beside it (``<file>.mcpfleet-backup``, the file as it was before this change). T
 confined as mcpfleet's own files are (``config/writer.py``): a symbolic link, or a folder
 that resolves outside the home (or ``CODEX_HOME``…), is refused. Concurrent mcpfleet runs are
 serialised by the writer's lock, held on a lock file in mcpfleet's state dir, not beside the
-host's file. The host itself does not take that lock: a host rewriting its file at the same
-instant can still win the race, as with any editor.
+host's file. The host itself does not take that lock: the file is read again just before and
+just after the rename, and an edit another program overwrote is made again on what it wrote
+(``EDIT_ATTEMPTS``), else refused; a host that writes back, later, a copy it read before can
+still undo the change, as with any editor. Codex's moved entries are a third file, mcpfleet's
+own record in its state dir (``read_moved_entries``).
 """
 
 from __future__ import annotations

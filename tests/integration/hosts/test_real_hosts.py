@@ -66,6 +66,9 @@ def host_environment(home: Path) -> dict[str, str]:
         # pytest puts this home, and says so on stderr: the home gets a temporary folder of its own.
         "TMPDIR": str(home / "tmp"),
         "MCP_INSPECTOR_SECRET_STORE": "memory",
+        # Claude Code's bound on a server's start (milliseconds): a gateway starting on a
+        # loaded machine is slow, not broken.
+        "MCP_TIMEOUT": str(TIMEOUT_S * 1000),
     }
 
 
@@ -223,6 +226,13 @@ def test_replace_leaves_the_host_the_gateway_alone_and_uninstall_gives_its_file_
 
     installed = mcpfleet(isolated_home, "hosts", "install", real.file_of, "--replace")
     assert "moved aside 1 server(s) the gateway now serves (clock)" in installed.stdout
+    if host_id == "gemini":
+        # `gemini mcp list` gives a server 5 s to connect unless its entry says otherwise, as a
+        # user on a slow machine would write it; uninstall removes the entry with it. The
+        # gateway entry Gemini reads is the last one (the server map --replace wrote last).
+        text = path.read_text(encoding="utf-8")
+        head, entry, tail = text.rpartition('"mcpfleet": {')
+        path.write_text(f'{head}{entry}"timeout": {TIMEOUT_S * 1000}, {tail}', encoding="utf-8")
     # The gateway's first list names every server once its cache knows them.
     mcpfleet(isolated_home, "status")
     listing = real.listing(isolated_home)

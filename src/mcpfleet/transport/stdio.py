@@ -24,11 +24,13 @@ into an error item. This one:
 
 from __future__ import annotations
 
+import json
 import logging
+import re
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.abc
@@ -54,6 +56,10 @@ FLOOD_READ_PAUSE_S = 0.02
 """After a read in which notifications were folded, how long the reader lets the pipe fill
 before it reads again: what bounds the wake-ups a flood costs, and what a message that
 arrives meanwhile waits (only from a server that is flooding)."""
+LONE_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+"""What a line holding a lone surrogate escape (``\\ud800``) has, and other lines seldom do:
+only those are parsed a second time, the strict parser having refused them."""
+LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 MESSAGE_TOO_LARGE = -32019
 """Error code of the answer mcpfleet gives a request whose real answer was over the limit
 (the last code of JSON-RPC's implementation-defined band; the SDK uses the first ones)."""
@@ -63,8 +69,12 @@ class MessageReader:
     """A stdio server's stdout turned into JSON-RPC messages, one line at a time.
 
     Lines that are not JSON-RPC (banners, invalid UTF-8, broken JSON) are counted and
-    skipped. A line over the server's message limit is dropped whole; when it was the
-    answer to a request, that request gets an error answer instead (code
+    skipped. A line whose JSON escapes a lone surrogate (``"\\ud800"``: valid JSON, which the
+    SDK's parser refuses, and which no UTF-8 text can carry) is read anyway, each lone
+    surrogate becoming U+FFFD, except inside the tools of a ``tools/list`` answer: a tool's
+    name must not be silently changed, so such a tool is left as it is for the client to
+    leave out (``client/screening.py``). A line over the server's message limit is dropped
+    whole; when it was the answer to a request, that request gets an error answer instead (code
     ``MESSAGE_TOO_LARGE``, naming the server and the limit), so the one call fails at once
     and the connection stays usable. Nothing here raises for anything the server writes.
 
@@ -131,10 +141,31 @@ class MessageReader:
         try:
             return self._session_message(self._validate_json(line, by_name=False))
         except (ValueError, RecursionError):  # pydantic's ValidationError is a ValueError
+            if LONE_SURROGATE_ESCAPE.search(line) is not None:
+                message = self._parse_lone_surrogates(line)
+                if message is not None:
+                    return message
             self.non_json_lines += 1
             logger.debug(
                 "%s: skipped a non-JSON-RPC stdout line: %.200r", self.server_name, bytes(line[:200])
             )
+            return None
+
+    def _parse_lone_surrogates(self, line: bytes | bytearray) -> SessionMessage | None:
+        from mcp_types import jsonrpc_message_adapter
+
+        try:
+            value = json.loads(bytes(line).decode("utf-8"), parse_constant=_refuse_constant)
+            if isinstance(value, dict) and isinstance(value.get("result"), dict):
+                result = value["result"]
+                tools = result.pop("tools", None)
+                value = _without_lone_surrogates(value)
+                if tools is not None:
+                    value["result"]["tools"] = tools
+            else:
+                value = _without_lone_surrogates(value)
+            return self._session_message(jsonrpc_message_adapter.validate_python(value, by_name=False))
+        except (ValueError, RecursionError):
             return None
 
     def _oversized(self, line: OversizedLine) -> SessionMessage | None:
@@ -158,6 +189,21 @@ class MessageReader:
             "error": {"code": MESSAGE_TOO_LARGE, "message": problem},
         }
         return SessionMessage(jsonrpc_message_adapter.validate_python(answer, by_name=False))
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _without_lone_surrogates(value: Any) -> Any:
+    """``value`` with every lone surrogate of its strings (keys included) replaced by U+FFFD."""
+    if isinstance(value, str):
+        return LONE_SURROGATE.sub("\ufffd", value)
+    if isinstance(value, dict):
+        return {_without_lone_surrogates(key): _without_lone_surrogates(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_without_lone_surrogates(item) for item in value]
+    return value
 
 
 class StdioTransport(anyio.AsyncContextManagerMixin):

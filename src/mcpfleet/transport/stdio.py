@@ -38,6 +38,7 @@ import anyio.abc
 from mcpfleet.config.model import DEFAULT_MAX_MESSAGE_BYTES
 from mcpfleet.transport.folding import NotificationFolder
 from mcpfleet.transport.framing import LineFramer, OversizedLine, describe_size, oversized_response_id
+from mcpfleet.transport.listing import LARGE_LINE_BYTES, read_tool_listing
 from mcpfleet.transport.pipe import PipeReader
 from mcpfleet.transport.process import ServerProcess
 
@@ -83,7 +84,7 @@ class MessageReader:
     next message delivered, so the order the server wrote is kept.
     """
 
-    def __init__(self, server_name: str, max_message_bytes: int) -> None:
+    def __init__(self, server_name: str, max_message_bytes: int, max_tools: int | None = None) -> None:
         # The SDK is imported once the first server is contacted (never by ``import
         # mcpfleet``), and looked up once per reader rather than once per line.
         from mcp.shared.message import SessionMessage
@@ -91,6 +92,7 @@ class MessageReader:
 
         self.server_name = server_name
         self.max_message_bytes = max_message_bytes
+        self.max_tools = max_tools
         self.framer = LineFramer(max_message_bytes)
         self.folder = NotificationFolder(server_name)
         self.non_json_lines = 0
@@ -138,6 +140,13 @@ class MessageReader:
     def _parse(self, line: bytes | bytearray) -> SessionMessage | None:
         if not line or line.isspace():
             return None
+        if self.max_tools is not None and len(line) > LARGE_LINE_BYTES and b'"tools"' in line:
+            # One more than the cap, so that the client sees the listing was cut and says so.
+            listing = read_tool_listing(line, self.max_tools + 1)
+            if listing is not None:
+                message = self._from_value(listing)
+                if message is not None:
+                    return message
         try:
             return self._session_message(self._validate_json(line, by_name=False))
         except (ValueError, RecursionError):  # pydantic's ValidationError is a ValueError
@@ -152,10 +161,17 @@ class MessageReader:
             return None
 
     def _parse_lone_surrogates(self, line: bytes | bytearray) -> SessionMessage | None:
+        try:
+            value = json.loads(bytes(line).decode("utf-8"), parse_constant=_refuse_constant)
+        except (ValueError, RecursionError):
+            return None
+        return self._from_value(value)
+
+    def _from_value(self, value: Any) -> SessionMessage | None:
+        """The message of a parsed line, its lone surrogates made U+FFFD outside a tool listing."""
         from mcp_types import jsonrpc_message_adapter
 
         try:
-            value = json.loads(bytes(line).decode("utf-8"), parse_constant=_refuse_constant)
             if isinstance(value, dict) and isinstance(value.get("result"), dict):
                 result = value["result"]
                 tools = result.pop("tools", None)
@@ -214,9 +230,18 @@ class StdioTransport(anyio.AsyncContextManagerMixin):
     Enter and exit it in the same task (the connection's owner task does).
     """
 
-    def __init__(self, process: ServerProcess, *, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> None:
+    def __init__(
+        self,
+        process: ServerProcess,
+        *,
+        max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+        max_tools: int | None = None,
+    ) -> None:
+        """``max_tools``: the server's tool cap, so that a huge listing is read only that far
+        (``listing.py``)."""
         self.process = process
         self.max_message_bytes = max_message_bytes
+        self.max_tools = max_tools
         self.reader: MessageReader | None = None
         """Set once the transport is entered; its counters say what the server wrote."""
         self.answered = False
@@ -256,7 +281,7 @@ class StdioTransport(anyio.AsyncContextManagerMixin):
     async def _read_stdout(
         self, stdout_fd: int, read_writer: MemoryObjectSendStream[SessionMessage | Exception]
     ) -> None:
-        reader = self.reader = MessageReader(self.process.server_name, self.max_message_bytes)
+        reader = self.reader = MessageReader(self.process.server_name, self.max_message_bytes, self.max_tools)
         pipe = PipeReader(stdout_fd, read_bytes=STDOUT_READ_BYTES, owner=self.process.server_name)
         try:
             while True:

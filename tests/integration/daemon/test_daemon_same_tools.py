@@ -57,3 +57,9 @@ def test_the_tools_of_a_fleet_are_the_same_in_process_and_through_the_daemon(
     )
     assert "no tool named" not in called.stdout + called.stderr
     assert "Sampling not supported" in called.stdout + called.stderr, (called.stdout, called.stderr)
+    # And listed through the daemon, so callable through it: it answers for the tool too.
+    called = mcpfleet(isolated_home, "--json", "call", SAMPLING_TOOL, '{"prompt": "hi", "maxTokens": 5}')
+    document = json.loads(called.stdout)
+    assert document["is_error"] is True
+    assert "sampling" in json.dumps(document).lower(), document
+    assert "no tool named" not in called.stdout + called.stderr

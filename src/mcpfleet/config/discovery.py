@@ -44,7 +44,7 @@ from mcpfleet.config.model import (
     ServerConfig,
     SourceInfo,
 )
-from mcpfleet.config.normalise import EntryError, SkippedEntry, build_server, root_path
+from mcpfleet.config.normalise import EntryError, SkippedEntry, build_server, root_path, tool_cap
 from mcpfleet.config.providers import (
     EXTRA_CONFIG_PROVIDER,
     PROJECT_KEY,
@@ -130,6 +130,7 @@ def load_all_mcp_configs(
         context=SubstitutionContext.current(root, locations.home),
         gateway_endpoints=running_gateway_endpoints(),
     ).resolve(candidates)
+    _apply_tool_cap(documents, result)
     return result
 
 
@@ -253,6 +254,24 @@ def _override_lists(documents: _Documents, result: DiscoveryResult) -> tuple[fro
             value = []
         lists.append(frozenset(value))
     return lists[0], lists[1]
+
+
+def _apply_tool_cap(documents: _Documents, result: DiscoveryResult) -> None:
+    """``maxToolsPerServer`` of mcpfleet's user file: the cap of every server whose entry sets
+    no ``maxTools`` of its own."""
+    user_file = paths.user_config_file()
+    document = documents.read(user_file, "user")
+    value = document.get("maxToolsPerServer") if isinstance(document, dict) else None
+    try:
+        cap = tool_cap(value, '"maxToolsPerServer"')
+    except EntryError as error:
+        result.errors.append(Failure(str(user_file), "config", f"{user_file}: {error}"))
+        return
+    if cap is None:
+        return
+    for name, config in result.configs.items():
+        if config.max_tools is None:
+            result.configs[name] = replace(config, max_tools=cap)
 
 
 def _describe(entry: DiscoveredEntry) -> str:

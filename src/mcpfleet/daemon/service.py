@@ -541,7 +541,7 @@ class DaemonService:
     async def _session_gateway(self, spec: wire.FleetSpec, client: Client) -> AsyncIterator[Any]:
         from mcpfleet.cli.serve_commands import tool_budget
         from mcpfleet.gateway.budget import ToolMode
-        from mcpfleet.gateway.core import Gateway
+        from mcpfleet.gateway.core import Gateway, first_list_cap_ms
         from mcpfleet.gateway.naming import NamingPolicy, PrefixMode
         from mcpfleet.gateway.relay import Relay
 
@@ -560,7 +560,13 @@ class DaemonService:
             self.fleet.attach(
                 spec, session_id=client.id, host=client.host, profile=budget.profile, relay=relay
             ) as view,
-            Gateway(view, naming=naming, relay=relay, budget=budget) as gateway,
+            Gateway(
+                view,
+                naming=naming,
+                relay=relay,
+                budget=budget,
+                first_list_wait_ms=first_list_cap_ms(spec.startup_timeout_ms),
+            ) as gateway,
         ):
             yield gateway
 

@@ -2,8 +2,8 @@
 stdio backend (``fake_server.py``), reached by the SDK's ``Client`` over streamable HTTP in
 both protocol eras, and by raw HTTP where a status code is the point.
 
-One gateway (loopback, ``--auth-token``) serves the tests that only talk to it; the tests
-about starting and stopping run their own.
+One gateway (loopback, ``--auth-token-file``) serves the tests that only talk to it; the tests
+about starting and stopping run their own, with their token in ``MCPFLEET_GATEWAY_TOKEN``.
 """
 
 from __future__ import annotations
@@ -87,12 +87,20 @@ def backend_config(folder: Path, *backend_flags: str) -> tuple[Path, Path]:
 
 
 def start_gateway(
-    folder: Path, home: Path, *serve_args: str, wait: bool = True, backend_flags: tuple[str, ...] = ()
+    folder: Path,
+    home: Path,
+    *serve_args: str,
+    wait: bool = True,
+    backend_flags: tuple[str, ...] = (),
+    token: str | None = TOKEN,
 ) -> RunningGateway:
-    """``mcpfleet --config <fleet.json> serve <serve_args>``; with ``wait``, until it says where it serves."""
+    """``mcpfleet --config <fleet.json> serve <serve_args>``, ``token`` in ``MCPFLEET_GATEWAY_TOKEN``
+    (``None``: not set); with ``wait``, until it says where it serves."""
     config, pid_file = backend_config(folder, *backend_flags)
     environment = {**os.environ, "HOME": str(home), "XDG_STATE_HOME": str(home / ".local" / "state")}
     environment.pop("MCPFLEET_HOME", None)
+    if token is not None:
+        environment["MCPFLEET_GATEWAY_TOKEN"] = token
     process = subprocess.Popen(
         [str(MCPFLEET), "--config", str(config), "serve", *serve_args],
         cwd=folder,
@@ -133,9 +141,13 @@ def wait_until_gone(pid: int) -> bool:
 
 @pytest.fixture(scope="module")
 def shared_gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningGateway]:
-    """One gateway on 127.0.0.1 with ``--auth-token``, for the tests that only talk to it."""
+    """One gateway on 127.0.0.1 with ``--auth-token-file``, for the tests that only talk to it."""
     folder = tmp_path_factory.mktemp("gateway")
-    gateway = start_gateway(folder, folder / "home", "--http", "127.0.0.1:0", "--auth-token", TOKEN)
+    token_file = folder / "token"
+    token_file.write_text(TOKEN + "\n")
+    gateway = start_gateway(
+        folder, folder / "home", "--http", "127.0.0.1:0", "--auth-token-file", str(token_file), token=None
+    )
     yield gateway
     gateway.stop()
 
@@ -202,11 +214,11 @@ async def test_clients_of_both_eras_hear_that_the_tool_list_changed(tmp_path: Pa
     try:
         statuses: list[int] = []
         legacy = Client(
-            streamable_http_client(gateway.url, http_client=http_client(statuses)),
+            streamable_http_client(gateway.url, http_client=http_client(statuses, AUTHORIZED)),
             mode="legacy",
             message_handler=on_message,
         )
-        async with legacy, sdk_client(gateway.url, MODERN) as modern:
+        async with legacy, sdk_client(gateway.url, MODERN, headers=AUTHORIZED) as modern:
             assert "fake_echo" not in [tool.name for tool in (await legacy.list_tools()).tools]
             async with modern.listen(tools_list_changed=True) as changes:
                 joined.touch()
@@ -278,15 +290,14 @@ async def test_an_oversized_body_gets_413_and_the_gateway_serves_on(
 
 async def test_a_non_loopback_bind_without_a_token_generates_one_stored_privately(tmp_path: Path) -> None:
     home = tmp_path / "home"
-    gateway = start_gateway(tmp_path, home, "--http", "0.0.0.0:0")
+    gateway = start_gateway(tmp_path, home, "--http", "0.0.0.0:0", token=None)
     try:
-        generated = [line for line in gateway.stderr_lines if "generated a bearer token" in line]
-        assert len(generated) == 1, gateway.stderr_lines
-        token = generated[0].rsplit(": ", 1)[1]
         token_file = home / ".local" / "state" / "mcpfleet" / "gateway-token.json"
-        assert str(token_file) in generated[0]
+        generated = [line for line in gateway.stderr_lines if "generated a bearer token" in line]
+        assert len(generated) == 1 and str(token_file) in generated[0], gateway.stderr_lines
         assert stat.S_IMODE(token_file.stat().st_mode) == 0o600
-        assert json.loads(token_file.read_text())["bearer_token"] == token
+        token = json.loads(token_file.read_text())["bearer_token"]
+        assert not any(token in line for line in gateway.stderr_lines), "the token itself is never printed"
         # Bound on every interface; reached here through loopback, which still needs the token.
         assert gateway.url.startswith("http://0.0.0.0:")
         refused = httpx2.post(gateway.local_url(), json=INITIALIZE, headers=MCP_HEADERS, timeout=20)
@@ -304,7 +315,7 @@ async def test_a_stop_signal_closes_every_backend_before_the_gateway_exits(
     tmp_path: Path, stop_signal: signal.Signals, exit_code: int
 ) -> None:
     gateway = start_gateway(tmp_path, tmp_path / "home", "--http", "127.0.0.1:0")
-    async with sdk_client(gateway.url, "legacy") as client:
+    async with sdk_client(gateway.url, "legacy", headers=AUTHORIZED) as client:
         assert "through" in text_of(await client.call_tool("fake_echo", {"message": "through"}))
         backend = gateway.backend_pid()
         # The session (and its event stream) is still open when the signal comes.
@@ -330,10 +341,31 @@ def test_a_port_in_use_is_one_line_exit_2_and_starts_no_backend(tmp_path: Path) 
     assert not gateway.backend_pid_file.exists()
 
 
-def test_an_auth_token_without_http_is_a_usage_error(tmp_path: Path) -> None:
-    gateway = start_gateway(tmp_path, tmp_path / "home", "--auth-token", TOKEN, wait=False)
+@pytest.mark.parametrize(
+    "serve_args",
+    [("--http", "127.0.0.1:0", "--auth-token", TOKEN), (f"--auth-token={TOKEN}",)],
+    ids=["with-http", "without-http"],
+)
+def test_a_token_on_the_command_line_is_refused_with_a_pointer_to_the_file_or_the_variable(
+    tmp_path: Path, serve_args: tuple[str, ...]
+) -> None:
+    """``ps`` shows every user every command line: a token there is no secret."""
+    gateway = start_gateway(tmp_path, tmp_path / "home", *serve_args, wait=False, token=None)
+    assert gateway.process.wait(timeout=EXIT_TIMEOUT_S) == 2
+    time.sleep(0.1)  # the stderr reader thread drains the pipe
+    assert gateway.stderr_lines == [
+        "mcpfleet: --auth-token shows the token to every user of this machine (ps): put it in a "
+        "file for --auth-token-file FILE, or in MCPFLEET_GATEWAY_TOKEN"
+    ]
+    assert not gateway.backend_pid_file.exists()
+    assert not (tmp_path / "home" / ".local" / "state" / "mcpfleet" / "gateway-token.json").exists()
+
+
+@pytest.mark.parametrize("option", [("--auth-token-file", "token"), ("--insecure-no-auth",)])
+def test_a_listener_option_without_http_is_a_usage_error(tmp_path: Path, option: tuple[str, ...]) -> None:
+    gateway = start_gateway(tmp_path, tmp_path / "home", *option, wait=False)
     assert gateway.process.wait(timeout=EXIT_TIMEOUT_S) == 2
     time.sleep(0.1)
     assert gateway.stderr_lines == [
-        "mcpfleet: --auth-token applies to --http only: add --http [HOST:]PORT, or drop it"
+        f"mcpfleet: {option[0]} applies to --http only: add --http [HOST:]PORT, or drop it"
     ]

@@ -16,7 +16,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -93,6 +93,7 @@ def start_gateway(
     wait: bool = True,
     backend_flags: tuple[str, ...] = (),
     token: str | None = TOKEN,
+    preexec_fn: Callable[[], None] | None = None,
 ) -> RunningGateway:
     """``mcpfleet --config <fleet.json> serve <serve_args>``, ``token`` in ``MCPFLEET_GATEWAY_TOKEN``
     (``None``: not set); with ``wait``, until it says where it serves."""
@@ -109,6 +110,7 @@ def start_gateway(
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=preexec_fn,
     )
     gateway = RunningGateway(process, pid_file)
     serving = threading.Event()

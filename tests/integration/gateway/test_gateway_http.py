@@ -8,6 +8,7 @@ about starting and stopping run their own, with their token in ``MCPFLEET_GATEWA
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -371,3 +372,88 @@ def test_a_listener_option_without_http_is_a_usage_error(tmp_path: Path, option:
     assert gateway.stderr_lines == [
         f"mcpfleet: {option[0]} applies to --http only: add --http [HOST:]PORT, or drop it"
     ]
+
+
+def _session_headers(url: str) -> dict[str, str]:
+    """The headers of a handshake-era session opened on ``url`` over raw HTTP."""
+    opened = httpx2.post(url, json=INITIALIZE, headers={**MCP_HEADERS, **AUTHORIZED}, timeout=20)
+    assert opened.status_code == 200, opened.text
+    headers = {
+        **MCP_HEADERS,
+        **AUTHORIZED,
+        "Mcp-Session-Id": opened.headers["mcp-session-id"],
+        "MCP-Protocol-Version": "2025-06-18",
+    }
+    initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    assert httpx2.post(url, json=initialized, headers=headers, timeout=20).status_code == 202
+    return headers
+
+
+@pytest.mark.parametrize(
+    "request_id",
+    [{"an": "object"}, 1.5, None, [1], True],
+    ids=["object", "float", "null", "array", "boolean"],
+)
+def test_a_request_whose_id_is_not_a_string_or_an_integer_gets_minus_32600(
+    shared_gateway: RunningGateway, request_id: Any
+) -> None:
+    """The SDK took these for notifications: 202 and no answer, ever, to a client that waits."""
+    headers = _session_headers(shared_gateway.url)
+    for with_session in (headers, {**MCP_HEADERS, **AUTHORIZED}):
+        answer = httpx2.post(
+            shared_gateway.url,
+            json={"jsonrpc": "2.0", "id": request_id, "method": "tools/list"},
+            headers=with_session,
+            timeout=20,
+        )
+        assert answer.status_code == 400, answer.text
+        assert answer.json() == {
+            "jsonrpc": "2.0",
+            "id": None,
+            "error": {
+                "code": -32600,
+                "message": "Invalid Request: a request's id must be a string or an integer",
+            },
+        }
+    # The same session goes on: a valid id is answered.
+    valid = httpx2.post(
+        shared_gateway.url,
+        json={"jsonrpc": "2.0", "id": 7, "method": "tools/list"},
+        headers=headers,
+        timeout=20,
+    )
+    assert valid.status_code == 200 and '"id":7' in valid.text.replace(" ", "")
+
+
+async def test_sigterm_with_calls_in_flight_exits_0_without_a_warning(tmp_path: Path) -> None:
+    """Each call in flight at SIGTERM used to cost a second and a 'transport write blocked' line."""
+    request_log = tmp_path / "requests.log"
+    gateway = start_gateway(
+        tmp_path,
+        tmp_path / "home",
+        "--http",
+        "127.0.0.1:0",
+        backend_flags=("--request-log", str(request_log)),
+    )
+
+    def calls_arrived() -> int:
+        return request_log.read_text().count("tools/call") if request_log.exists() else 0
+
+    async def call_and_wait(client: Client) -> None:
+        with contextlib.suppress(Exception):
+            await client.call_tool("fake_sleep", {"seconds": 60})
+
+    exit_code: int | None = None
+    async with anyio.create_task_group() as clients:
+        async with sdk_client(gateway.url, "legacy", headers=AUTHORIZED) as legacy:
+            for _ in range(3):
+                clients.start_soon(call_and_wait, legacy)
+            with anyio.fail_after(START_TIMEOUT_S):
+                while calls_arrived() < 3:
+                    await anyio.sleep(0.05)
+            exit_code = await anyio.to_thread.run_sync(gateway.stop)
+            clients.cancel_scope.cancel()
+    assert exit_code == 0, gateway.stderr_lines
+    time.sleep(0.1)  # the stderr reader thread drains the pipe
+    assert not [line for line in gateway.stderr_lines if "write blocked" in line], gateway.stderr_lines
+    assert not any("Traceback" in line for line in gateway.stderr_lines), gateway.stderr_lines

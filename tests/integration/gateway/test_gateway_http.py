@@ -436,24 +436,27 @@ async def test_sigterm_with_calls_in_flight_exits_0_without_a_warning(tmp_path: 
         backend_flags=("--request-log", str(request_log)),
     )
 
-    def calls_arrived() -> int:
-        return request_log.read_text().count("tools/call") if request_log.exists() else 0
+    def wait_for_three_calls_at_the_backend() -> None:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while not (request_log.exists() and request_log.read_text().count("tools/call") >= 3):
+            assert time.monotonic() < deadline, "the calls never reached the backend"
+            time.sleep(0.05)
 
     async def call_and_wait(client: Client) -> None:
         with contextlib.suppress(Exception):
             await client.call_tool("fake_sleep", {"seconds": 60})
 
     exit_code: int | None = None
-    async with anyio.create_task_group() as clients:
-        async with sdk_client(gateway.url, "legacy", headers=AUTHORIZED) as legacy:
-            for _ in range(3):
-                clients.start_soon(call_and_wait, legacy)
-            with anyio.fail_after(START_TIMEOUT_S):
-                while calls_arrived() < 3:
-                    await anyio.sleep(0.05)
-            exit_code = await anyio.to_thread.run_sync(gateway.stop)
-            clients.cancel_scope.cancel()
+    async with (
+        anyio.create_task_group() as clients,
+        sdk_client(gateway.url, "legacy", headers=AUTHORIZED) as legacy,
+    ):
+        for _ in range(3):
+            clients.start_soon(call_and_wait, legacy)
+        await anyio.to_thread.run_sync(wait_for_three_calls_at_the_backend)
+        exit_code = await anyio.to_thread.run_sync(gateway.stop)
+        clients.cancel_scope.cancel()
     assert exit_code == 0, gateway.stderr_lines
-    time.sleep(0.1)  # the stderr reader thread drains the pipe
+    await anyio.sleep(0.1)  # the stderr reader thread drains the pipe
     assert not [line for line in gateway.stderr_lines if "write blocked" in line], gateway.stderr_lines
     assert not any("Traceback" in line for line in gateway.stderr_lines), gateway.stderr_lines

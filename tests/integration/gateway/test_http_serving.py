@@ -8,8 +8,10 @@ HTTP status codes the SDK client received. ``sdk_client`` is shared with that fi
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import re
 import socket
 import stat
 from collections.abc import AsyncIterator
@@ -28,6 +30,7 @@ from mcp.server.lowlevel.server import Server
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 from mcpfleet.errors import ServeAddressError
+from mcpfleet.gateway.connections import ACCEPT_BURST, ListenerBounds
 from mcpfleet.gateway.http import (
     SHUTDOWN_GRACE_S,
     HttpListener,
@@ -339,3 +342,84 @@ async def test_cancelling_ends_open_sessions_promptly_and_closes_the_port() -> N
     port = int(url.rsplit(":", 1)[1].split("/")[0])
     with pytest.raises(ConnectionRefusedError):
         socket.create_connection(("127.0.0.1", port), timeout=5).close()
+
+
+SHORT_BOUNDS = ListenerBounds(
+    max_connections=6,
+    max_connections_per_peer=3,
+    max_lingering_refusals=4,
+    header_deadline_s=1.0,
+    body_deadline_s=1.0,
+)
+"""Small caps and short deadlines, so the in-process tests below need few sockets and little time."""
+
+
+def _raw_exchange(port: int, sent: bytes, *, source: str = "127.0.0.1", timeout_s: float = 30.0) -> bytes:
+    """Send ``sent`` on a new connection and read until the gateway closes it (bounded)."""
+    with socket.socket() as client:
+        client.bind((source, 0))
+        client.settimeout(timeout_s)
+        client.connect(("127.0.0.1", port))
+        client.sendall(sent)
+        received = b""
+        with contextlib.suppress(ConnectionResetError):
+            while chunk := client.recv(65536):
+                received += chunk
+        return received
+
+
+async def test_a_body_that_never_completes_gets_408_and_the_connection_is_closed() -> None:
+    async with serving(bounds=SHORT_BOUNDS) as url:
+        port = int(url.rsplit(":", 1)[1].split("/")[0])
+        head = (
+            f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n"
+            'Accept: application/json, text/event-stream\r\nContent-Length: 100\r\n\r\n{"jsonrpc":'
+        ).encode()
+        answer = await anyio.to_thread.run_sync(_raw_exchange, port, head)
+        assert answer.startswith(b"HTTP/1.1 408 "), answer
+        assert answer.endswith(b"the request's body did not arrive within 1 s")
+        # The gateway serves on.
+        async with sdk_client(url, "legacy") as client:
+            assert [tool.name for tool in (await client.list_tools()).tools] == ["echo"]
+
+
+async def test_a_kept_alive_connection_gets_the_header_deadline_again_for_its_next_request() -> None:
+    """A first request answered does not buy the connection unbounded time for the next one."""
+    async with serving(bounds=SHORT_BOUNDS) as url:
+        port = int(url.rsplit(":", 1)[1].split("/")[0])
+        first = f"GET /elsewhere HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n".encode()
+        second_half = f"GET /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n".encode()
+        answer = await anyio.to_thread.run_sync(_raw_exchange, port, first + second_half)
+        statuses = re.findall(rb"HTTP/1\.1 (\d{3}) ", answer)
+        assert statuses == [b"404", b"408"], answer
+
+
+async def test_connections_past_the_per_peer_cap_get_503_and_another_peer_is_served() -> None:
+    async with serving(bounds=SHORT_BOUNDS) as url:
+        port = int(url.rsplit(":", 1)[1].split("/")[0])
+        held: list[socket.socket] = []
+        try:
+            for _ in range(SHORT_BOUNDS.max_connections_per_peer):
+                idle = socket.create_connection(
+                    ("127.0.0.1", port), timeout=30, source_address=("127.0.0.2", 0)
+                )
+                held.append(idle)
+            await anyio.sleep(0.2)  # the gateway accepts them (they send nothing)
+            past_the_cap = await anyio.to_thread.run_sync(
+                partial(_raw_exchange, port, b"GET /mcp HTTP/1.1\r\n\r\n", source="127.0.0.2")
+            )
+            assert past_the_cap.startswith(b"HTTP/1.1 503 "), past_the_cap
+            async with sdk_client(url, "legacy") as client:  # from 127.0.0.1
+                assert [tool.name for tool in (await client.list_tools()).tools] == ["echo"]
+        finally:
+            for idle in held:
+                idle.close()
+
+
+def test_the_caps_stay_below_the_descriptor_limit() -> None:
+    import resource
+
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    bounds = ListenerBounds.for_this_process()
+    assert 0 < bounds.max_connections_per_peer < bounds.max_connections
+    assert bounds.max_connections + bounds.max_lingering_refusals + 2 * ACCEPT_BURST < soft

@@ -127,3 +127,10 @@ async def test_the_gate_answers_503_once_stopping_even_with_the_right_token() ->
     gate.stopping = True
     assert await _status_from(gate, [(b"authorization", b"Bearer right")]) == 503
     assert await _status_from(BearerGate(_inner_app, None), []) == 200
+
+
+def test_the_token_variable_has_one_name() -> None:
+    from mcpfleet.cli import serve_commands
+    from mcpfleet.gateway import http
+
+    assert serve_commands.TOKEN_VARIABLE == http.TOKEN_VARIABLE == "MCPFLEET_GATEWAY_TOKEN"

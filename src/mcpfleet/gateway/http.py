@@ -9,16 +9,22 @@ what a gateway needs around it:
 - the listening socket (``HttpListener``), bound here rather than by uvicorn and before any
   backend starts, so that a port in use is one error line (uvicorn would ``sys.exit``) and
   ``Host``/``Origin`` are checked against the address actually bound (port 0 included);
-- a bearer token, compared in constant time, required on any bind that is not loopback: a
-  gateway reachable from the network hands out every backend's tools, so nobody on that
-  network may call them unless they hold the token;
+- a bearer token, compared in constant time, required on every bind, loopback included: the
+  gateway hands out every backend's tools, and every user of this machine can reach
+  127.0.0.1. It comes from a file, ``MCPFLEET_GATEWAY_TOKEN`` or the state dir, never from
+  the command line, which every user can read (``ps``); ``--insecure-no-auth`` alone, on
+  loopback, serves without one;
+- read deadlines and connection caps below the descriptor limit (``gateway.connections``);
+- a JSON-RPC -32600 for a request whose id MCP forbids, which the SDK would take for a
+  notification and never answer;
 - resumable streams (``gateway.resumption``): each SSE stream starts with a priming event
   and a ``retry``, and a client that lost one mid-call reconnects with ``Last-Event-ID``;
 - a lifetime inside the caller's task group: cancelling ``serve_http`` stops accepting,
   ends the open sessions, and lets uvicorn finish within a bound. Signals are the caller's:
   uvicorn's own handlers are kept out, so SIGINT/SIGTERM reach the code that owns the fleet.
 
-In order: ``HttpListener.open(parse_bind(text))``, ``resolve_auth_token(…)``, then
+In order: ``HttpListener.open(parse_bind(text))``, ``resolve_auth_token(…)`` (before any
+backend starts: it takes the token's variable out of the environment they inherit), then
 ``serve_http(server, listener, auth_token=…)``. Imported only by ``mcpfleet serve --http``
 (it imports uvicorn, and the SDK when serving).
 """

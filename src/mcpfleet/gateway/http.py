@@ -395,7 +395,10 @@ class BearerGate:
                 )
                 return
         if scope["method"] == "POST":
-            body = await _read_body(receive, self.max_body_bytes)
+            try:
+                body = await _read_body(receive, self.max_body_bytes)
+            except _ClientGone:
+                return  # gone before its body was in (a read deadline, a disconnect): nobody to answer
             if body is None:
                 await _plain_response(send, 413, b"Request body too large", [])
                 return
@@ -418,14 +421,18 @@ _INVALID_REQUEST_ID_ANSWER = {
 }
 
 
+class _ClientGone(Exception):
+    """The connection ended before the request's body was complete."""
+
+
 async def _read_body(receive: Receive, limit: int) -> bytes | None:
-    """The request's whole body, or ``None`` past ``limit`` bytes (an early disconnect: what came)."""
+    """The request's whole body, or ``None`` past ``limit`` bytes; ``_ClientGone`` if it never came."""
     chunks: list[bytes] = []
     size = 0
     while True:
         message = await receive()
         if message["type"] != "http.request":
-            break
+            raise _ClientGone
         chunk = message.get("body", b"")
         size += len(chunk)
         if size > limit:

@@ -149,6 +149,8 @@ def serve_command(args: argparse.Namespace) -> int:
     try:
         if args.http is not None:
             return anyio.run(_serve_http, args, budget)
+        # The HTTP gateway's key, exported for it in the user's shell, is no backend's business.
+        os.environ.pop(TOKEN_VARIABLE, None)
         anyio.run(_serve, args, budget)
     except BaseExceptionGroup as group:
         # The fleet's task groups wrap what the gateway raised on its way up: a config error

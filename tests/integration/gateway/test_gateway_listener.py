@@ -25,6 +25,7 @@ import secrets
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import httpx2
@@ -33,7 +34,9 @@ from tests.integration.gateway.hostile_clients import HostileClient
 from tests.integration.gateway.test_gateway_http import (
     INITIALIZE,
     MCP_HEADERS,
+    MCPFLEET,
     RunningGateway,
+    backend_config,
     start_gateway,
 )
 
@@ -306,3 +309,28 @@ def test_a_connection_flood_gets_503_past_the_caps_and_never_exhausts_descriptor
         ], gateway.stderr_lines
     finally:
         gateway.stop()
+
+
+def test_a_stdio_gateway_keeps_the_http_token_variable_from_its_backends(tmp_path: Path) -> None:
+    """A user who exports MCPFLEET_GATEWAY_TOKEN for an HTTP gateway starts stdio ones too."""
+    token = secrets.token_urlsafe(16)
+    config, pid_file = backend_config(tmp_path)
+    home = tmp_path / "home"
+    environment = {**os.environ, "HOME": str(home), "MCPFLEET_GATEWAY_TOKEN": token}
+    gateway = subprocess.Popen(
+        [str(MCPFLEET), "--config", str(config), "serve", "--no-daemon"],
+        cwd=tmp_path,
+        env=environment,
+        stdin=subprocess.PIPE,  # held open: the gateway serves until it ends
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + CALL_TIMEOUT_S
+        while not (pid_file.exists() and pid_file.read_text().strip()):
+            assert time.monotonic() < deadline and gateway.poll() is None, "the backend never started"
+            time.sleep(0.05)
+        backend = int(pid_file.read_text().split()[0])
+        assert token.encode() not in Path(f"/proc/{backend}/environ").read_bytes()
+    finally:
+        gateway.communicate(timeout=CALL_TIMEOUT_S)

@@ -97,20 +97,24 @@ def load_all_mcp_configs(
     result = DiscoveryResult()
     documents = _Documents(root, result)
     candidates = list(_extra_candidates(extra_config_paths, root))
-    for provider_rank, provider in enumerate(PROVIDERS):
-        for file_rank, spec in enumerate(provider.files(locations)):
-            result.config_paths.append(str(spec.path))
-            document = documents.read(spec.path, spec.level)
-            candidates.extend(
-                _candidates_in(
-                    document,
-                    spec,
-                    provider,
-                    root,
-                    result,
-                    (1, _LEVEL_RANK[spec.level], provider_rank, file_rank),
-                )
+    files = [
+        (provider_rank, provider, file_rank, spec)
+        for provider_rank, provider in enumerate(PROVIDERS)
+        for file_rank, spec in enumerate(provider.files(locations))
+    ]
+    # Run from the home folder (or a project whose file is a link to the user's own), a
+    # project-level path can be a user-level file: it is read once, as the user's.
+    user_files = {os.path.realpath(spec.path) for *_, spec in files if spec.level != "project"}
+    for provider_rank, provider, file_rank, spec in files:
+        if spec.level == "project" and os.path.realpath(spec.path) in user_files:
+            continue
+        result.config_paths.append(str(spec.path))
+        document = documents.read(spec.path, spec.level)
+        candidates.extend(
+            _candidates_in(
+                document, spec, provider, root, result, (1, _LEVEL_RANK[spec.level], provider_rank, file_rank)
             )
+        )
     candidates.sort(key=lambda candidate: candidate.order)
     deny, force = _override_lists(documents, result)
     store = approvals if approvals is not None else ApprovalStore()

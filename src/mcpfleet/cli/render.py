@@ -390,6 +390,7 @@ def print_daemon_status(document: Mapping[str, Any], *, out: Console | None = No
         render_table(f"{len(servers)} servers", DAEMON_SERVER_COLUMNS, map(daemon_server_cells, servers))
     )
     out.print(rich_text(f"log: {document.get('log')}"))
+    print_errors(document.get("errors") or [])
 
 
 def print_config(project: str, rows: Sequence[EntryRow], out: Console) -> None:

@@ -303,6 +303,7 @@ class DaemonService:
             "sessions": [client.to_json() for client in self.sessions],
             "controls": sum(1 for client in self.clients.values() if client.kind == "control"),
             "servers": servers,
+            "errors": self.fleet.config_errors(),
             "totals": {
                 "processes": 1 + len(running),
                 "rss_bytes": own_rss + sum(int(row.get("rss_bytes") or 0) for row in running),

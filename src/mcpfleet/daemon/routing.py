@@ -136,7 +136,9 @@ def _refuse_untied(server: str, method: str, sessions: int) -> NoReturn:
         'within the call that caused it (give the server "share": "session" to have one backend '
         "per session)"
     )
-    logger.warning("%s", message)
+    # Several sessions: a question that went to the wrong one would be a leak, worth a warning.
+    # None: nobody could have been asked (a server asking for roots before its session is up).
+    logger.log(logging.WARNING if sessions > 1 else logging.INFO, "%s", message)
     _raise_refusal(message)
 
 

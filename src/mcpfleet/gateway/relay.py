@@ -340,7 +340,8 @@ class Relay:
                 f"{connected}, so the question cannot be tied to the client it is for; a question is "
                 "answered only within the call that caused it"
             )
-            logger.warning("%s", message)
+            # None connected: a backend asking for roots before its client is up, said at info.
+            logger.log(logging.WARNING if clients else logging.INFO, "%s", message)
             _raise(_INVALID_REQUEST, message)
         (client,) = clients
         missing = missing_capability(client.capabilities, method, params)

@@ -70,6 +70,7 @@ agent layer's Exa filter, say) drops that service's servers through this hook.""
 
 
 _OVERRIDE_KEYS = ("disabledServers", "enabledServers")
+"""mcpfleet's user-file lists of names switched off and on (`mcpfleet disable|enable`)."""
 
 
 class LastGoodFiles:
@@ -313,7 +314,7 @@ def _override_lists(documents: _Documents, result: DiscoveryResult) -> tuple[fro
     user_file = paths.user_config_file()
     document = documents.read(user_file, "user")
     lists: list[frozenset[str]] = []
-    for key in ("disabledServers", "enabledServers"):
+    for key in _OVERRIDE_KEYS:
         value = document.get(key, []) if isinstance(document, dict) else []
         if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
             result.errors.append(

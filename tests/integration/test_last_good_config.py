@@ -1,5 +1,5 @@
-"""A config file that stops parsing never stops servers: a watched ``MCPManager`` (what
-``serve --no-daemon`` and a watched library session run) keeps the entries of a file as it
+"""A config file that stops parsing never stops servers: a watched ``MCPManager`` (what a
+watched library session and ``mcpfleet shell`` run) keeps the entries of a file as it
 last parsed, says what is wrong once, and applies the file again once it is fixed. (The same
 under a running daemon: ``integration/daemon/test_daemon_last_good_config.py``.)
 

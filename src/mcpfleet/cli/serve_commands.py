@@ -159,7 +159,7 @@ def tool_budget(mode: ToolMode, *, max_tools: int | None, profile: str | None) -
 
 def _gateway(args: argparse.Namespace, budget: ToolBudget) -> Gateway:
     from mcpfleet.fleet.manager import MCPManager
-    from mcpfleet.gateway.core import Gateway
+    from mcpfleet.gateway.core import Gateway, first_list_cap_ms
     from mcpfleet.gateway.naming import NamingPolicy
     from mcpfleet.gateway.relay import Relay
 
@@ -178,7 +178,13 @@ def _gateway(args: argparse.Namespace, budget: ToolBudget) -> Gateway:
         log_level="debug",
     )
     naming = NamingPolicy(prefix=args.prefix, max_name_length=args.max_name_length)
-    return Gateway(manager, naming=naming, relay=relay, budget=budget)
+    return Gateway(
+        manager,
+        naming=naming,
+        relay=relay,
+        budget=budget,
+        first_list_wait_ms=first_list_cap_ms(options.startup_timeout_ms),
+    )
 
 
 async def _serve(args: argparse.Namespace, budget: ToolBudget) -> None:

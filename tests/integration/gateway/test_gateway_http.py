@@ -87,14 +87,20 @@ def backend_config(folder: Path, *backend_flags: str) -> tuple[Path, Path]:
 
 
 def start_gateway(
-    folder: Path, home: Path, *serve_args: str, wait: bool = True, backend_flags: tuple[str, ...] = ()
+    folder: Path,
+    home: Path,
+    *serve_args: str,
+    wait: bool = True,
+    backend_flags: tuple[str, ...] = (),
+    global_args: tuple[str, ...] = (),
 ) -> RunningGateway:
-    """``mcpfleet --config <fleet.json> serve <serve_args>``; with ``wait``, until it says where it serves."""
+    """``mcpfleet --config <fleet.json> <global_args> serve <serve_args>``; with ``wait``, until
+    it says where it serves."""
     config, pid_file = backend_config(folder, *backend_flags)
     environment = {**os.environ, "HOME": str(home), "XDG_STATE_HOME": str(home / ".local" / "state")}
     environment.pop("MCPFLEET_HOME", None)
     process = subprocess.Popen(
-        [str(MCPFLEET), "--config", str(config), "serve", *serve_args],
+        [str(MCPFLEET), "--config", str(config), *global_args, "serve", *serve_args],
         cwd=folder,
         env=environment,
         stdin=subprocess.DEVNULL,
@@ -192,6 +198,9 @@ async def test_clients_of_both_eras_hear_that_the_tool_list_changed(tmp_path: Pa
         "--http",
         "127.0.0.1:0",
         backend_flags=("--start-when-exists", str(joined)),
+        # The first lists wait for a backend with nothing cached; a chosen gate caps that, so
+        # the clients list before it joins.
+        global_args=("--startup-timeout", "1000"),
     )
     legacy_heard = anyio.Event()
 

@@ -23,12 +23,16 @@ files, then level local > project > user, then provider order, then order in the
 Discovery never raises for a discovered file: a broken file or entry becomes an error
 entry and every other source still loads. Files named explicitly (``--config``) are the
 exception: a missing or malformed one raises ``ConfigError``.
+
+A running fleet passes the same ``LastGoodFiles`` to each of its discoveries: a file that
+stops parsing (a typo saved by an editor) is then read as it last parsed, so its servers
+keep running, and the error says so.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -67,6 +71,45 @@ Discovery itself knows no product; a host with a native integration of some serv
 agent layer's Exa filter, say) drops that service's servers through this hook."""
 
 
+_OVERRIDE_KEYS = ("disabledServers", "enabledServers")
+"""mcpfleet's user-file lists of names switched off and on (`mcpfleet disable|enable`)."""
+
+
+class LastGoodFiles:
+    """What discovery last read from each file that parsed, kept for when it stops parsing.
+
+    Only what discovery reads of a document is kept (every provider's server map, the
+    replaced entries, mcpfleet's override lists; every project of ``~/.claude.json``), not
+    the rest of it (Claude Code's history), so a long-running fleet holds little. A file
+    that is deleted is forgotten: removing a file removes its servers.
+    """
+
+    def __init__(self) -> None:
+        self._documents: dict[str, Any] = {}
+
+    def remember(self, path: Path, document: Any, read_at: Collection[tuple[str, ...]]) -> None:
+        self._documents[str(path)] = _pruned(document, read_at)
+
+    def forget(self, path: Path) -> None:
+        self._documents.pop(str(path), None)
+
+    def recall(self, path: Path) -> Any:
+        """The document as it last parsed, or ``None``."""
+        return self._documents.get(str(path))
+
+
+def _pruned(node: Any, read_at: Collection[tuple[str, ...]]) -> Any:
+    """``node`` with only the keys along the paths ``read_at`` (``PROJECT_KEY`` is any key)."""
+    if not isinstance(node, dict) or any(not path for path in read_at):
+        return node
+    kept: dict[str, Any] = {}
+    for key, value in node.items():
+        below = {path[1:] for path in read_at if path[0] in (key, PROJECT_KEY)}
+        if below:
+            kept[key] = _pruned(value, below)
+    return kept
+
+
 @dataclass
 class _Candidate:
     name: str
@@ -85,34 +128,42 @@ def load_all_mcp_configs(
     extra_config_paths: Sequence[str | os.PathLike[str]] = (),
     trust_project: bool = False,
     approvals: ApprovalStore | None = None,
+    last_good: LastGoodFiles | None = None,
 ) -> DiscoveryResult:
     """Discover every MCP server configured for the project at ``cwd``.
 
     ``trust_project`` approves project servers for this call only; ``approvals`` defaults
     to the store in the user state dir; ``entry_filter`` is the host's hook (see
-    ``EntryFilter``). Raises ``ConfigError`` only for an ``extra_config_paths`` file that is
-    missing or malformed. ``mcpfleet.load_all_mcp_configs`` is this with the agent's own
-    filter (Exa) applied by default.
+    ``EntryFilter``); ``last_good`` is updated with every file read, and a file that cannot
+    be read is taken from it as it last parsed (see ``LastGoodFiles``). Raises
+    ``ConfigError`` only for an ``extra_config_paths`` file that is missing or malformed.
+    ``mcpfleet.load_all_mcp_configs`` is this with the agent's own filter (Exa) applied by
+    default.
     """
     root = Path(cwd).expanduser().resolve()
     locations = Locations.current(root)
     result = DiscoveryResult()
-    documents = _Documents(root, result)
     candidates = list(_extra_candidates(extra_config_paths, root))
-    for provider_rank, provider in enumerate(PROVIDERS):
-        for file_rank, spec in enumerate(provider.files(locations)):
-            result.config_paths.append(str(spec.path))
-            document = documents.read(spec.path, spec.level)
-            candidates.extend(
-                _candidates_in(
-                    document,
-                    spec,
-                    provider,
-                    root,
-                    result,
-                    (1, _LEVEL_RANK[spec.level], provider_rank, file_rank),
-                )
+    files = [
+        (provider_rank, provider, file_rank, spec)
+        for provider_rank, provider in enumerate(PROVIDERS)
+        for file_rank, spec in enumerate(provider.files(locations))
+    ]
+    # Run from the home folder (or a project whose file is a link to the user's own), a
+    # project-level path can be a user-level file: it is read once, as the user's.
+    user_files = {os.path.realpath(spec.path) for *_, spec in files if spec.level != "project"}
+    read_at = {spec.servers_at for *_, spec in files} | {(key,) for key in _OVERRIDE_KEYS}
+    documents = _Documents(root, result, last_good, read_at)
+    for provider_rank, provider, file_rank, spec in files:
+        if spec.level == "project" and os.path.realpath(spec.path) in user_files:
+            continue
+        result.config_paths.append(str(spec.path))
+        document = documents.read(spec.path, spec.level)
+        candidates.extend(
+            _candidates_in(
+                document, spec, provider, root, result, (1, _LEVEL_RANK[spec.level], provider_rank, file_rank)
             )
+        )
     candidates.sort(key=lambda candidate: candidate.order)
     deny, force = _override_lists(documents, result)
     store = approvals if approvals is not None else ApprovalStore()
@@ -137,21 +188,42 @@ def load_all_mcp_configs(
 class _Documents:
     """Each file parsed once per discovery (``~/.claude.json`` feeds two levels)."""
 
-    def __init__(self, root: Path, result: DiscoveryResult) -> None:
+    def __init__(
+        self,
+        root: Path,
+        result: DiscoveryResult,
+        last_good: LastGoodFiles | None = None,
+        read_at: Collection[tuple[str, ...]] = (),
+    ) -> None:
         self.root = root
         self.result = result
+        self.last_good = last_good
+        self.read_at = read_at
         self.cache: dict[Path, Any] = {}
 
     def read(self, path: Path, level: Level) -> Any:
         if path not in self.cache:
-            # A repository's files get the tight limit; the user's own may be large.
-            max_bytes = MAX_CONFIG_BYTES if level == "project" else MAX_USER_CONFIG_BYTES
-            try:
-                self.cache[path] = read_document(path, project_root=self.root, max_bytes=max_bytes)
-            except ConfigError as error:
-                self.result.errors.append(Failure(str(path), "config", str(error)))
-                self.cache[path] = None
+            self.cache[path] = self._read(path, level)
         return self.cache[path]
+
+    def _read(self, path: Path, level: Level) -> Any:
+        # A repository's files get the tight limit; the user's own may be large.
+        max_bytes = MAX_CONFIG_BYTES if level == "project" else MAX_USER_CONFIG_BYTES
+        try:
+            document = read_document(path, project_root=self.root, max_bytes=max_bytes)
+        except ConfigError as error:
+            kept = self.last_good.recall(path) if self.last_good is not None else None
+            message = str(error)
+            if kept is not None:
+                message += "; fix the file: until then its servers run as it last parsed"
+            self.result.errors.append(Failure(str(path), "config", message))
+            return kept
+        if self.last_good is not None:
+            if document is None:
+                self.last_good.forget(path)
+            else:
+                self.last_good.remember(path, document, self.read_at)
+        return document
 
 
 def _extra_candidates(extra_paths: Sequence[str | os.PathLike[str]], root: Path) -> Iterator[_Candidate]:
@@ -245,7 +317,7 @@ def _override_lists(documents: _Documents, result: DiscoveryResult) -> tuple[fro
     user_file = paths.user_config_file()
     document = documents.read(user_file, "user")
     lists: list[frozenset[str]] = []
-    for key in ("disabledServers", "enabledServers"):
+    for key in _OVERRIDE_KEYS:
         value = document.get(key, []) if isinstance(document, dict) else []
         if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
             result.errors.append(

@@ -40,7 +40,7 @@ import anyio.abc
 import anyio.to_thread
 
 from mcpfleet import paths
-from mcpfleet.config import load_all_mcp_configs
+from mcpfleet.config import LastGoodFiles, load_all_mcp_configs
 from mcpfleet.config.discovery import EntryFilter
 from mcpfleet.config.model import DiscoveryResult, ServerConfig
 from mcpfleet.config.profiles import DaemonSettings, Profile
@@ -52,7 +52,7 @@ from mcpfleet.daemon.view import FleetView, Route
 from mcpfleet.errors import Failure
 from mcpfleet.fleet import settings as defaults
 from mcpfleet.fleet.cache import MCPToolCache
-from mcpfleet.fleet.reload import ConfigWatcher
+from mcpfleet.fleet.reload import ConfigWatcher, log_new_config_errors
 from mcpfleet.fleet.server import Phase
 from mcpfleet.fleet.startup import StartupReport
 
@@ -135,6 +135,11 @@ class SharedFleet(anyio.AsyncContextManagerMixin):
         """How many config changes were taken: a discovery read across one is read again."""
         self._per_session: PerSessionServers | None = None
         self._wake_reaper: anyio.Event | None = None
+        self._last_good = LastGoodFiles()
+        """Every config file as it last parsed, for all discoveries: a file that stops parsing
+        keeps its servers running."""
+        self._config_errors: list[Failure] = []
+        """The config errors of the discoveries in use, each logged once when it appeared."""
 
     # -- lifetime --------------------------------------------------------------------------------------------
 
@@ -144,8 +149,9 @@ class SharedFleet(anyio.AsyncContextManagerMixin):
         self._per_session = PerSessionServers(paths.user_state_dir() / PER_SESSION_FILE)
         self._user_scope = Scope("user", paths.neutral_working_dir(), None)
         self._wake_reaper = anyio.Event()
-        self._take_user_discovery(await _discover_user())
+        self._take_user_discovery(await _discover_user(self._last_good))
         self._watch_discovered()
+        self._note_config_errors()
         try:
             async with anyio.create_task_group() as task_group:
                 self._task_group = task_group
@@ -296,7 +302,7 @@ class SharedFleet(anyio.AsyncContextManagerMixin):
                 # sessions, and the caller adds its own at once.
                 return project
             changes = self._config_changes
-            found = {each: await _discover_project(key, each) for each in missing}
+            found = {each: await _discover_project(key, each, self._last_good) for each in missing}
             if changes != self._config_changes:
                 continue  # the files changed while they were read
             # Meanwhile another session may have opened it, or the reaper closed it.
@@ -307,6 +313,7 @@ class SharedFleet(anyio.AsyncContextManagerMixin):
                 project.discoveries.setdefault(each, discovery)
             self._refresh_project_servers(project)
             self._watch_discovered()
+            self._note_config_errors()
 
     def _route(self, view: FleetView, project: _Project) -> None:
         """Compute ``view``'s routes from the current discoveries (its filter's)."""
@@ -401,9 +408,9 @@ class SharedFleet(anyio.AsyncContextManagerMixin):
         on both (a user-level entry is shared only if the project resolves it as the user
         scope does), and a half-updated pair would start a server in the wrong scope."""
         self._config_changes += 1
-        user = await _discover_user()
+        user = await _discover_user(self._last_good)
         found = {
-            (key, session_filter): await _discover_project(key, session_filter)
+            (key, session_filter): await _discover_project(key, session_filter, self._last_good)
             for key, filters in self._filters_in_use().items()
             for session_filter in filters
         }
@@ -418,7 +425,22 @@ class SharedFleet(anyio.AsyncContextManagerMixin):
                 # else: a session brought it while these were read, read after this change
             self._refresh_project_servers(project)
         self._watch_discovered()
+        self._note_config_errors()
         await self._reroute()
+
+    def _note_config_errors(self) -> None:
+        """Log each config error of the discoveries in use once, when it first appears: the
+        daemon has no terminal, its log and ``daemon status`` are where a typo shows."""
+        discoveries = [self._user_discovery]
+        for project in self._projects.values():
+            discoveries.extend(project.discoveries.values())
+        current = {failure.message: failure for discovery in discoveries for failure in discovery.errors}
+        log_new_config_errors(self._config_errors, current.values())
+        self._config_errors = list(current.values())
+
+    def config_errors(self) -> list[dict[str, str]]:
+        """The ``errors`` rows of ``daemon status --json``: what the config files in use say wrong."""
+        return [failure.to_dict() for failure in self._config_errors]
 
     def _filters_in_use(self) -> dict[ProjectKey, set[SessionFilter]]:
         """Per project, the filters of its discoveries in use: ``NO_FILTER`` (its own) and
@@ -541,12 +563,14 @@ def _key_of(spec: FleetSpec) -> ProjectKey:
     return (os.path.realpath(spec.cwd), spec.trust_project, spec.enable_project_config)
 
 
-async def _discover_user() -> DiscoveryResult:
+async def _discover_user(last_good: LastGoodFiles | None = None) -> DiscoveryResult:
     """The discovery the user scope runs: no project files, in the neutral folder."""
-    return await _discover(paths.neutral_working_dir(), enable_project_config=False)
+    return await _discover(paths.neutral_working_dir(), enable_project_config=False, last_good=last_good)
 
 
-async def _discover_project(key: ProjectKey, session_filter: SessionFilter) -> DiscoveryResult:
+async def _discover_project(
+    key: ProjectKey, session_filter: SessionFilter, last_good: LastGoodFiles | None = None
+) -> DiscoveryResult:
     """The project's discovery as the sessions with ``session_filter`` see it."""
     root, trust_project, enable_project_config = key
     return await _discover(
@@ -554,6 +578,7 @@ async def _discover_project(key: ProjectKey, session_filter: SessionFilter) -> D
         enable_project_config=enable_project_config,
         trust_project=trust_project,
         entry_filter=session_filter.entry_filter(),
+        last_good=last_good,
     )
 
 
@@ -563,6 +588,7 @@ async def _discover(
     enable_project_config: bool,
     trust_project: bool = False,
     entry_filter: EntryFilter | None = None,
+    last_good: LastGoodFiles | None = None,
 ) -> DiscoveryResult:
     # Off the event loop: a large ~/.claude.json takes a good part of a second to read,
     # and every session's calls wait meanwhile.
@@ -573,5 +599,6 @@ async def _discover(
             enable_project_config=enable_project_config,
             trust_project=trust_project,
             entry_filter=entry_filter,
+            last_good=last_good,
         )
     )

@@ -314,6 +314,7 @@ class DaemonService:
             "sessions": [client.to_json() for client in self.sessions],
             "controls": sum(1 for client in self.clients.values() if client.kind == "control"),
             "servers": servers,
+            "errors": self.fleet.config_errors(),
             "totals": {
                 "processes": tree.processes if tree is not None else 1,
                 "rss_bytes": tree.rss_bytes if tree is not None else own_rss,

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Literal, Self
 import anyio
 import anyio.abc
 
-from mcpfleet.config import EntryFilter, load_all_mcp_configs
+from mcpfleet.config import EntryFilter, LastGoodFiles, load_all_mcp_configs
 from mcpfleet.config.model import DiscoveryResult, ServerConfig, SourceInfo
 from mcpfleet.errors import ConnectionClosedError, ServerNotConnectedError, ToolCallError
 from mcpfleet.fleet import settings as defaults
@@ -34,7 +34,7 @@ from mcpfleet.fleet.catalog import AnyTool, build_tools
 from mcpfleet.fleet.events import DEFAULT_STREAM_BUFFER, EventHub, EventListener, EventStream, ManagerEvent
 from mcpfleet.fleet.notifications import LogListener, Notifications, ResourceListener
 from mcpfleet.fleet.recovery import Recovery
-from mcpfleet.fleet.reload import ConfigWatcher, apply_reload
+from mcpfleet.fleet.reload import ConfigWatcher, apply_reload, log_new_config_errors
 from mcpfleet.fleet.server import Attempt, ConnectionStatus, Phase, ServerRegistry, ServerState
 from mcpfleet.fleet.settings import FleetSettings, UncachedPolicy
 from mcpfleet.fleet.startup import Connector, StartupReport
@@ -144,6 +144,8 @@ class MCPManager(anyio.AsyncContextManagerMixin):
         self._watcher = ConfigWatcher(self.settings.watch_interval_s)
         self._reload_lock = anyio.Lock()
         self.last_discovery: DiscoveryResult | None = None
+        self._last_good = LastGoodFiles()
+        """Every file as it last parsed: one that stops parsing keeps its servers running."""
 
     # -- lifetime -------------------------------------------------------------------
 
@@ -269,6 +271,7 @@ class MCPManager(anyio.AsyncContextManagerMixin):
             entry_filter=settings.entry_filter,
             extra_config_paths=settings.extra_config_paths,
             trust_project=settings.trust_project,
+            last_good=self._last_good,
         )
         self.last_discovery = result
         self._watcher.remember(result.config_paths)
@@ -295,9 +298,10 @@ class MCPManager(anyio.AsyncContextManagerMixin):
             if full:
                 await self.disconnect_all()
                 return await self.discover_and_connect()
-            return await apply_reload(
-                self._registry, self.discover(), self.disconnect_server, self.connect_servers
-            )
+            previous = self.last_discovery
+            discovery = self.discover()
+            log_new_config_errors(previous.errors if previous is not None else (), discovery.errors)
+            return await apply_reload(self._registry, discovery, self.disconnect_server, self.connect_servers)
 
     # -- calls and reads ------------------------------------------------------------------
 

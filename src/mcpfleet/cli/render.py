@@ -16,7 +16,6 @@ never loads it.
 
 from __future__ import annotations
 
-import shlex
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -175,8 +174,10 @@ class PendingReview:
         return {"url": self.url, "headers": list(self.headers)}
 
     def summary(self) -> str:
+        from mcpfleet.redaction import redact_command_line
+
         if self.command is not None:
-            parts = [f"runs: {shlex.join([self.command, *self.args])}"]
+            parts = [f"runs: {redact_command_line(self.command, self.args)}"]
             if self.cwd:
                 parts.append(f"in: {self.cwd}")
             if self.env:

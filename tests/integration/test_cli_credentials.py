@@ -106,7 +106,10 @@ def test_config_json_shows_a_pending_entry_with_its_credentials_masked(tmp_path:
     reviews = {row["name"]: row["review"] for row in json.loads(completed.stdout)["servers"]}
     # Exact strings for everything that is not a secret.
     assert reviews["local"]["args"] == ["-y", "--token", "***", "key=***", "***", *PACKAGES, str(data)]
-    assert reviews["remote"] == {"url": "http://127.0.0.1:8123/mcp?api_key=***&x=***", "headers": ["Authorization"]}
+    assert reviews["remote"] == {
+        "url": "http://127.0.0.1:8123/mcp?api_key=***&x=***",
+        "headers": ["Authorization"],
+    }
 
     table = run(project, "config")
     assert_no_literal(table.stdout + table.stderr)
@@ -119,7 +122,9 @@ async def test_served_instructions_mask_literal_credentials(
 ) -> None:
     # The start-up gate waits for every server (a generous bound): the instructions then name each.
     arguments = ["--startup-timeout", "120000", "serve", "--no-daemon"]
-    params = StdioServerParameters(command=str(MCPFLEET), args=arguments, env=dict(os.environ), cwd=str(tmp_path))
+    params = StdioServerParameters(
+        command=str(MCPFLEET), args=arguments, env=dict(os.environ), cwd=str(tmp_path)
+    )
     with (tmp_path / "gateway-stderr.log").open("w") as errlog:
         async with Client(stdio_client(params, errlog=errlog), mode="legacy") as client:
             instructions = client.instructions or ""
@@ -127,7 +132,10 @@ async def test_served_instructions_mask_literal_credentials(
     assert_no_literal(instructions)
     assert_no_literal((tmp_path / "gateway-stderr.log").read_text())
     assert "Serving: argv (1 tools)" in instructions and "web (" in instructions
-    assert f"cli: failed (MCP server \"cli\" ({sys.executable} {FAKE_SERVER} --name cli {MASKED_ARGS})" in instructions
+    assert (
+        f'cli: failed (MCP server "cli" ({sys.executable} {FAKE_SERVER} --name cli {MASKED_ARGS})'
+        in instructions
+    )
     assert f"http://127.0.0.1:{http_server.port}/nope?api_key=***&x=***" in instructions
     assert_servers_got_the_real_values(record_file)
     # A tool's own answer is the server's, not a printed command line: it is not masked.

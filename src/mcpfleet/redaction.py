@@ -233,7 +233,9 @@ def _mask_urls(text: str, found: Found) -> str:
     return _URL.sub(mask, text)
 
 
-_SCHEME_VALUE = re.compile(r"\b(?P<scheme>Bearer|Basic|Digest)(?P<space>\s+)(?P<value>[A-Za-z0-9._~+/=-]{6,})")
+_SCHEME_VALUE = re.compile(
+    r"\b(?P<scheme>Bearer|Basic|Digest)(?P<space>\s+)(?P<value>[A-Za-z0-9._~+/=-]{6,})"
+)
 _PAIR = re.compile(
     r"(?P<name>(?<![A-Za-z0-9_])[A-Za-z_][A-Za-z0-9_.-]*)(?P<quote>[\"']?)(?P<sep>\s*[=:]\s*)"
     r"(?:(?P<open>[\"'])(?P<quoted>[^\"'\r\n]*)(?P=open)|(?P<bare>[^\s&;,\"'()<>\[\]{}]+))"
@@ -264,7 +266,9 @@ def _mask_pairs(text: str, found: Found) -> str:
 
 def _mask_schemes(text: str, found: Found) -> str:
     return _SCHEME_VALUE.sub(
-        lambda m: f"{m['scheme']}{m['space']}{_keep(found, m['value'])}" if m["value"] != REDACTED else m.group(),
+        lambda m: (
+            f"{m['scheme']}{m['space']}{_keep(found, m['value'])}" if m["value"] != REDACTED else m.group()
+        ),
         text,
     )
 

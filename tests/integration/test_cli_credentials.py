@@ -48,9 +48,10 @@ def record_file(tmp_path: Path, http_server: HttpServer) -> Path:
     return record
 
 
-def run(project: Path, *arguments: str) -> subprocess.CompletedProcess[str]:
+def run(project: Path, *arguments: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [str(MCPFLEET), "--cwd", str(project), *arguments],
+        input=stdin,
         capture_output=True,
         text=True,
         env={**os.environ, "COLUMNS": "400"},  # table cells on one line each
@@ -83,6 +84,22 @@ def test_the_debug_log_and_the_table_mask_literal_credentials(
     # The SDK's and the HTTP client's own request lines, readable up to the query's values.
     assert f"127.0.0.1:{http_server.port}/mcp?api_key=***&x=***" in verbose.stderr
     assert "--token" in verbose.stdout and "HTTP 404" in verbose.stdout
+
+
+def test_the_shell_and_tools_mask_literal_credentials(
+    tmp_path: Path, record_file: Path, http_server: HttpServer
+) -> None:
+    shell = run(tmp_path, "--startup-timeout", "120000", "shell", stdin="/mcp list\n/exit\n")
+    assert shell.returncode == 0, shell.stderr
+    assert_no_literal(shell.stdout + shell.stderr)
+    assert f"--name cli {MASKED_ARGS})" in shell.stdout and "✗ down: failed" in shell.stdout
+    assert f"127.0.0.1:{http_server.port}/nope?api_key=***&x=***" in shell.stdout
+
+    tools = run(tmp_path, "--startup-timeout", "120000", "--json", "tools")
+    assert tools.returncode == 0, tools.stderr
+    assert_no_literal(tools.stdout + tools.stderr)
+    errors = {error["path"]: error["error"] for error in json.loads(tools.stdout)["errors"]}
+    assert f"--name cli {MASKED_ARGS})" in errors["mcp:cli"]
 
 
 def test_config_json_shows_a_pending_entry_with_its_credentials_masked(tmp_path: Path) -> None:

@@ -7,9 +7,10 @@ It binds 127.0.0.1 (``--port 0``, the default, picks a free port) and prints ``R
 on stdout once it listens. The MCP endpoint is ``/mcp`` (streamable HTTP) or ``/sse``
 (legacy SSE). With ``--require-bearer`` every request without ``Authorization: Bearer
 TOKEN`` gets 401, and with ``--require-query`` every request whose query string lacks
-``NAME=VALUE`` gets 403 (a test's proof that a masked value still reached the server). Tools: ``echo {message}`` (text + structured), ``add {a, b}``,
-``sleep {seconds}`` (reports progress every 0.1 s), ``review {topic}`` (asks the client for an
-approval by elicitation, a summary by sampling and its roots before answering: on a
+``NAME=VALUE`` gets 403 (a test's proof that a masked value still reached the server).
+Tools: ``echo {message}`` (text + structured), ``add {a, b}``, ``sleep {seconds}``
+(reports progress every 0.1 s), ``review {topic}`` (asks the client for an approval by
+elicitation, a summary by sampling and its roots before answering: on a
 2026-07-28 connection as ``input_required`` rounds, on a legacy one as requests).
 ``tests/servers/fixtures.py`` starts it.
 

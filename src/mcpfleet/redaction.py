@@ -176,8 +176,10 @@ def _mask_keys(text: str, found: Found) -> str:
     return _RANDOM_RUN.sub(lambda m: _keep(found, m.group()) if _looks_random(m.group()) else m.group(), text)
 
 
-_URL = re.compile(r"\b[A-Za-z][A-Za-z0-9+.-]*://[^\s\"'<>`\\]+")
-_URL_TRAILER = re.compile(r"[.,;:!?)\]}]+$")
+# Every pattern that free text meets starts only where a word starts and bounds its name, so
+# hostile text (a 16 MiB log line of ``a.a.a.…``) costs linear time, never quadratic.
+_URL = re.compile(r"(?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]{0,31}://[^\s\"'<>`\\]+")
+_URL_TRAILER = ".,;:!?)]}"
 _AUTHORITY = re.compile(r"^(?P<scheme>[^:/]+://)(?P<authority>[^/?#]*)(?P<rest>.*)$", re.DOTALL)
 
 
@@ -226,9 +228,8 @@ def _mask_query(query: str, found: Found) -> str:
 def _mask_urls(text: str, found: Found) -> str:
     def mask(match: re.Match[str]) -> str:
         url = match.group()
-        trailer = _URL_TRAILER.search(url)
-        tail = trailer.group() if trailer else ""
-        return _mask_url(url[: len(url) - len(tail)], found) + tail
+        bare = url.rstrip(_URL_TRAILER)
+        return _mask_url(bare, found) + url[len(bare) :]
 
     return _URL.sub(mask, text)
 
@@ -237,7 +238,8 @@ _SCHEME_VALUE = re.compile(
     r"\b(?P<scheme>Bearer|Basic|Digest)(?P<space>\s+)(?P<value>[A-Za-z0-9._~+/=-]{6,})"
 )
 _PAIR = re.compile(
-    r"(?P<name>(?<![A-Za-z0-9_])[A-Za-z_][A-Za-z0-9_.-]*)(?P<quote>[\"']?)(?P<sep>\s*[=:]\s*)"
+    r"(?P<name>(?<![A-Za-z0-9_.-])-{0,2}[A-Za-z_][A-Za-z0-9_.-]{0,63})(?P<quote>[\"']?)"
+    r"(?P<sep>[ \t]{0,8}[=:][ \t]{0,8})"
     r"(?:(?P<open>[\"'])(?P<quoted>[^\"'\r\n]*)(?P=open)|(?P<bare>[^\s&;,\"'()<>\[\]{}]+))"
 )
 

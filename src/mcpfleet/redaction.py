@@ -10,8 +10,8 @@ Two kinds of secret are masked, both by ``***``:
   HTTP transport is made (``remember_credentials``), so that the server echoing it on stderr,
   the SDK or the HTTP client logging it, or an error quoting it, shows ``***`` too.
 - **Credential shapes**, decided here and nowhere else: ``redact_args``,
-  ``redact_command_line``, ``redact_url`` and ``redact_headers`` mask a launch spec whose
-  structure is known; ``redact_text`` masks remembered values and the shapes that are safe to
+  ``redact_command_line`` and ``redact_url`` mask a launch spec whose structure is known
+  (a header's value is remembered whole, never printed); ``redact_text`` masks remembered values and the shapes that are safe to
   recognise in free text (URLs' query values and passwords, ``Bearer``/``Basic`` values,
   ``name=value`` pairs and header lines whose name is a credential's, known key prefixes).
 
@@ -356,17 +356,13 @@ def redact_url(url: str) -> str:
     return redact_text(_mask_url(url, []))
 
 
-def redact_headers(headers: Mapping[str, str]) -> dict[str, str]:
-    """``headers`` with the value of every credential header (``Authorization``, ``X-API-Key``,
-    ``Cookie``, …) masked (``Bearer ***``), and key-like strings in the others."""
-    return {name: redact_text(_mask_header_value(name, value, [])) for name, value in headers.items()}
-
-
 def remember_credentials(
     *, args: Sequence[str] = (), url: str | None = None, headers: Mapping[str, str] | None = None
 ) -> None:
     """Remember, as ``remember_secret`` does, each literal credential of a launch spec: what
-    ``redact_args``, ``redact_url`` and ``redact_headers`` mask for a credential reason.
+    ``redact_args`` and ``redact_url`` mask for a credential reason, and the value of every
+    credential header (``Authorization``, ``X-API-Key``, ``Cookie``, …: the value whole and
+    the part after its scheme word) or its key-like parts in any other header.
 
     Called where a server's process or HTTP transport is made, so that its values are masked
     in whatever prints them afterwards: the server's own stderr, the SDK's and the HTTP

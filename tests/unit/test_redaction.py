@@ -20,7 +20,6 @@ from mcpfleet.redaction import (
     RedactingLogFilter,
     redact_args,
     redact_command_line,
-    redact_headers,
     redact_text,
     redact_url,
     remember_credentials,
@@ -149,27 +148,25 @@ def test_a_command_line_shows_masks_unquoted_and_everything_else_shell_quoted() 
     assert line == "npx -y @scope/server --token *** 'my folder' key=***"
 
 
-def test_credential_headers_are_masked_and_the_others_kept() -> None:
+def test_credential_headers_are_remembered_and_the_others_kept() -> None:
     headers = {
         "Authorization": "Bearer abc.def.ghi",
         "Proxy-Authorization": "Basic dXNlcjpwYXNz",
         "X-API-Key": "k-123456",
-        "x-goog-api-key": "k-123456",
+        "x-goog-api-key": "k-654321",
         "Cookie": "session=abcdef",
         "Accept": "application/json, text/event-stream",
         "X-Tenant": "acme",
         "X-Trace": f"id {KEY_LIKE}",
     }
-    assert redact_headers(headers) == {
-        "Authorization": "Bearer ***",
-        "Proxy-Authorization": "Basic ***",
-        "X-API-Key": "***",
-        "x-goog-api-key": "***",
-        "Cookie": "***",
-        "Accept": "application/json, text/event-stream",
-        "X-Tenant": "acme",
-        "X-Trace": "id ***",
-    }
+    remember_credentials(headers=headers)
+    shown = redact_text(" | ".join(f"{name}={value}" for name, value in headers.items()))
+    assert shown == (
+        "Authorization=*** | Proxy-Authorization=*** | X-API-Key=*** | x-goog-api-key=*** | Cookie=*** | "
+        "Accept=application/json, text/event-stream | X-Tenant=acme | X-Trace=id ***"
+    )
+    # The token after its scheme word is a secret on its own too (a server may echo it alone).
+    assert redact_text("got abc.def.ghi and dXNlcjpwYXNz") == "got *** and ***"
 
 
 def test_a_url_keeps_its_scheme_host_port_and_path_exact() -> None:

@@ -11,9 +11,10 @@ Two kinds of secret are masked, both by ``***``:
   the SDK or the HTTP client logging it, or an error quoting it, shows ``***`` too.
 - **Credential shapes**, decided here and nowhere else: ``redact_args``,
   ``redact_command_line`` and ``redact_url`` mask a launch spec whose structure is known
-  (a header's value is remembered whole, never printed); ``redact_text`` masks remembered values and the shapes that are safe to
-  recognise in free text (URLs' query values and passwords, ``Bearer``/``Basic`` values,
-  ``name=value`` pairs and header lines whose name is a credential's, known key prefixes).
+  (a header's value is remembered whole, never printed); ``redact_text`` masks remembered
+  values and the shapes that are safe to recognise in free text (URLs' query values and
+  passwords, ``Bearer``/``Basic`` values, ``name=value`` pairs and header lines whose name
+  is a credential's, known key prefixes).
 
 What stays readable: paths, package names and versions, URLs' scheme, host and path,
 option names, ordinary words and numbers, UUIDs. ``RedactingLogFilter`` applies

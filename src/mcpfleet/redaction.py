@@ -163,7 +163,8 @@ def looks_like_key(value: str) -> bool:
 Found = list[str]
 
 
-def _keep(found: Found, value: str) -> str:
+def _redacted(found: Found, value: str) -> str:
+    """``***`` in place of ``value``, which is noted in ``found``."""
     if value and value != REDACTED:
         found.append(value)
     return REDACTED
@@ -172,9 +173,11 @@ def _keep(found: Found, value: str) -> str:
 def _mask_keys(text: str, found: Found) -> str:
     """Key-like runs inside a value written in a config (not in free text: a digest in a log
     line is no secret)."""
-    text = _KNOWN_PREFIXES.sub(lambda match: _keep(found, match.group()), text)
-    text = _HEX_RUN.sub(lambda m: _keep(found, m.group()) if _is_hex_key(m.group()) else m.group(), text)
-    return _RANDOM_RUN.sub(lambda m: _keep(found, m.group()) if _looks_random(m.group()) else m.group(), text)
+    text = _KNOWN_PREFIXES.sub(lambda match: _redacted(found, match.group()), text)
+    text = _HEX_RUN.sub(lambda m: _redacted(found, m.group()) if _is_hex_key(m.group()) else m.group(), text)
+    return _RANDOM_RUN.sub(
+        lambda m: _redacted(found, m.group()) if _looks_random(m.group()) else m.group(), text
+    )
 
 
 # Every pattern that free text meets starts only where a word starts and bounds its name, so
@@ -195,9 +198,9 @@ def _mask_url(url: str, found: Found) -> str:
     if at:
         user, colon, password = userinfo.partition(":")
         if colon:
-            userinfo = f"{user}:{_keep(found, password)}" if password else userinfo
+            userinfo = f"{user}:{_redacted(found, password)}" if password else userinfo
         elif looks_like_key(user):
-            userinfo = _keep(found, user)
+            userinfo = _redacted(found, user)
         authority = f"{userinfo}@{host}"
     rest = parts["rest"]
     path, hash_mark, fragment = rest.partition("#")
@@ -216,11 +219,11 @@ def _mask_query(query: str, found: Found) -> str:
     for pair in query.split("&"):
         key, equals, value = pair.partition("=")
         if not equals:
-            pairs.append(_keep(found, key) if looks_like_key(key) else key)
+            pairs.append(_redacted(found, key) if looks_like_key(key) else key)
         elif not value:
             pairs.append(pair)
         elif is_credential_name(key) or looks_like_key(value):
-            pairs.append(f"{key}={_keep(found, value)}")
+            pairs.append(f"{key}={_redacted(found, value)}")
         else:
             pairs.append(f"{key}={REDACTED}")
     return "&".join(pairs)
@@ -260,7 +263,7 @@ def _mask_pairs(text: str, found: Found) -> str:
             return match.group()
         if not value or value == REDACTED or (colon and value in ("Bearer", "Basic", "Digest")):
             return match.group()
-        masked = _keep(found, value)
+        masked = _redacted(found, value)
         opened = match["open"] or ""
         return f"{name}{match['quote']}{match['sep']}{opened}{masked}{opened}"
 
@@ -270,7 +273,9 @@ def _mask_pairs(text: str, found: Found) -> str:
 def _mask_schemes(text: str, found: Found) -> str:
     return _SCHEME_VALUE.sub(
         lambda m: (
-            f"{m['scheme']}{m['space']}{_keep(found, m['value'])}" if m["value"] != REDACTED else m.group()
+            f"{m['scheme']}{m['space']}{_redacted(found, m['value'])}"
+            if m["value"] != REDACTED
+            else m.group()
         ),
         text,
     )
@@ -280,7 +285,7 @@ def _mask_text_shapes(text: str, found: Found) -> str:
     text = _mask_urls(text, found)
     text = _mask_schemes(text, found)
     text = _mask_pairs(text, found)
-    return _KNOWN_PREFIXES.sub(lambda match: _keep(found, match.group()), text)
+    return _KNOWN_PREFIXES.sub(lambda match: _redacted(found, match.group()), text)
 
 
 # -- the public functions --------------------------------------------------------------------------
@@ -297,7 +302,7 @@ def _mask_args(args: Sequence[str], found: Found) -> list[str]:
     secret_next = False
     for arg in args:
         if secret_next and not arg.startswith("-"):
-            masked.append(_keep(found, arg))
+            masked.append(_redacted(found, arg))
         elif _HEADER_ARG.match(arg):
             masked.append(_mask_header_line(arg, found))
         else:
@@ -326,8 +331,8 @@ def _mask_header_value(name: str, value: str, found: Found) -> str:
         if space and credential and scheme.isalpha():
             # ``Bearer X``: the scheme stays readable; both X and the whole value are secrets.
             found.append(value)
-            return f"{scheme} {_keep(found, credential)}"
-        return _keep(found, value)
+            return f"{scheme} {_redacted(found, credential)}"
+        return _redacted(found, value)
     return _mask_keys(_mask_text_shapes(value, found), found)
 
 

@@ -1,14 +1,16 @@
 """An MCP server over HTTP for tests, built on the SDK's ``MCPServer`` and run by uvicorn.
 
 Usage: ``python http_server.py [--transport streamable-http|sse] [--port N] [--name NAME]
-[--require-bearer TOKEN] [--era dual|modern|legacy]``.
+[--require-bearer TOKEN] [--require-query NAME=VALUE] [--era dual|modern|legacy]``.
 
 It binds 127.0.0.1 (``--port 0``, the default, picks a free port) and prints ``READY <port>``
 on stdout once it listens. The MCP endpoint is ``/mcp`` (streamable HTTP) or ``/sse``
 (legacy SSE). With ``--require-bearer`` every request without ``Authorization: Bearer
-TOKEN`` gets 401. Tools: ``echo {message}`` (text + structured), ``add {a, b}``,
-``sleep {seconds}`` (reports progress every 0.1 s), ``review {topic}`` (asks the client for an
-approval by elicitation, a summary by sampling and its roots before answering: on a
+TOKEN`` gets 401, and with ``--require-query`` every request whose query string lacks
+``NAME=VALUE`` gets 403 (a test's proof that a masked value still reached the server).
+Tools: ``echo {message}`` (text + structured), ``add {a, b}``, ``sleep {seconds}``
+(reports progress every 0.1 s), ``review {topic}`` (asks the client for an approval by
+elicitation, a summary by sampling and its roots before answering: on a
 2026-07-28 connection as ``input_required`` rounds, on a legacy one as requests).
 ``tests/servers/fixtures.py`` starts it.
 
@@ -26,6 +28,7 @@ import argparse
 import json
 import socket
 from typing import Annotated, Any
+from urllib.parse import parse_qs
 
 import anyio
 import uvicorn
@@ -162,6 +165,24 @@ class RequireBearer:
         await self.app(scope, receive, send)
 
 
+class RequireQuery:
+    """Answer 403 to any HTTP request whose query string lacks ``name=value``."""
+
+    def __init__(self, app: ASGIApp, pair: str) -> None:
+        self.app = app
+        name, _, value = pair.partition("=")
+        self.name, self.value = name, value
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
+            if self.value not in query.get(self.name, []):
+                await send({"type": "http.response.start", "status": 403, "headers": []})
+                await send({"type": "http.response.body", "body": b"missing query value"})
+                return
+        await self.app(scope, receive, send)
+
+
 async def serve(options: argparse.Namespace) -> None:
     server = build_server(options.name)
     app: ASGIApp
@@ -173,6 +194,8 @@ async def serve(options: argparse.Namespace) -> None:
             app = OneEraOnly(app, options.era)
     if options.require_bearer:
         app = RequireBearer(app, options.require_bearer)
+    if options.require_query:
+        app = RequireQuery(app, options.require_query)
     listening = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     listening.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     listening.bind(("127.0.0.1", options.port))
@@ -189,6 +212,7 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--name", default="http-test")
     parser.add_argument("--require-bearer")
+    parser.add_argument("--require-query")
     parser.add_argument("--era", choices=["dual", "modern", "legacy"], default="dual")
     anyio.run(serve, parser.parse_args())
 

@@ -70,6 +70,7 @@ async def settle(fleet: ReportedFleet, result: StartupReport, *, late_only: bool
 def server_rows(discovery: DiscoveryResult, fleet: ReportedFleet, result: StartupReport) -> list[ServerRow]:
     """One row per server an agent would try to run, with its state after the gate."""
     from mcpfleet.cli.render import ServerRow
+    from mcpfleet.redaction import redact_text
 
     rows: list[ServerRow] = []
     tool_counts: dict[str, int] = {}
@@ -110,8 +111,9 @@ def server_rows(discovery: DiscoveryResult, fleet: ReportedFleet, result: Startu
                 tools=tool_counts.get(entry.name, 0),
                 deferred=fleet.is_deferred(entry.name),
                 at_gate=at_gate,
-                error=error,
-                stderr_tail=stderr_tail,
+                # Every path into a row is masked here: the daemon's rows are made by this too.
+                error=redact_text(error) if error is not None else None,
+                stderr_tail=tuple(map(redact_text, stderr_tail)),
                 source=entry.source,
                 timings_ms={k: round(v, 1) for k, v in fleet.get_timings(entry.name).items()},
                 era=era,
@@ -140,8 +142,9 @@ def _protocol_of(fleet: ReportedFleet, name: str) -> tuple[str | None, str | Non
 
 def error_rows(failures: Iterable[Failure]) -> list[ErrorRow]:
     from mcpfleet.cli.render import ErrorRow
+    from mcpfleet.redaction import redact_text
 
-    return [ErrorRow.of(failure) for failure in failures]
+    return [ErrorRow(failure.path, redact_text(failure.message)) for failure in failures]
 
 
 def status_document(rows: Sequence[ServerRow], errors: Sequence[ErrorRow]) -> dict[str, Any]:

@@ -16,7 +16,6 @@ never loads it.
 
 from __future__ import annotations
 
-import shlex
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -155,14 +154,19 @@ class PendingReview:
 
     @classmethod
     def of(cls, entry: DiscoveredEntry) -> PendingReview | None:
+        from mcpfleet.redaction import redact_args, redact_url
+
         config = entry.config
         if entry.state != "pending-approval" or config is None:
             return None
         if config.transport == "stdio":
             return cls(
-                command=config.command, args=tuple(config.args), cwd=config.cwd, env=tuple(sorted(config.env))
+                command=config.command,
+                args=tuple(redact_args(config.args)),
+                cwd=config.cwd,
+                env=tuple(sorted(config.env)),
             )
-        return cls(url=config.url, headers=tuple(sorted(config.headers)))
+        return cls(url=redact_url(config.url) if config.url else None, headers=tuple(sorted(config.headers)))
 
     def to_json(self) -> dict[str, Any]:
         if self.command is not None:
@@ -170,8 +174,10 @@ class PendingReview:
         return {"url": self.url, "headers": list(self.headers)}
 
     def summary(self) -> str:
+        from mcpfleet.redaction import redact_command_line
+
         if self.command is not None:
-            parts = [f"runs: {shlex.join([self.command, *self.args])}"]
+            parts = [f"runs: {redact_command_line(self.command, self.args)}"]
             if self.cwd:
                 parts.append(f"in: {self.cwd}")
             if self.env:
@@ -198,9 +204,10 @@ class EntryRow:
 
     @classmethod
     def of(cls, entry: DiscoveredEntry) -> EntryRow:
-        return cls(
-            entry.name, entry.transport, entry.state, entry.reason, entry.source, PendingReview.of(entry)
-        )
+        from mcpfleet.redaction import redact_text
+
+        reason = redact_text(entry.reason)
+        return cls(entry.name, entry.transport, entry.state, reason, entry.source, PendingReview.of(entry))
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {

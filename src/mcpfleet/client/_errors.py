@@ -37,6 +37,7 @@ from mcpfleet.errors import (
     ServerExitedError,
     ToolCallError,
 )
+from mcpfleet.redaction import redact_url
 from mcpfleet.transport.process import exit_description
 from mcpfleet.transport.stdio import MESSAGE_TOO_LARGE
 
@@ -241,7 +242,7 @@ def _connect_error(
 def _http_connect_error(root: BaseException, *, server: str, http: HttpTransport) -> ConnectError | None:
     from mcp.client.auth.exceptions import OAuthFlowError
 
-    url = http.url
+    url = redact_url(http.url)
     if isinstance(root, OAuthFlowError):
         # Checked before the HTTP status: the OAuth discovery probes well-known URLs that may
         # answer 404, and that status says nothing about the server's own "url".

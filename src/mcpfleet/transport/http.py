@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any, Literal
 import anyio
 import httpx2
 
+from mcpfleet.redaction import remember_credentials
+
 if TYPE_CHECKING:
     from mcp.client._transport import TransportStreams
 
@@ -38,6 +40,8 @@ class HttpTransport(anyio.AsyncContextManagerMixin):
         self.url = url
         self.kind = kind
         self.headers = headers
+        # The HTTP client and the SDK log the URL as it is; errors name it.
+        remember_credentials(url=url, headers=headers)
         self.auth = auth
         self.error_status: int | None = None
         """The last 4xx/5xx status any response had (``None`` when every answer was fine)."""

@@ -43,6 +43,7 @@ import anyio
 import anyio.abc
 
 from mcpfleet.errors import CommandNotFoundError, ConnectError
+from mcpfleet.redaction import redact_command_line, remember_credentials
 from mcpfleet.transport.descendants import end_marked_processes, marked_environment, new_mark
 from mcpfleet.transport.watchdog import host_watchdog
 
@@ -129,6 +130,8 @@ class ServerProcess:
         self.server_name = server_name
         self.command = command
         self.args = list(args)
+        # Before anything can print them: the server may echo its arguments on stderr.
+        remember_credentials(args=self.args)
         self.env = dict(env)
         self.cwd = cwd
         self.mark = new_mark()
@@ -145,9 +148,7 @@ class ServerProcess:
         self._process: anyio.abc.Process | None = None
 
     def describe_command(self) -> str:
-        import shlex
-
-        text = shlex.join([self.command, *self.args])
+        text = redact_command_line(self.command, self.args)
         return text if len(text) <= 200 else text[:197] + "..."
 
     async def spawn(self) -> anyio.abc.Process:

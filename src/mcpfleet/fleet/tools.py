@@ -28,6 +28,7 @@ __all__ = [
     "convert_call_result",
     "mcp_tool_name",
     "resolve_tool_name",
+    "servers_named_by",
 ]
 
 logger = logging.getLogger(__name__)
@@ -223,6 +224,35 @@ def resolve_tool_name(
             if (_sanitize(tool.server_name, "server"), _sanitize(tool.mcp_tool_name, "tool")) in readings
         ]
     )
+
+
+def servers_named_by(query: str, server_names: Iterable[str]) -> tuple[str | None, list[str]]:
+    """Which server a tool name spells out, before any server is started.
+
+    Returns the server part as written (``None`` for a bare tool name, which names no
+    server) and the servers of ``server_names`` it can mean, for each spelling that
+    ``resolve_tool_name`` accepts: ``<server>/<tool>``, ``mcp__<server>__<tool>`` and
+    ``mcp_<server>_<tool>`` (in which a server named ``a`` and one named ``a_b`` can both be
+    meant, so both are returned). The part of an ``mcp_`` name is read up to its next ``_``.
+    """
+    names = list(server_names)
+    if "/" in query:
+        matches = [name for name in names if query.startswith(f"{name}/") and len(query) > len(name) + 1]
+        return query.split("/", 1)[0], matches
+    readings = _claude_style_candidates(query)
+    if readings:
+        spelled = {_sanitize(server, "server") for server, _ in readings}
+        return readings[0][0], [name for name in names if _sanitize(name, "server") in spelled]
+    if query.startswith(MCP_TOOL_PREFIX) and "_" in query[len(MCP_TOOL_PREFIX) :]:
+        rest = query[len(MCP_TOOL_PREFIX) :]
+        matches = [
+            name
+            for name in names
+            if query.startswith(f"{MCP_TOOL_PREFIX}{_sanitize(name, 'server')}_")
+            and len(query) > len(MCP_TOOL_PREFIX) + len(_sanitize(name, "server")) + 1
+        ]
+        return rest.split("_", 1)[0], matches
+    return None, []
 
 
 def _only(found: list[MCPTool]) -> MCPTool | None:

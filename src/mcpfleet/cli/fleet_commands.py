@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable, Collection
 from typing import TYPE_CHECKING, Any
 
 from mcpfleet.cli.main import strict_option
-from mcpfleet.cli.options import FleetOptions
+from mcpfleet.cli.options import FleetOptions, roots_option
 from mcpfleet.cli.output import EXIT_FAILED, EXIT_OK, EXIT_USAGE, emit_json, error_line, output_line
 from mcpfleet.cli.through_daemon import CommandFailed, ask_daemon
 
@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     status = subparsers.add_parser("status", help="connect every server like an agent would and report")
     strict_option(status, "exit 1 when any server failed")
+    roots_option(status)
     status.set_defaults(handler=status_command)
 
     tools = subparsers.add_parser("tools", help="the tools an agent would see")
@@ -52,14 +53,17 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "tool cache for the servers not ready within --startup-timeout",
     )
     strict_option(tools, "exit 1 when any server failed")
+    roots_option(tools)
     tools.set_defaults(handler=tools_command)
 
     call = subparsers.add_parser("call", help="call one tool and print its result")
     call.add_argument("tool", help="tool name: mcp_<server>_<tool>, <server>/<tool> or mcp__<server>__<tool>")
     call.add_argument("arguments", nargs="?", default="{}", help="JSON object of arguments (default {})")
+    roots_option(call)
     call.set_defaults(handler=call_command)
 
     shell = subparsers.add_parser("shell", help="interactive session: /mcp …, /tools, /call, /exit")
+    roots_option(shell)
     shell.set_defaults(handler=_run_async(shell_command))
 
     demo = subparsers.add_parser("demo", help="the whole lifecycle on bundled example servers")

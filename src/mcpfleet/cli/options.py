@@ -219,6 +219,9 @@ class FleetOptions:
     trust_project: bool = False
     startup_timeout_ms: int = 250
     use_cache: bool = True
+    roots: tuple[Path, ...] | None = None
+    """The folders servers are offered as roots (``--roots``, absolute); ``None``: no roots
+    capability, so a server keeps the folders its own config names."""
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> FleetOptions:
@@ -230,6 +233,7 @@ class FleetOptions:
             trust_project=bool(args.trust_project) or trusted_by_environment(),
             startup_timeout_ms=args.startup_timeout,
             use_cache=not args.no_cache,
+            roots=_offered_roots(getattr(args, "roots", None), root),
         )
 
     def fleet_spec(self) -> FleetSpec:
@@ -274,13 +278,32 @@ class FleetOptions:
         """A manager for the fleet, not started yet."""
         from mcpfleet.fleet.manager import MCPManager
 
-        return MCPManager(self.project_root, **self.manager_settings())
+        return MCPManager(self.project_root, **self.manager_settings(), roots=self.roots)
 
     def open_session(self, *, watch: bool = False) -> AbstractAsyncContextManager[AgentSession]:
         """An agent session for the fleet; ``watch`` follows config edits (``shell``)."""
         from mcpfleet.agent.session import open_agent_session
 
-        return open_agent_session(self.project_root, **self.session_settings(), watch=watch)
+        return open_agent_session(self.project_root, **self.session_settings(), watch=watch, roots=self.roots)
+
+
+def roots_option(parser: argparse.ArgumentParser) -> None:
+    """``--roots DIR`` (repeatable) on a command that connects servers in this process."""
+    parser.add_argument(
+        "--roots",
+        action="append",
+        type=Path,
+        metavar="DIR",
+        help="offer DIR to every server as a root (repeatable; relative to --cwd). Without it no "
+        "roots are offered, so a server that follows roots keeps the folders its config names",
+    )
+
+
+def _offered_roots(given: list[Path] | None, project_root: Path) -> tuple[Path, ...] | None:
+    if not given:
+        return None
+    base = project_root.expanduser().resolve()
+    return tuple((base / folder.expanduser()).resolve() for folder in given)
 
 
 def serve_fleet_spec(args: argparse.Namespace) -> FleetSpec:

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import inspect
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 
 import mcp_types
 from mcp.shared.exceptions import MCPError
@@ -40,6 +40,12 @@ SamplingHandler = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
 "assistant", "content": {"type": "text", "text": ...}, "model": ..., "stopReason": ...}``)."""
 
 _Model = TypeVar("_Model", bound=BaseModel)
+
+WORKING_FOLDER: Literal["working-folder"] = "working-folder"
+RootsOffer = Sequence[str | Path] | Literal["working-folder"] | None
+"""The roots a host's plain hooks offer servers: the working folder (``WORKING_FOLDER``, the
+default), these folders, or none (``None``: the ``roots`` capability is not declared, so a
+server that follows roots, like the reference filesystem server, keeps its own folders)."""
 
 
 class ServerRequestHandler(Protocol):
@@ -78,13 +84,27 @@ class ServerRequestHandler(Protocol):
 
 class HostHooks:
     """A host's plain hooks as a ``ServerRequestHandler``: every server gets the same answers,
-    and the working folder as its root. Without a hook its capability is not declared."""
+    and ``roots`` (see ``RootsOffer``) as its roots. Without a hook its capability is not
+    declared."""
 
     def __init__(
-        self, elicitation_handler: ElicitationHandler | None, sampling_handler: SamplingHandler | None
+        self,
+        elicitation_handler: ElicitationHandler | None,
+        sampling_handler: SamplingHandler | None,
+        roots: RootsOffer = WORKING_FOLDER,
     ) -> None:
         self._elicitation_handler = elicitation_handler
         self._sampling_handler = sampling_handler
+        self.roots = roots
+        # Resolved once, here: answering roots/list then touches no file system.
+        folders = (
+            []
+            if roots is None or roots == WORKING_FOLDER
+            else [Path(r).expanduser().resolve() for r in roots]
+        )
+        self._listed_roots = [
+            {"uri": folder.as_uri(), "name": folder.name or str(folder)} for folder in folders
+        ]
 
     @property
     def sampling_capability(self) -> dict[str, Any] | None:
@@ -103,23 +123,33 @@ class HostHooks:
         return await self._elicitation_handler(params)
 
     async def list_roots(self, server: str) -> list[dict[str, Any]] | None:
-        return None
+        if self.roots == WORKING_FOLDER or self.roots is None:
+            return None
+        return list(self._listed_roots)
+
+
+def offers_roots(requests: ServerRequestHandler) -> bool:
+    """Whether a connection answered by ``requests`` declares the ``roots`` capability: always,
+    but for a host's plain hooks told to offer none."""
+    return not (isinstance(requests, HostHooks) and requests.roots is None)
 
 
 def server_request_handler(
     server_requests: ServerRequestHandler | None,
     elicitation_handler: ElicitationHandler | None,
     sampling_handler: SamplingHandler | None,
+    roots: RootsOffer = WORKING_FOLDER,
 ) -> ServerRequestHandler:
-    """The one handler a connection uses: ``server_requests``, else the host's hooks.
+    """The one handler a connection uses: ``server_requests``, else the host's hooks (with
+    ``roots``).
 
     Both at once would leave it unclear who answers, so that is refused.
     """
     if server_requests is None:
-        return HostHooks(elicitation_handler, sampling_handler)
-    if elicitation_handler is not None or sampling_handler is not None:
+        return HostHooks(elicitation_handler, sampling_handler, roots)
+    if elicitation_handler is not None or sampling_handler is not None or roots != WORKING_FOLDER:
         raise ValueError(
-            "pass either server_requests or elicitation_handler/sampling_handler, not both: "
+            "pass either server_requests or elicitation_handler/sampling_handler/roots, not both: "
             "server_requests answers every request a server makes of the client"
         )
     return server_requests
@@ -154,7 +184,7 @@ class InboundHandlers:
         sampling = self._requests.sampling_capability
         # Without a handler the client must not advertise the capability.
         return {
-            "list_roots_callback": self._list_roots,
+            "list_roots_callback": self._list_roots if offers_roots(self._requests) else None,
             "message_handler": self._on_message,
             "elicitation_callback": self._elicit if self._requests.offers_elicitation else None,
             "sampling_callback": self._sample if sampling is not None else None,
@@ -259,11 +289,14 @@ class InboundHandlers:
 
 
 __all__ = [
+    "WORKING_FOLDER",
     "ElicitationHandler",
     "HostHooks",
     "InboundHandlers",
     "NotificationCallback",
+    "RootsOffer",
     "SamplingHandler",
     "ServerRequestHandler",
+    "offers_roots",
     "server_request_handler",
 ]

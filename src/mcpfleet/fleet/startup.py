@@ -291,6 +291,7 @@ class Connector:
             server_requests=settings.server_requests,
             probe_timeout_ms=settings.probe_timeout_ms,
             log_level=settings.log_level,
+            roots=settings.roots,
         )
 
 

@@ -102,7 +102,9 @@ class RootsServer:
         elif method == "ping":
             self.send({"jsonrpc": "2.0", "id": request_id, "result": {}})
         elif request_id is not None:
-            self.send({"jsonrpc": "2.0", "id": request_id, "error": {"code": -32601, "message": "no such method"}})
+            self.send(
+                {"jsonrpc": "2.0", "id": request_id, "error": {"code": -32601, "message": "no such method"}}
+            )
 
     def call(self, params: dict[str, Any]) -> dict[str, Any]:
         arguments = params.get("arguments") or {}

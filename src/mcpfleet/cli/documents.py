@@ -209,17 +209,19 @@ def no_such_tool_message(query: str, tools: Iterable[AnyTool], server_names: Ite
     from mcpfleet.fleet.tools import servers_named_by
 
     names = list(server_names)
-    written, servers = servers_named_by(query, names)
-    if written is None:
+    named = servers_named_by(query, names)
+    if named.written is None:
         return unknown_tool_message(query, [tool.name for tool in tools])
-    if not servers:
-        return unknown_server_message(written, names)
-    theirs = [tool for tool in tools if tool.server_name in servers]
-    # Suggest in the spelling the user wrote: the label for <server>/<tool>, else the name.
-    spelling = [tool.label if "/" in query else tool.name for tool in theirs]
-    where = " or ".join(repr(server) for server in servers)
-    listing = f"`mcpfleet tools --server {servers[0]}` lists its {counted(len(theirs), 'tool')}"
-    return f"no tool named {query!r} on server {where}{_did_you_mean(query, spelling)} ({listing})"
+    if not named.servers:
+        return unknown_server_message(named.written, names)
+    theirs = [tool for tool in tools if tool.server_name in named.servers]
+    # Close by the tool part alone (every name shares the server's), shown in the user's spelling.
+    shown = {tool.mcp_tool_name: tool.label if "/" in query else tool.name for tool in theirs}
+    close = [shown[name] for name in close_names(named.tool, shown)]
+    hint = f"; did you mean {' or '.join(repr(name) for name in close)}?" if close else ""
+    where = " or ".join(repr(server) for server in named.servers)
+    listing = f"`mcpfleet tools --server {named.servers[0]}` lists its {counted(len(theirs), 'tool')}"
+    return f"no tool named {query!r} on server {where}{hint} ({listing})"
 
 
 def call_document(result: ToolResult) -> dict[str, Any]:

@@ -264,7 +264,8 @@ async def call_document(args: argparse.Namespace, arguments: dict[str, Any]) -> 
     manager = FleetOptions.from_args(args).manager()
     discovery = manager.discover()
     declared = [entry.name for entry in discovery.entries]
-    written, servers = servers_named_by(args.tool, declared)
+    named = servers_named_by(args.tool, declared)
+    written, servers = named.written, named.servers
     if written is not None and not servers:
         raise CommandFailed(documents.unknown_server_message(written, declared), EXIT_FAILED)
     if servers and not any(name in discovery.configs for name in servers):

@@ -49,7 +49,7 @@ class CommandLineParser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         if json_output_requested():
-            emit_json({"error": f"{self.prog}: {message}"})
+            emit_json({"error": f"{self.prog}: error: {message}"})
         super().error(message)
 
 

@@ -6,7 +6,8 @@ files, then level local > project > user, then provider order, then order in the
 1. project entries are ``filtered`` when project config is disabled; broken entries are
    ``invalid``; entries mcpfleet cannot run, and the gateway's own entry (``mcpfleet serve``,
    see ``gateway_entry.py``), are ``filtered`` (none of these claim a name);
-2. a name already claimed makes the entry ``shadowed``;
+2. a name already claimed makes the entry ``shadowed`` (resolved as in 5, unless it is a
+   project entry, so it can be compared with the winner);
 3. ``disabledServers`` or ``enabled: false`` (unless force-enabled) make it ``disabled``;
    it still claims its name, unless it is an unapproved project entry;
 4. an unapproved project entry is ``pending-approval``; it claims no name, disabled or
@@ -16,7 +17,8 @@ files, then level local > project > user, then provider order, then order in the
    (the project for a project entry, the user's home for any other); an entry the host's
    ``entry_filter`` leaves out, or that its substitutions reveal as the gateway's own, is
    ``filtered`` with the reason; an entry with the same
-   connection as an earlier one is ``shadowed`` as an alias; the rest is ``active``.
+   connection as an earlier one (as declared, or once the working folder is applied) is
+   ``shadowed`` as an alias; the rest is ``active``.
 
 Discovery never raises for a discovered file: a broken file or entry becomes an error
 entry and every other source still loads. Files named explicitly (``--config``) are the
@@ -42,7 +44,7 @@ from mcpfleet.config.model import (
     ServerConfig,
     SourceInfo,
 )
-from mcpfleet.config.normalise import EntryError, SkippedEntry, build_server, root_path
+from mcpfleet.config.normalise import EntryError, SkippedEntry, build_server, root_path, tool_cap
 from mcpfleet.config.providers import (
     EXTRA_CONFIG_PROVIDER,
     PROJECT_KEY,
@@ -128,6 +130,7 @@ def load_all_mcp_configs(
         context=SubstitutionContext.current(root, locations.home),
         gateway_endpoints=running_gateway_endpoints(),
     ).resolve(candidates)
+    _apply_tool_cap(documents, result)
     return result
 
 
@@ -267,6 +270,24 @@ def _override_lists(documents: _Documents, result: DiscoveryResult) -> tuple[fro
     return lists[0], lists[1]
 
 
+def _apply_tool_cap(documents: _Documents, result: DiscoveryResult) -> None:
+    """``maxToolsPerServer`` of mcpfleet's user file: the cap of every server whose entry sets
+    no ``maxTools`` of its own."""
+    user_file = paths.user_config_file()
+    document = documents.read(user_file, "user")
+    value = document.get("maxToolsPerServer") if isinstance(document, dict) else None
+    try:
+        cap = tool_cap(value, '"maxToolsPerServer"')
+    except EntryError as error:
+        result.errors.append(Failure(str(user_file), "config", f"{user_file}: {error}"))
+        return
+    if cap is None:
+        return
+    for name, config in result.configs.items():
+        if config.max_tools is None:
+            result.configs[name] = replace(config, max_tools=cap)
+
+
 def _describe(entry: DiscoveredEntry) -> str:
     return f'"{entry.name}" from {entry.source.provider_name} ({entry.source.level}, {entry.source.path})'
 
@@ -330,7 +351,13 @@ class _Resolver:
             return self._entry(candidate, "filtered", own_gateway)
         winner = self.claimed.get(name)
         if winner is not None:
-            return self._entry(candidate, "shadowed", f"shadowed by {_describe(winner)}")
+            # Resolved like an active entry, so that whether it is the winner's very server
+            # (`hosts install --replace` asks) compares what each would run; an unapproved
+            # project entry is never resolved (its references must not be read).
+            resolved = (
+                None if candidate.source.level == "project" else self._resolved(candidate, candidate.config)
+            )
+            return self._entry(candidate, "shadowed", f"shadowed by {_describe(winner)}", resolved)
         pending = candidate.source.level == "project" and not self._is_approved(candidate)
 
         def disabled(reason: str) -> DiscoveredEntry:
@@ -371,23 +398,38 @@ class _Resolver:
             return self.context.workspace
         return str(paths.neutral_working_dir())
 
-    def _activate(self, candidate: _Candidate, config: ServerConfig) -> DiscoveredEntry:
+    def _substituted(self, candidate: _Candidate, config: ServerConfig) -> ServerConfig:
         resolved = substitute_config(config, candidate.spec.dialect, self.context)
         if resolved.cwd is not None:
             resolved = replace(resolved, cwd=root_path(resolved.cwd, candidate.spec.path.parent))
-        # Two entries that declare the same connection stay aliases whatever their levels;
-        # the folder chosen for an entry that declared none does not make it another server.
-        identity = resolved.connection_identity()
+        return resolved
+
+    def _with_working_dir(self, candidate: _Candidate, resolved: ServerConfig) -> ServerConfig:
         if resolved.cwd is None and resolved.transport == "stdio":
-            resolved = replace(resolved, cwd=self._working_dir(candidate))
+            return replace(resolved, cwd=self._working_dir(candidate))
+        return resolved
+
+    def _resolved(self, candidate: _Candidate, config: ServerConfig) -> ServerConfig:
+        """``config`` as it would run: substitutions done, its defaults (the working folder) applied."""
+        return self._with_working_dir(candidate, self._substituted(candidate, config))
+
+    def _activate(self, candidate: _Candidate, config: ServerConfig) -> DiscoveredEntry:
+        declared = self._substituted(candidate, config)
+        resolved = self._with_working_dir(candidate, declared)
+        # Two entries that declare the same connection stay aliases whatever their levels
+        # (the folder chosen for an entry that declared none does not make it another
+        # server), and so do two that run the same way once defaults apply (one names the
+        # folder the other would get).
+        identities = {declared.connection_identity(), resolved.connection_identity()}
         left_out_because = own_gateway_reason(resolved, self.gateway_endpoints)
         if left_out_because is None and self.entry_filter is not None:
             left_out_because = self.entry_filter(resolved)
         if left_out_because is not None:
             return self._entry(candidate, "filtered", left_out_because, resolved)
-        twin = self.identities.get(identity)
+        twin = next((self.identities[key] for key in sorted(identities) if key in self.identities), None)
         if twin is not None:
             return self._entry(candidate, "shadowed", f"same connection as {_describe(twin)}", resolved)
         entry = self._entry(candidate, "active", "", resolved)
-        self.identities[identity] = entry
+        for key in identities:
+            self.identities[key] = entry
         return entry

@@ -96,9 +96,11 @@ class MCPManager(anyio.AsyncContextManagerMixin):
     ) -> None:
         """``elicitation_handler`` and ``sampling_handler`` are the host's answers to a server's
         ``elicitation/create`` and ``sampling/createMessage`` (see ``mcpfleet.client.connection``),
-        for every server; without one, the capability is not advertised. ``server_requests``
-        (instead of those two) answers them and ``roots/list``, told which server asks (see
-        ``mcpfleet.client.inbound.ServerRequestHandler``; the gateway's relay is one).
+        for every server; without one, that question is refused (the capability is declared
+        all the same, so that servers list the same tools to every fleet: ``fleet.questions``).
+        ``server_requests`` (instead of those two) answers them and ``roots/list``, told which
+        server asks (see ``mcpfleet.client.inbound.ServerRequestHandler``; the gateway's relay
+        is one).
         ``probe_timeout_ms`` bounds the ``server/discover`` probe of a server whose era is not in
         the cache. ``log_level`` opts every request to a 2026-07-28 server in to its log
         messages at that level and above (that era sends logs only to requests that ask; the

@@ -1,6 +1,6 @@
 """The reference filesystem server (``@modelcontextprotocol/server-filesystem``, from npm into
 ``.tools/filesystem`` by ``make test``) reads the folder its config names through ``mcpfleet
-call``: the CLI declares no roots, which that server would put in place of its folders."""
+call``: the CLI offers it no roots, which that server would put in place of its folders."""
 
 from __future__ import annotations
 

@@ -173,7 +173,7 @@ def test_a_call_offers_no_roots_so_the_server_keeps_its_configured_folders(
     read = run(project, "call", "docs/read_text_file", json.dumps({"path": str(docs / "guide.txt")}))
     assert (read.returncode, read.stdout) == (0, "read me first\n\n"), read.stderr
     seen = json.loads(run(project, "call", "docs/client_roots").stdout)
-    assert seen == {"declared": False, "roots": None, "allowed": [str(docs.resolve())]}
+    assert seen == {"declared": True, "roots": [], "allowed": [str(docs.resolve())]}
 
 
 def test_roots_are_offered_when_asked_and_replace_the_servers_folders(tmp_path: Path, docs: Path) -> None:
@@ -200,8 +200,8 @@ def test_the_shell_offers_roots_only_when_asked(tmp_path: Path, docs: Path) -> N
     script = f"/call docs/client_roots\n/call docs/read_text_file {guide}\n"
     plain = run(tmp_path, "shell", stdin=script)
     assert plain.returncode == 0, plain.stderr
-    assert '"declared": false' in plain.stdout and "read me first" in plain.stdout
+    assert '"roots": []' in plain.stdout and "read me first" in plain.stdout
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     asked = run(tmp_path, "shell", "--roots", str(elsewhere), stdin=script)
-    assert '"declared": true' in asked.stdout and "Access denied" in asked.stdout
+    assert f'"roots": ["{elsewhere.resolve().as_uri()}"]' in asked.stdout and "Access denied" in asked.stdout

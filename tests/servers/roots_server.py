@@ -4,9 +4,10 @@
 ``--allow DIR`` (repeatable) are its configured folders. When the client declares the
 ``roots`` capability, the server asks ``roots/list`` once the handshake is done and then
 allows the roots *instead of* its configured folders, as
-``@modelcontextprotocol/server-filesystem`` does; a client that declares no roots leaves the
-configured folders in force. Requests that arrive while that question is open wait for its
-answer, so a verdict never depends on which message came first.
+``@modelcontextprotocol/server-filesystem`` does; a client that declares no roots, or answers
+with none, leaves the configured folders in force (so does that server). Requests that
+arrive while that question is open wait for its answer, so a verdict never depends on which
+message came first.
 
 Tools:
   read_text_file {path}  the file's text, or an isError result "Access denied - path outside
@@ -68,8 +69,10 @@ class RootsServer:
     def follow_roots(self, answer: dict[str, Any]) -> None:
         roots = (answer.get("result") or {}).get("roots")
         self.roots = [str(root.get("uri")) for root in roots] if isinstance(roots, list) else []
-        # Like the reference server: the client's roots replace the configured folders.
-        self.allowed = [Path(unquote(urlparse(uri).path)).resolve() for uri in self.roots]
+        # Like the reference server: the client's roots, when it names any, replace the
+        # configured folders.
+        if self.roots:
+            self.allowed = [Path(unquote(urlparse(uri).path)).resolve() for uri in self.roots]
         self.waiting_for_roots = False
         held, self.held = self.held, []
         for message in held:

@@ -220,8 +220,8 @@ class FleetOptions:
     startup_timeout_ms: int = 250
     use_cache: bool = True
     roots: tuple[Path, ...] | None = None
-    """The folders servers are offered as roots (``--roots``, absolute); ``None``: no roots
-    capability, so a server keeps the folders its own config names."""
+    """The folders servers are offered as roots (``--roots``, absolute); ``None``: none (an
+    empty ``roots/list``), so a server keeps the folders its own config names."""
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> FleetOptions:

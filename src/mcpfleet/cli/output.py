@@ -75,7 +75,7 @@ def emit_json(payload: Any, *, one_line: bool = False) -> None:
     _JsonOutput.emitted = True
 
 
-def counted(count: int, noun: str, plural: str | None = None) -> str:
+def counted(count: Any, noun: str, plural: str | None = None) -> str:
     """``1 tool``, ``2 tools``, ``0 tools``: a count with its noun in the right number."""
     return f"{count} {noun if count == 1 else plural or noun + 's'}"
 

@@ -390,22 +390,18 @@ def config_table(project: str, rows: Sequence[EntryRow]) -> Table:
     )
 
 
-PIPED_WIDTH = 10_000
-"""The width of output that goes to no terminal and is given no ``COLUMNS``: wide enough that
-a table's rows stay whole lines (a pipe, a log, ``grep``), as wide as they need."""
-
-
 def console(stderr: bool = False) -> Console:
-    """The console of a report: a terminal's width, else ``COLUMNS`` (rich reads it), else
-    ``PIPED_WIDTH``."""
+    """The console of a report on stdout (or stderr): the terminal's width (``COLUMNS``
+    honoured, as rich does); piped without ``COLUMNS``, ``UNLIMITED_WIDTH``, so that each row
+    of a table stays one line (a pipe, a log, ``grep``), as wide as it needs."""
     import os
-    import sys
 
     from rich.console import Console
 
-    stream = sys.stderr if stderr else sys.stdout
-    sized = stream.isatty() or os.environ.get("COLUMNS", "").strip().isdigit()
-    return Console(stderr=stderr, highlight=False, width=None if sized else PIPED_WIDTH)
+    terminal = Console(stderr=stderr, highlight=False)
+    if terminal.is_terminal or os.environ.get("COLUMNS", "").isdigit():
+        return terminal
+    return Console(stderr=stderr, highlight=False, width=UNLIMITED_WIDTH)
 
 
 def print_table(out: Console, table: Table) -> None:
@@ -482,26 +478,13 @@ def print_daemon_status(document: Mapping[str, Any], *, out: Console | None = No
     out.print(rich_text(f"log: {document.get('log')}"), overflow="ellipsis")
 
 
-def counted(count: Any, one: str, many: str | None = None) -> str:
-    """``1 session``, ``2 sessions``."""
-    return f"{count} {one if count == 1 else (many or one + 's')}"
-
-
 UNLIMITED_WIDTH = 100_000
 """The width of a report that is piped: more than any line of it."""
 
 
 def report_console() -> Console:
-    """stdout for a report fitted to its width: the terminal's (``COLUMNS`` honoured, as rich
-    does); piped without ``COLUMNS``, no limit, so that each line is whole for the reader."""
-    import os
-
-    from rich.console import Console
-
-    terminal = Console(highlight=False)
-    if terminal.is_terminal or os.environ.get("COLUMNS", "").isdigit():
-        return terminal
-    return Console(highlight=False, width=UNLIMITED_WIDTH)
+    """stdout for a report fitted to its width: ``console()``'s."""
+    return console()
 
 
 def fitted_table(

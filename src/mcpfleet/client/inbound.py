@@ -43,9 +43,18 @@ _Model = TypeVar("_Model", bound=BaseModel)
 
 WORKING_FOLDER: Literal["working-folder"] = "working-folder"
 RootsOffer = Sequence[str | Path] | Literal["working-folder"] | None
-"""The roots a host's plain hooks offer servers: the working folder (``WORKING_FOLDER``, the
-default), these folders, or none (``None``: the ``roots`` capability is not declared, so a
-server that follows roots, like the reference filesystem server, keeps its own folders)."""
+"""The roots a fleet offers its servers: the working folder (``WORKING_FOLDER``, the default),
+these folders, or none (``None``: ``roots/list`` is answered with an empty list, so a server
+that follows roots, like the reference filesystem server, keeps the folders its own config
+names; the capability stays declared, so servers list the same tools to every fleet)."""
+
+
+def listed_roots(roots: RootsOffer) -> list[dict[str, Any]] | None:
+    """``roots`` as a ``roots/list`` answer; ``None`` for the working folder (see ``RootsOffer``)."""
+    if roots == WORKING_FOLDER:
+        return None
+    folders = [Path(root).expanduser().resolve() for root in roots or ()]
+    return [{"uri": folder.as_uri(), "name": folder.name or str(folder)} for folder in folders]
 
 
 class ServerRequestHandler(Protocol):
@@ -85,7 +94,7 @@ class ServerRequestHandler(Protocol):
 class HostHooks:
     """A host's plain hooks as a ``ServerRequestHandler``: every server gets the same answers,
     and ``roots`` (see ``RootsOffer``) as its roots. Without a hook its capability is not
-    declared."""
+    declared (roots excepted: always declared)."""
 
     def __init__(
         self,
@@ -95,16 +104,8 @@ class HostHooks:
     ) -> None:
         self._elicitation_handler = elicitation_handler
         self._sampling_handler = sampling_handler
-        self.roots = roots
         # Resolved once, here: answering roots/list then touches no file system.
-        folders = (
-            []
-            if roots is None or roots == WORKING_FOLDER
-            else [Path(r).expanduser().resolve() for r in roots]
-        )
-        self._listed_roots = [
-            {"uri": folder.as_uri(), "name": folder.name or str(folder)} for folder in folders
-        ]
+        self._listed_roots = listed_roots(roots)
 
     @property
     def sampling_capability(self) -> dict[str, Any] | None:
@@ -123,15 +124,7 @@ class HostHooks:
         return await self._elicitation_handler(params)
 
     async def list_roots(self, server: str) -> list[dict[str, Any]] | None:
-        if self.roots == WORKING_FOLDER or self.roots is None:
-            return None
-        return list(self._listed_roots)
-
-
-def offers_roots(requests: ServerRequestHandler) -> bool:
-    """Whether a connection answered by ``requests`` declares the ``roots`` capability: always,
-    but for a host's plain hooks told to offer none."""
-    return not (isinstance(requests, HostHooks) and requests.roots is None)
+        return None if self._listed_roots is None else list(self._listed_roots)
 
 
 def server_request_handler(
@@ -184,7 +177,7 @@ class InboundHandlers:
         sampling = self._requests.sampling_capability
         # Without a handler the client must not advertise the capability.
         return {
-            "list_roots_callback": self._list_roots if offers_roots(self._requests) else None,
+            "list_roots_callback": self._list_roots,
             "message_handler": self._on_message,
             "elicitation_callback": self._elicit if self._requests.offers_elicitation else None,
             "sampling_callback": self._sample if sampling is not None else None,
@@ -297,6 +290,6 @@ __all__ = [
     "RootsOffer",
     "SamplingHandler",
     "ServerRequestHandler",
-    "offers_roots",
+    "listed_roots",
     "server_request_handler",
 ]

@@ -164,7 +164,7 @@ async def open_connection(
     ``roots/list``, told which server asks. ``log_level`` asks a 2026-07-28 server for its log
     messages at that level and above on every request (none by default). ``roots`` are the
     roots the host's hooks offer (``mcpfleet.client.inbound.RootsOffer``: the working folder
-    by default; ``None`` declares no roots capability).
+    by default; ``None``: an empty list).
     """
     check_transport(name, config)
     stdio: StdioTransport | None = None

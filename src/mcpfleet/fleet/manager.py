@@ -106,9 +106,10 @@ class MCPManager(anyio.AsyncContextManagerMixin):
         messages at that level and above (that era sends logs only to requests that ask; the
         default, ``None``, asks for none); handshake-era servers are not affected. ``roots`` are
         the roots every server is offered when ``server_requests`` is not given: the working
-        folder (the default), these folders, or ``None`` for no ``roots`` capability at all (a
-        server that follows roots, such as the reference filesystem server, then keeps the
-        folders its own config names)."""
+        folder (the default), these folders, or ``None`` for none: ``roots/list`` is answered
+        with an empty list (a server that follows roots, such as the reference filesystem
+        server, then keeps the folders its own config names; the capability stays declared, so
+        the tools listed do not change)."""
         if server_requests is not None and (
             elicitation_handler is not None or sampling_handler is not None or roots != "working-folder"
         ):

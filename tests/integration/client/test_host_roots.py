@@ -1,5 +1,5 @@
 """``roots=`` of ``MCPManager`` (and of an agent session): the working folder by default, the
-folders given, or no ``roots`` capability at all, which leaves a server that follows roots
+folders given, or none (an empty ``roots/list``), which leaves a server that follows roots
 (``tests/servers/roots_server.py``, as the reference filesystem server) its own folders."""
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ async def test_the_working_folder_is_the_root_by_default(root: Path) -> None:
 
 async def test_no_roots_leaves_the_server_its_own_folders(root: Path) -> None:
     seen = await seen_by_the_server(root, roots=None)
-    assert seen == {"declared": False, "roots": None, "allowed": [str(root / "allowed")]}
+    assert seen == {"declared": True, "roots": [], "allowed": [str(root / "allowed")]}
 
 
 async def test_the_folders_given_are_the_roots(root: Path) -> None:

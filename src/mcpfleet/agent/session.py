@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from types import TracebackType
 
     from mcpfleet.client.connection import ElicitationHandler, SamplingHandler
+    from mcpfleet.client.inbound import RootsOffer
 
 logger = logging.getLogger(__name__)
 
@@ -346,6 +347,7 @@ def open_agent_session(
     watch: bool = False,
     elicitation_handler: ElicitationHandler | None = None,
     sampling_handler: SamplingHandler | None = None,
+    roots: RootsOffer = "working-folder",
     daemon: bool = False,
 ) -> AbstractAsyncContextManager[AgentSession]:
     """An agent session for the project at ``cwd``, as an async context manager.
@@ -356,7 +358,9 @@ def open_agent_session(
     session given ``mcp_manager`` uses it as-is and never closes it. ``watch=True`` reloads
     by diff whenever a discovered config file changes. ``elicitation_handler`` and
     ``sampling_handler`` are the host's answers when a server asks for input during a call
-    (``MCPManager``). Exa servers are left to the agent's native integration.
+    (``MCPManager``); ``roots`` the roots servers are offered (``MCPManager``: the working
+    folder by default, ``None`` for none). Exa servers are left to the agent's native
+    integration.
 
     ``daemon=True`` takes the tools from the user's daemon (started if none runs), which
     keeps the fleet running between sessions: the session has them in milliseconds, follows
@@ -384,6 +388,7 @@ def open_agent_session(
             watch=watch,
             elicitation_handler=elicitation_handler,
             sampling_handler=sampling_handler,
+            roots=roots,
         )
 
     if daemon and enable_mcp:
@@ -394,6 +399,7 @@ def open_agent_session(
             on_uncached=on_uncached,
             elicitation_handler=elicitation_handler,
             sampling_handler=sampling_handler,
+            roots=roots,
         )
         return _daemon_session(
             Path(cwd).expanduser().resolve(),
@@ -420,6 +426,7 @@ def _refuse_daemon_incompatible(
     on_uncached: UncachedPolicy,
     elicitation_handler: ElicitationHandler | None,
     sampling_handler: SamplingHandler | None,
+    roots: RootsOffer,
 ) -> None:
     """Refuse, rather than ignore, the keywords that describe a fleet of this process when the
     fleet is the daemon's (their defaults are fine: the fallback in this process uses them)."""
@@ -430,6 +437,7 @@ def _refuse_daemon_incompatible(
         "on_uncached": on_uncached != "wait",
         "elicitation_handler": elicitation_handler is not None,
         "sampling_handler": sampling_handler is not None,
+        "roots": roots != "working-folder",
     }
     refused = [name for name, is_given in given.items() if is_given]
     if refused:
@@ -508,6 +516,7 @@ async def create_agent_session(
     watch: bool = False,
     elicitation_handler: ElicitationHandler | None = None,
     sampling_handler: SamplingHandler | None = None,
+    roots: RootsOffer = "working-folder",
 ) -> AgentSession:
     """The seed's spelling of ``open_agent_session``: ``session = await create_agent_session(cwd)``
     then ``async with session:``. Same keywords.
@@ -531,6 +540,7 @@ async def create_agent_session(
         watch=watch,
         elicitation_handler=elicitation_handler,
         sampling_handler=sampling_handler,
+        roots=roots,
     )
 
 
@@ -549,6 +559,7 @@ def _build_session(
     watch: bool,
     elicitation_handler: ElicitationHandler | None,
     sampling_handler: SamplingHandler | None,
+    roots: RootsOffer,
 ) -> AgentSession:
     """A session, not started: a manager of its own is created here and started on entry."""
     if not enable_mcp:
@@ -569,5 +580,6 @@ def _build_session(
         watch=watch,
         elicitation_handler=elicitation_handler,
         sampling_handler=sampling_handler,
+        roots=roots,
     )
     return AgentSession(manager.cwd, manager=manager, owns_manager=True, tools=tools)

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -85,12 +84,9 @@ def run_config(args: argparse.Namespace) -> int:
             {"servers": [row.to_json() for row in rows], "errors": [error.to_json() for error in errors]}
         )
         return exit_code
-    from rich.console import Console
+    from mcpfleet.cli.render import console, print_config
 
-    from mcpfleet.cli.render import print_config
-
-    # Off a terminal (a pipe, a log) rich would wrap at 80 columns; paths and reasons need more.
-    print_config(str(options.project_root), rows, Console(width=None if sys.stdout.isatty() else 200))
+    print_config(str(options.project_root), rows, console())
     for error in errors:
         error_line(error.error)
     return exit_code

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import os
 import time
+from collections.abc import Callable
 from typing import Any
 
 from mcpfleet.cli.output import EXIT_FAILED, EXIT_OK, emit_json, error_line, output_line
@@ -175,11 +176,18 @@ def logs_command(args: argparse.Namespace) -> int:
     if not path.exists() and not args.follow:
         error_line(f"no daemon log yet at {path}: the daemon has never run under this user")
         return EXIT_FAILED
+    if args.json and not args.follow:
+        emit_json({"log": str(path), "lines": last_lines(path, args.lines)})
+        return EXIT_OK
+    # Followed under --json: JSON Lines, one document per log line, as each one comes.
+    show: Callable[[str], None] = (
+        (lambda line: emit_json({"line": line}, one_line=True)) if args.json else output_line
+    )
     for line in last_lines(path, args.lines):
-        output_line(line)
+        show(line)
     if args.follow:
         for line in follow(path):
-            output_line(line)
+            show(line)
     return EXIT_OK
 
 

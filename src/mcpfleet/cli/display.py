@@ -56,7 +56,8 @@ def safe_text(value: object, *, multiline: bool = False) -> str:
     return _UNSAFE_IN_ONE_LINE.sub(_visible, text)
 
 
-def json_for_terminal(payload: Any) -> str:
-    """``payload`` as indented JSON whose strings decode exactly, with nothing a terminal acts on."""
-    text = json.dumps(payload, indent=2, ensure_ascii=False, default=str)
+def json_for_terminal(payload: Any, *, indent: int | None = 2) -> str:
+    """``payload`` as JSON (indented, or on one line with ``indent=None``) whose strings decode
+    exactly, with nothing a terminal acts on."""
+    text = json.dumps(payload, indent=indent, ensure_ascii=False, default=str)
     return _UNSAFE_IN_JSON.sub(_json_escape, text)

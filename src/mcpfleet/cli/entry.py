@@ -26,7 +26,6 @@ import socket
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
 if TYPE_CHECKING:
@@ -79,14 +78,14 @@ def _cli_main(arguments: list[str]) -> int:
 
 def serve_route(arguments: Sequence[str]) -> ServeRoute:
     """Whether ``mcpfleet <arguments>`` is a ``serve`` the daemon can take (see the module)."""
-    from mcpfleet.cli.options import FLEET_CHANGING_OPTIONS
+    from mcpfleet.cli.options import FLEET_CHANGING_OPTIONS, merge_global_options
     from mcpfleet.daemon.launch import daemon_disabled
 
     try:
-        args = build_parser().parse_args(arguments)
+        args = merge_global_options(build_parser().parse_args(arguments))
     except _CommandLineError:
         return ServeRoute()
-    if args.command != SERVE or args.help or args.serve_help:
+    if args.command != SERVE or args.help or args.serve_help or hasattr(args, "version"):
         return ServeRoute()
     # The HTTP gateway's own options need --http, which serves in this process: without it,
     # mcpfleet.cli.main says what is wrong (and refuses --auth-token in every case).
@@ -117,17 +116,13 @@ def build_parser() -> argparse.ArgumentParser:
     """The options of ``mcpfleet [global options] serve [serve options]``, as in ``cli/main.py``
     and ``cli/serve_commands.py``, checked alike: a command line the CLI would refuse goes to
     it, and it says what is wrong."""
+    from mcpfleet.cli.options import add_global_options
+
     parser = _Parser(prog="mcpfleet", add_help=False)
     parser.add_argument("-h", "--help", action="store_true")
-    parser.add_argument("--cwd", type=Path)
-    parser.add_argument("--config", dest="extra_configs", action="append", default=[])
-    parser.add_argument("--no-project-config", action="store_true")
-    parser.add_argument("--trust-project", action="store_true")
-    parser.add_argument("--startup-timeout", type=_at_least(0), default=250)
-    parser.add_argument("--no-cache", action="store_true")
-    parser.add_argument("--json", action="store_true")
-    parser.add_argument("--strict", action="store_true")
-    parser.add_argument("-v", "--verbose", action="count", default=0)
+    # The CLI prints the version and exits: read here only to leave that command line to it.
+    parser.add_argument("--version", action="store_true", default=argparse.SUPPRESS)
+    add_global_options(parser)
     subparsers = parser.add_subparsers(dest="command")
     serve = subparsers.add_parser(SERVE, add_help=False)
     serve.add_argument("-h", "--help", dest="serve_help", action="store_true")
@@ -141,6 +136,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--max-tools", type=_at_least(1))
     serve.add_argument("--profile")
     serve.add_argument("--no-daemon", action="store_true")
+    add_global_options(serve, depth=1)
     return parser
 
 

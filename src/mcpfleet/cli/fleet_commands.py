@@ -12,11 +12,11 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 from typing import TYPE_CHECKING, Any
 
 from mcpfleet.cli.main import strict_option
-from mcpfleet.cli.options import FleetOptions
+from mcpfleet.cli.options import FleetOptions, roots_option
 from mcpfleet.cli.output import EXIT_FAILED, EXIT_OK, EXIT_USAGE, emit_json, error_line, output_line
 from mcpfleet.cli.through_daemon import CommandFailed, ask_daemon
 
@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     status = subparsers.add_parser("status", help="connect every server like an agent would and report")
     strict_option(status, "exit 1 when any server failed")
+    roots_option(status)
     status.set_defaults(handler=status_command)
 
     tools = subparsers.add_parser("tools", help="the tools an agent would see")
@@ -45,15 +46,24 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     tools.add_argument(
         "--limit", type=int, default=8, metavar="N", help="with --search: how many tools at most (default 8)"
     )
+    tools.add_argument(
+        "--live",
+        action="store_true",
+        help="wait for every server to connect and list its tools, instead of answering from the "
+        "tool cache for the servers not ready within --startup-timeout",
+    )
     strict_option(tools, "exit 1 when any server failed")
+    roots_option(tools)
     tools.set_defaults(handler=tools_command)
 
     call = subparsers.add_parser("call", help="call one tool and print its result")
     call.add_argument("tool", help="tool name: mcp_<server>_<tool>, <server>/<tool> or mcp__<server>__<tool>")
     call.add_argument("arguments", nargs="?", default="{}", help="JSON object of arguments (default {})")
+    roots_option(call)
     call.set_defaults(handler=call_command)
 
     shell = subparsers.add_parser("shell", help="interactive session: /mcp …, /tools, /call, /exit")
+    roots_option(shell)
     shell.set_defaults(handler=_run_async(shell_command))
 
     demo = subparsers.add_parser("demo", help="the whole lifecycle on bundled example servers")
@@ -75,18 +85,25 @@ def _in_process(command: Any, *args: Any) -> Any:
 
 
 async def _connect_with_progress(
-    args: argparse.Namespace, manager: MCPManager, discovery: DiscoveryResult, *, settle: bool = False
+    args: argparse.Namespace,
+    manager: MCPManager,
+    discovery: DiscoveryResult,
+    *,
+    settle: bool = False,
+    only: Collection[str] | None = None,
 ) -> MCPLoadResult:
     """The gated connect round, with live per-server progress on a terminal.
 
     ``settle`` then waits for every server the gate let through unfinished, so a report
-    gives each server's final state rather than the cache's picture of it.
+    gives each server's final state rather than the cache's picture of it. ``only`` starts
+    those servers and no other (``tools --server``, ``call``).
     """
     from mcpfleet.cli import documents
     from mcpfleet.cli.progress import live_progress
 
+    configs = {name: config for name, config in discovery.configs.items() if only is None or name in only}
     with live_progress(manager, enabled=not args.json and sys.stderr.isatty()):
-        result = await manager.connect_servers(discovery.configs, discovery.sources)
+        result = await manager.connect_servers(configs, discovery.sources)
         if settle:
             await documents.settle(manager, result)
     return result
@@ -116,11 +133,11 @@ def _report_document(
     code (the reason said on stderr) when the daemon failed in a way not to be retried here."""
     try:
         document = ask_daemon(args, op, params)
+        if document is None:
+            document = _in_process(build_in_process, args)
     except CommandFailed as failure:
         error_line(failure.message)
         return failure.exit_code
-    if document is None:
-        document = _in_process(build_in_process, args)
     return document
 
 
@@ -160,26 +177,58 @@ def tools_command(args: argparse.Namespace) -> int:
 
 
 async def tools_document(args: argparse.Namespace) -> dict[str, Any]:
-    """The ``tools --json`` document of the fleet, started in this process."""
+    """The ``tools --json`` document of the fleet, started in this process: as the start-up
+    gate answers (``--live``: once every server settled); ``--server`` starts that one only."""
     from mcpfleet.cli import documents
 
     manager = FleetOptions.from_args(args).manager()
     discovery = manager.discover()
+    only = None if args.server is None else {known_server(args.server, discovery, EXIT_USAGE)}
     async with manager:
-        result = await _connect_with_progress(args, manager, discovery)
+        result = await _connect_with_progress(args, manager, discovery, settle=args.live, only=only)
         tools = documents.tool_rows(manager.get_tools(), server=args.server)
-    return documents.tools_document(tools, documents.error_rows([*discovery.errors, *result.failures]))
+    if only is not None:
+        # The one server asked for, when it cannot start, says why (approval, invalid entry).
+        result.complete_from(discovery)
+    failures = [failure for failure in result.failures if only is None or failure.subject in only]
+    return documents.tools_document(tools, documents.error_rows([*discovery.errors, *failures]))
 
 
-def parse_arguments(text: str) -> dict[str, Any] | None:
-    """Parse a JSON object of tool arguments; ``None`` (after one error line) when it is not one."""
+def known_server(name: str, discovery: DiscoveryResult, exit_code: int) -> str:
+    """``name``, when a config file declares a server by that name; else ``CommandFailed``
+    at once, with the names it may have meant."""
+    from mcpfleet.cli import documents
+
+    declared = [entry.name for entry in discovery.entries]
+    if name not in declared:
+        raise CommandFailed(documents.unknown_server_message(name, declared), exit_code)
+    return name
+
+
+def _why_not_started(name: str, discovery: DiscoveryResult) -> str:
+    """Why the declared server ``name`` does not start here, and what to do about it."""
+    from mcpfleet.fleet.startup import StartupReport
+
+    inactive = StartupReport()
+    inactive.complete_from(discovery)
+    if name in inactive.disabled_servers:
+        return f"server {name!r} is disabled: `mcpfleet enable {name}` turns it on"
+    if name in inactive.errors:
+        return inactive.errors[name]
+    states = sorted({entry.state for entry in discovery.entries if entry.name == name})
+    return f"server {name!r} does not start here ({', '.join(states)}): `mcpfleet config` says why"
+
+
+def parse_arguments(text: str, report: Callable[[str], None] = error_line) -> dict[str, Any] | None:
+    """Parse a JSON object of tool arguments; ``None`` (after one error, said by ``report``)
+    when it is not one."""
     try:
         value = json.loads(text)
     except json.JSONDecodeError as error:
-        error_line(f"arguments are not valid JSON ({error.msg} at column {error.colno}): pass a JSON object")
+        report(f"arguments are not valid JSON ({error.msg} at column {error.colno}): pass a JSON object")
         return None
     if not isinstance(value, dict):
-        error_line('arguments must be a JSON object, e.g. \'{"path": "README.md"}\'')
+        report('arguments must be a JSON object, e.g. \'{"path": "README.md"}\'')
         return None
     return value
 
@@ -206,16 +255,34 @@ def call_command(args: argparse.Namespace) -> int:
 
 
 async def call_document(args: argparse.Namespace, arguments: dict[str, Any]) -> dict[str, Any]:
-    """The ``call --json`` document of one call, on the fleet started in this process."""
+    """The ``call --json`` document of one call, in this process: only the server the tool's
+    name spells out is started (every server, for a bare tool name), behind the start-up
+    gate, so a tool the cache does not know of that server fails without waiting for it."""
     from mcpfleet.cli import documents
+    from mcpfleet.fleet.tools import resolve_tool_name, servers_named_by
 
-    async with FleetOptions.from_args(args).open_session() as session:
-        tool = session.get_tool(args.tool)
-        if tool is None:
-            message = documents.unknown_tool_message(args.tool, [t.name for t in session.tools])
-            raise CommandFailed(message, EXIT_FAILED)
-        result = await tool.execute(arguments)
-    return documents.call_document(result)
+    manager = FleetOptions.from_args(args).manager()
+    discovery = manager.discover()
+    declared = [entry.name for entry in discovery.entries]
+    named = servers_named_by(args.tool, declared)
+    written, servers = named.written, named.servers
+    if written is not None and not servers:
+        raise CommandFailed(documents.unknown_server_message(written, declared), EXIT_FAILED)
+    if servers and not any(name in discovery.configs for name in servers):
+        raise CommandFailed(_why_not_started(servers[0], discovery), EXIT_FAILED)
+    async with manager:
+        result = await _connect_with_progress(args, manager, discovery, only=servers if written else None)
+        tools = manager.get_tools()
+        tool = resolve_tool_name(args.tool, tools)
+        outcome = await tool.execute(arguments) if tool is not None else None
+    # Raised here, not in the manager's block, whose task group would wrap it in a group.
+    if outcome is None:
+        # A server that could not start says why, rather than that it has no such tool.
+        failed = [failure.message for failure in result.failures if failure.subject in servers]
+        raise CommandFailed(
+            failed[0] if failed else documents.no_such_tool_message(args.tool, tools, declared), EXIT_FAILED
+        )
+    return documents.call_document(outcome)
 
 
 async def shell_command(args: argparse.Namespace) -> int:

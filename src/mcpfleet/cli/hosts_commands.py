@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING
@@ -72,10 +71,10 @@ def _state(status: HostStatus) -> str:
 
 
 def _print_table(statuses: list[HostStatus]) -> None:
-    from rich.console import Console
     from rich.table import Table
 
     from mcpfleet.cli.output import rich_text
+    from mcpfleet.cli.render import console, print_table
 
     table = Table(title="MCP hosts")
     for column in ("Host", "Id", "State", "Moved aside", "User config"):
@@ -88,7 +87,7 @@ def _print_table(statuses: list[HostStatus]) -> None:
             rich_text(", ".join(status.replaced)),
             rich_text(status.host.path),
         )
-    Console(width=None if sys.stdout.isatty() else 200).print(table)
+    print_table(console(), table)
     for status in statuses:
         if status.error is not None:
             output_line(f"{status.host.name}: {status.error}")

@@ -12,11 +12,23 @@ import importlib
 import logging
 import os
 import sys
-from collections.abc import Callable, Sequence
-from pathlib import Path
+from collections.abc import Callable, Iterator, Sequence
+from typing import NoReturn
 
 from mcpfleet.cli.display import safe_text
-from mcpfleet.cli.output import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE, report_error
+from mcpfleet.cli.help_texts import describe_command
+from mcpfleet.cli.options import add_global_options, merge_global_options
+from mcpfleet.cli.output import (
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_USAGE,
+    emit_json,
+    finish_json_output,
+    json_output_requested,
+    report_error,
+    request_json_output,
+    start_output,
+)
 from mcpfleet.errors import ConfigError
 
 COMMAND_MODULES: tuple[str, ...] = (
@@ -31,60 +43,51 @@ COMMAND_MODULES: tuple[str, ...] = (
 Handler = Callable[[argparse.Namespace], int]
 
 
+class CommandLineParser(argparse.ArgumentParser):
+    """The parser of ``mcpfleet`` and of each of its commands: under ``--json`` a usage error
+    is a JSON document on stdout too (``{"error": …}``), still exit 2."""
+
+    def error(self, message: str) -> NoReturn:
+        if json_output_requested():
+            emit_json({"error": f"{self.prog}: error: {message}"})
+        super().error(message)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    from mcpfleet import __version__
+
+    parser = CommandLineParser(
         prog="mcpfleet",
         description="Find, connect, test and serve every MCP server your coding tools know about.",
+        epilog="Global options are accepted after the command too (`mcpfleet daemon status --json`). "
+        "`mcpfleet COMMAND --help` describes one command, with examples.",
     )
-    parser.add_argument("--cwd", type=Path, default=None, help="project root (default: current directory)")
-    parser.add_argument(
-        "--config",
-        dest="extra_configs",
-        action="append",
-        type=Path,
-        default=[],
-        metavar="FILE",
-        help="extra config file (repeatable); overrides discovered servers of the same name",
-    )
-    parser.add_argument("--no-project-config", action="store_true", help="ignore project-level config files")
-    parser.add_argument(
-        "--trust-project", action="store_true", help="approve this project's servers for this run only"
-    )
-    parser.add_argument(
-        "--startup-timeout",
-        type=_milliseconds,
-        default=250,
-        metavar="MS",
-        help="start-up gate in ms (default 250; 0 waits for every server)",
-    )
-    parser.add_argument("--no-cache", action="store_true", help="do not read or write the tool cache")
-    parser.add_argument("--json", action="store_true", help="machine-readable output on stdout")
-    parser.add_argument(
-        "--strict", action="store_true", help="config, status, tools: exit 1 when any server or file failed"
-    )
-    parser.add_argument(
-        "-v", "--verbose", action="count", default=0, help="more logging on stderr, and what caused an error"
-    )
+    parser.add_argument("--version", action="version", version=f"mcpfleet {__version__}")
+    add_global_options(parser)
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for module_name in COMMAND_MODULES:
         module = importlib.import_module(module_name)
         module.register(subparsers)
+    for path, command in command_parsers(parser):
+        add_global_options(command, depth=len(path))
+        describe_command(command, path)
     return parser
+
+
+def command_parsers(
+    parser: argparse.ArgumentParser, path: tuple[str, ...] = ()
+) -> Iterator[tuple[tuple[str, ...], argparse.ArgumentParser]]:
+    """Every command and action parser under ``parser``, with its words (``("daemon", "status")``)."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, command in action.choices.items():
+                yield (*path, name), command
+                yield from command_parsers(command, (*path, name))
 
 
 def strict_option(parser: argparse.ArgumentParser, help_text: str) -> None:
     """``--strict`` after a sub-command too; absent there, it leaves the global value alone."""
     parser.add_argument("--strict", action="store_true", default=argparse.SUPPRESS, help=help_text)
-
-
-def _milliseconds(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number of milliseconds, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 (wait for every server) or more, got {value}")
-    return value
 
 
 class _SafeFormatter(logging.Formatter):
@@ -114,20 +117,25 @@ def _silence_stdout() -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    # Before parsing, from the words themselves: a usage error under --json is JSON too.
+    options = arguments[: arguments.index("--")] if "--" in arguments else arguments
+    start_output(json_requested="--json" in options)
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = merge_global_options(parser.parse_args(arguments))
+    request_json_output(args.json)
     if args.command is None:
         parser.print_help(sys.stderr)
-        return EXIT_USAGE
+        return finish_json_output(EXIT_USAGE, "no command given: `mcpfleet --help` lists them")
     _configure_logging(args.verbose)
     handler: Handler = args.handler
     try:
-        return handler(args)
+        return finish_json_output(handler(args))
     except ConfigError as error:
         report_error(error)
-        return EXIT_USAGE
+        return finish_json_output(EXIT_USAGE)
     except KeyboardInterrupt:
-        return EXIT_INTERRUPTED
+        return finish_json_output(EXIT_INTERRUPTED, "interrupted")
     except BrokenPipeError:
         # The same exit as rich's own when a table meets a closed pipe.
         _silence_stdout()

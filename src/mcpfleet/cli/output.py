@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import sys
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any, ClassVar, TextIO
 
 from mcpfleet.cli.display import json_for_terminal, safe_text
 
@@ -28,11 +28,56 @@ EXIT_INTERRUPTED = 130
 logger = logging.getLogger(__name__)
 
 
-def emit_json(payload: Any) -> None:
-    """Write one JSON document to stdout (the only thing ``--json`` puts there)."""
-    sys.stdout.write(json_for_terminal(payload))
+class _JsonOutput:
+    """What ``--json`` has put on stdout so far, and the errors said on stderr meanwhile: a
+    command that ends without its document still leaves one, ``{"error": …}``."""
+
+    requested = False
+    emitted = False
+    errors: ClassVar[list[str]] = []
+
+
+def start_output(*, json_requested: bool) -> None:
+    """A new run of the command line: nothing printed yet, no error said."""
+    _JsonOutput.emitted = False
+    _JsonOutput.errors = []
+    request_json_output(json_requested)
+
+
+def request_json_output(requested: bool) -> None:
+    """Whether this run answers in JSON (``--json``, anywhere on the command line)."""
+    _JsonOutput.requested = requested
+
+
+def json_output_requested() -> bool:
+    return _JsonOutput.requested
+
+
+def finish_json_output(exit_code: int, reason: str | None = None) -> int:
+    """The command's exit code, unchanged; under ``--json``, a failed command that printed no
+    document leaves ``{"error": …}`` on stdout: the first error it said (with every one in
+    ``errors`` when there were several), else ``reason``."""
+    if _JsonOutput.requested and not _JsonOutput.emitted and exit_code != EXIT_OK:
+        errors = _JsonOutput.errors or [reason or f"the command failed (exit {exit_code})"]
+        document: dict[str, Any] = {"error": errors[0]}
+        if len(errors) > 1:
+            document["errors"] = list(errors)
+        emit_json(document)
+    return exit_code
+
+
+def emit_json(payload: Any, *, one_line: bool = False) -> None:
+    """Write one JSON document to stdout (the only thing ``--json`` puts there); ``one_line``
+    for a stream of them (JSON Lines: ``daemon logs -f``, ``shell``)."""
+    sys.stdout.write(json_for_terminal(payload, indent=None if one_line else 2))
     sys.stdout.write("\n")
     sys.stdout.flush()
+    _JsonOutput.emitted = True
+
+
+def counted(count: Any, noun: str, plural: str | None = None) -> str:
+    """``1 tool``, ``2 tools``, ``0 tools``: a count with its noun in the right number."""
+    return f"{count} {noun if count == 1 else plural or noun + 's'}"
 
 
 def output_line(text: str, *, multiline: bool = False, stream: TextIO | None = None) -> None:
@@ -50,6 +95,8 @@ def error_line(message: str) -> None:
     from mcpfleet.redaction import redact_text
 
     text = redact_text(" ".join(str(message).split()))
+    if _JsonOutput.requested:
+        _JsonOutput.errors.append(text)
     sys.stderr.write(f"mcpfleet: {safe_text(text)}\n")
     sys.stderr.flush()
 

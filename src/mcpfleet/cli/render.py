@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from mcpfleet.cli.output import rich_text
+from mcpfleet.cli.output import counted, rich_text
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -388,7 +388,7 @@ def status_table(servers: Sequence[Mapping[str, Any]]) -> Table:
 
 
 def tools_table(tools: Sequence[Mapping[str, Any]]) -> Table:
-    return render_table(f"{len(tools)} MCP tools", ToolRow.COLUMNS, map(tool_cells, tools))
+    return render_table(counted(len(tools), "MCP tool"), ToolRow.COLUMNS, map(tool_cells, tools))
 
 
 def config_table(project: str, rows: Sequence[EntryRow]) -> Table:
@@ -398,9 +398,40 @@ def config_table(project: str, rows: Sequence[EntryRow]) -> Table:
 
 
 def console(stderr: bool = False) -> Console:
+    """The console of a report on stdout (or stderr): the terminal's width (``COLUMNS``
+    honoured, as rich does); piped without ``COLUMNS``, ``UNLIMITED_WIDTH``, so that each row
+    of a table stays one line (a pipe, a log, ``grep``), as wide as it needs."""
+    import os
+
     from rich.console import Console
 
-    return Console(stderr=stderr, highlight=False)
+    terminal = Console(stderr=stderr, highlight=False)
+    if terminal.is_terminal or os.environ.get("COLUMNS", "").isdigit():
+        return terminal
+    return Console(stderr=stderr, highlight=False, width=UNLIMITED_WIDTH)
+
+
+def print_table(out: Console, table: Table) -> None:
+    """Draw ``table`` without ever breaking a word: each column is at least as wide as the
+    longest word in it, wrapping only between words. When those widths do not fit ``out``
+    (a long path on a narrow terminal), the table is drawn as wide as they need, not cut."""
+    from rich.cells import cell_len
+    from rich.text import Text
+
+    def words(cell: object) -> list[str]:
+        return (cell.plain if isinstance(cell, Text) else str(cell)).split()
+
+    for column in table.columns:
+        longest = max(
+            (cell_len(word) for cell in [column.header, *column.cells] for word in words(cell)), default=1
+        )
+        column.min_width = max(column.min_width or 0, longest)
+    # Each column has a space of padding on either side, and a rule between and around them.
+    needed = sum((column.min_width or 0) + 2 for column in table.columns) + len(table.columns) + 1
+    if needed > out.width:
+        out.print(table, width=needed, crop=False)
+    else:
+        out.print(table)
 
 
 def print_status(document: Mapping[str, Any], *, out: Console | None = None) -> None:
@@ -408,7 +439,7 @@ def print_status(document: Mapping[str, Any], *, out: Console | None = None) -> 
     out = out if out is not None else console()
     servers = document.get("servers") or []
     if servers:
-        out.print(status_table(servers))
+        print_table(out, status_table(servers))
     else:
         out.print("No MCP servers found. `mcpfleet add NAME --command CMD` adds one.")
     print_errors(document.get("errors") or [])
@@ -416,7 +447,7 @@ def print_status(document: Mapping[str, Any], *, out: Console | None = None) -> 
 
 def print_tools(document: Mapping[str, Any], *, out: Console | None = None) -> None:
     """The ``tools`` report of its ``--json`` document."""
-    (out if out is not None else console()).print(tools_table(document.get("tools") or []))
+    print_table(out if out is not None else console(), tools_table(document.get("tools") or []))
     print_errors(document.get("errors") or [])
 
 
@@ -455,26 +486,13 @@ def print_daemon_status(document: Mapping[str, Any], *, out: Console | None = No
     print_errors(document.get("errors") or [])
 
 
-def counted(count: Any, one: str, many: str | None = None) -> str:
-    """``1 session``, ``2 sessions``."""
-    return f"{count} {one if count == 1 else (many or one + 's')}"
-
-
 UNLIMITED_WIDTH = 100_000
 """The width of a report that is piped: more than any line of it."""
 
 
 def report_console() -> Console:
-    """stdout for a report fitted to its width: the terminal's (``COLUMNS`` honoured, as rich
-    does); piped without ``COLUMNS``, no limit, so that each line is whole for the reader."""
-    import os
-
-    from rich.console import Console
-
-    terminal = Console(highlight=False)
-    if terminal.is_terminal or os.environ.get("COLUMNS", "").isdigit():
-        return terminal
-    return Console(highlight=False, width=UNLIMITED_WIDTH)
+    """stdout for a report fitted to its width: ``console()``'s."""
+    return console()
 
 
 def fitted_table(
@@ -533,7 +551,7 @@ def _unwrapped_table(title: str, columns: Sequence[str], lines: Iterable[Cells])
 def print_config(project: str, rows: Sequence[EntryRow], out: Console) -> None:
     """The ``config`` report, then the review of every pending project entry."""
     if rows:
-        out.print(config_table(project, rows))
+        print_table(out, config_table(project, rows))
     else:
         out.print("No MCP servers found. Add one with `mcpfleet add NAME --command CMD`.")
     pending = [row for row in rows if row.review is not None]

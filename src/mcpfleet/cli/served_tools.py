@@ -46,6 +46,7 @@ async def served_tools_command(args: argparse.Namespace, connect: Connect) -> in
         options.project_root,
         **options.session_settings(),
         entry_filter=profile.entry_filter() if profile is not None else None,
+        roots=options.roots,
     )
     discovery = manager.discover()
     async with manager:

@@ -9,7 +9,6 @@ Ctrl-C at the prompt (or during a call) closes every server and exits 130.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import stat
 import sys
@@ -17,10 +16,11 @@ from typing import TYPE_CHECKING
 
 import anyio
 
-from mcpfleet.cli.output import EXIT_OK, error_line, output_line
+from mcpfleet.cli.output import EXIT_OK, counted, emit_json, error_line, output_line
 
 if TYPE_CHECKING:
     from mcpfleet.agent.session import AgentSession
+    from mcpfleet.fleet.tools import ToolResult
 
 SHELL_HELP = """\
 /tools                list the active tools
@@ -79,14 +79,14 @@ async def run_shell(args: argparse.Namespace) -> int:
     from mcpfleet.cli.options import FleetOptions
 
     interactive = sys.stdin.isatty()
+    out = ShellOutput(as_json=args.json)
     # An interactive session lives long enough for config edits to matter: follow them.
     async with FleetOptions.from_args(args).open_session(watch=True) as session:
         for error in session.mcp_errors:
-            error_line(f"{error.path}: {error.error}")
-        connected = len(session.mcp_manager.get_connected_servers())
-        say(f"{len(session.tools)} tools from {connected} servers. /help lists the commands.")
+            out.error(f"{error.path}: {error.error}")
+        out.banner(session)
         try:
-            await _read_commands(args, session, InputLines(sys.stdin.fileno()), interactive=interactive)
+            await _read_commands(out, session, InputLines(sys.stdin.fileno()), interactive=interactive)
         except anyio.get_cancelled_exc_class():
             if interactive:
                 sys.stdout.write("\n")  # leave the user's own prompt on a line of its own
@@ -96,7 +96,7 @@ async def run_shell(args: argparse.Namespace) -> int:
 
 
 async def _read_commands(
-    args: argparse.Namespace, session: AgentSession, lines: InputLines, *, interactive: bool
+    out: ShellOutput, session: AgentSession, lines: InputLines, *, interactive: bool
 ) -> None:
     from mcpfleet.cli.fleet_commands import parse_arguments
     from mcpfleet.cli.slash import MCPCommandController
@@ -115,33 +115,86 @@ async def _read_commands(
         if line in ("/exit", "/quit"):
             return
         if line == "/help":
-            say(SHELL_HELP)
+            out.text(SHELL_HELP)
         elif line == "/tools":
-            for tool in session.tools:
-                marker = " (deferred)" if getattr(tool, "deferred", False) else ""
-                summary = tool.description.splitlines()[0] if tool.description else ""
-                say(f"{tool.name}{marker}  {summary}")
+            out.tools(session)
         elif line.startswith("/call"):
             parts = line.split(maxsplit=2)
             if len(parts) < 2:
-                error_line("usage: /call TOOL [JSON_ARGS]")
+                out.error("usage: /call TOOL [JSON_ARGS]")
                 continue
-            arguments = parse_arguments(parts[2] if len(parts) > 2 else "{}")
+            arguments = parse_arguments(parts[2] if len(parts) > 2 else "{}", out.error)
             if arguments is None:
                 continue
             target = session.get_tool(parts[1])
             if target is None:
-                error_line(f"no tool named {parts[1]!r}; /tools lists them")
+                out.error(f"no tool named {parts[1]!r}; /tools lists them")
                 continue
-            result = await target.execute(arguments)
-            if args.json:
-                say(json.dumps({"is_error": result.is_error, "text": result.text}))
-            else:
-                say(("error: " if result.is_error else "") + result.text)
+            out.result(await target.execute(arguments))
         elif line.startswith("/mcp"):
-            say(await controller.handle(line))
+            out.text(await controller.handle(line))
         else:
-            error_line(f"unknown command {line.split()[0]!r}; /help lists the commands")
+            out.error(f"unknown command {line.split()[0]!r}; /help lists the commands")
+
+
+class ShellOutput:
+    """What the shell shows: text on a terminal; under ``--json``, one JSON document a line
+    (JSON Lines) for each answer, an error included (``{"error": …}``, said on stderr too)."""
+
+    def __init__(self, *, as_json: bool) -> None:
+        self.as_json = as_json
+
+    def banner(self, session: AgentSession) -> None:
+        manager = session.mcp_manager
+        tools = session.tools
+        # Deferred tools come from the cache: their servers count, connected or not yet.
+        servers = {getattr(tool, "server_name", None) for tool in tools} - {None}
+        connected = len(manager.get_connected_servers()) if manager is not None else 0
+        if self.as_json:
+            emit_json({"tools": len(tools), "servers": len(servers), "connected": connected}, one_line=True)
+            return
+        say(
+            f"{counted(len(tools), 'tool')} from {counted(len(servers), 'server')} "
+            f"({connected} connected). /help lists the commands."
+        )
+
+    def text(self, text: str) -> None:
+        if self.as_json:
+            emit_json({"text": text}, one_line=True)
+        else:
+            say(text)
+
+    def tools(self, session: AgentSession) -> None:
+        rows = [
+            {
+                "name": tool.name,
+                "server": getattr(tool, "server_name", None),
+                "description": tool.description,
+                "deferred": bool(getattr(tool, "deferred", False)),
+            }
+            for tool in session.tools
+        ]
+        if self.as_json:
+            emit_json({"tools": rows}, one_line=True)
+            return
+        for row in rows:
+            marker = " (deferred)" if row["deferred"] else ""
+            description = str(row["description"] or "")
+            summary = description.splitlines()[0] if description else ""
+            say(f"{row['name']}{marker}  {summary}")
+
+    def result(self, result: ToolResult) -> None:
+        if self.as_json:
+            from mcpfleet.cli.documents import call_document
+
+            emit_json(call_document(result), one_line=True)
+        else:
+            say(("error: " if result.is_error else "") + result.text)
+
+    def error(self, message: str) -> None:
+        error_line(message)
+        if self.as_json:
+            emit_json({"error": message}, one_line=True)
 
 
 def say(text: str) -> None:

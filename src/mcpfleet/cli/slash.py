@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from mcpfleet.cli.display import safe_text
-from mcpfleet.cli.output import log_causes
+from mcpfleet.cli.output import counted, log_causes
 from mcpfleet.cli.render import look_of
 from mcpfleet.errors import MCPFleetError
 
@@ -113,9 +113,14 @@ class MCPCommandController:
             state = manager.get_server_state(name)
             source = manager.get_source(name)
             where = f" [{source.provider_name}, {source.level}]" if source else ""
-            crashes = f", {state.recent_crashes} recent crashes" if state.recent_crashes else ""
+            crashes = (
+                f", {counted(state.recent_crashes, 'recent crash', 'recent crashes')}"
+                if state.recent_crashes
+                else ""
+            )
             mark = look_of(state.state).mark
-            line = f"{mark} {safe_text(name)}: {state.state}, {counts.get(name, 0)} tools{crashes}{where}"
+            tools = counted(counts.get(name, 0), "tool")
+            line = f"{mark} {safe_text(name)}: {state.state}, {tools}{crashes}{where}"
             if state.last_error:
                 line += f"\n    {safe_text(state.last_error)}"
             if state.state != "connected" and state.stderr_tail:
@@ -134,7 +139,7 @@ class MCPCommandController:
         elapsed = (time.perf_counter() - started) * 1000
         lines = [
             f"MCP reload complete in {elapsed:.0f} ms: {len(result.connected_servers)} connected, "
-            f"{len(result.tools)} tools."
+            f"{counted(len(result.tools), 'tool')}."
         ]
         if result.errors:
             lines.append("Some servers failed to connect:")
@@ -214,13 +219,15 @@ class MCPCommandController:
         name = self._one_name(arguments, "/mcp test NAME")
         config = self._config_of(name)
         started = time.perf_counter()
-        async with connect_to_server(name, config, cwd=self.session.cwd) as connection:
+        # The roots the session offers its servers (none unless --roots), for this one too.
+        roots = self.session.mcp_manager.settings.roots
+        async with connect_to_server(name, config, cwd=self.session.cwd, roots=roots) as connection:
             tools = await connection.list_tools()
         elapsed = (time.perf_counter() - started) * 1000
         shown = ", ".join(safe_text(tool.name) for tool in tools[:10]) + (" …" if len(tools) > 10 else "")
         if not tools:
             return f"Connection successful in {elapsed:.0f} ms. No tools reported."
-        return f"Connection successful in {elapsed:.0f} ms. {len(tools)} tool(s): {shown}"
+        return f"Connection successful in {elapsed:.0f} ms. {counted(len(tools), 'tool')}: {shown}"
 
     async def _resources(self, arguments: list[str]) -> str:
         lines = []

@@ -45,6 +45,9 @@ def daemon_fleet(args: argparse.Namespace) -> FleetSpec | None:
     if any(getattr(args, name) for name in FLEET_CHANGING_OPTIONS):
         logger.info("--config and --no-cache change the fleet itself: serving in this process")
         return None
+    if getattr(args, "roots", None):
+        logger.info("--roots are offered by this process's fleet only: serving in this process")
+        return None
     return FleetOptions.from_args(args).fleet_spec()
 
 

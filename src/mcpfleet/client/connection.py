@@ -54,9 +54,11 @@ from mcpfleet.client.definitions import (
 )
 from mcpfleet.client.handshake import Negotiated, negotiated_client, plan_connection
 from mcpfleet.client.inbound import (
+    WORKING_FOLDER,
     ElicitationHandler,
     InboundHandlers,
     NotificationCallback,
+    RootsOffer,
     SamplingHandler,
     ServerRequestHandler,
     server_request_handler,
@@ -120,6 +122,7 @@ class ServerConnection:
         probe_timeout_ms: int = DEFAULT_PROBE_TIMEOUT_MS,
         stdio_transport: StdioTransport | None = None,
         log_level: LogLevel | None = None,
+        roots: RootsOffer = WORKING_FOLDER,
     ) -> None:
         if config.transport == "stdio" and stdio_transport is None:
             raise ValueError(f"{name}: a stdio connection takes over a spawned transport (see opening.py)")
@@ -153,7 +156,7 @@ class ServerConnection:
             name,
             cwd=cwd,
             on_notification=on_notification,
-            requests=server_request_handler(server_requests, elicitation_handler, sampling_handler),
+            requests=server_request_handler(server_requests, elicitation_handler, sampling_handler, roots),
             session_of=lambda: self._client.session if self._client is not None else None,
         )
         self._client: Client | None = None

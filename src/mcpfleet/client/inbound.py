@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import inspect
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 
 import mcp_types
 from mcp.shared.exceptions import MCPError
@@ -40,6 +40,21 @@ SamplingHandler = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
 "assistant", "content": {"type": "text", "text": ...}, "model": ..., "stopReason": ...}``)."""
 
 _Model = TypeVar("_Model", bound=BaseModel)
+
+WORKING_FOLDER: Literal["working-folder"] = "working-folder"
+RootsOffer = Sequence[str | Path] | Literal["working-folder"] | None
+"""The roots a fleet offers its servers: the working folder (``WORKING_FOLDER``, the default),
+these folders, or none (``None``: ``roots/list`` is answered with an empty list, so a server
+that follows roots, like the reference filesystem server, keeps the folders its own config
+names; the capability stays declared, so servers list the same tools to every fleet)."""
+
+
+def listed_roots(roots: RootsOffer) -> list[dict[str, Any]] | None:
+    """``roots`` as a ``roots/list`` answer; ``None`` for the working folder (see ``RootsOffer``)."""
+    if roots == WORKING_FOLDER:
+        return None
+    folders = [Path(root).expanduser().resolve() for root in roots or ()]
+    return [{"uri": folder.as_uri(), "name": folder.name or str(folder)} for folder in folders]
 
 
 class ServerRequestHandler(Protocol):
@@ -78,13 +93,19 @@ class ServerRequestHandler(Protocol):
 
 class HostHooks:
     """A host's plain hooks as a ``ServerRequestHandler``: every server gets the same answers,
-    and the working folder as its root. Without a hook its capability is not declared."""
+    and ``roots`` (see ``RootsOffer``) as its roots. Without a hook its capability is not
+    declared (roots excepted: always declared)."""
 
     def __init__(
-        self, elicitation_handler: ElicitationHandler | None, sampling_handler: SamplingHandler | None
+        self,
+        elicitation_handler: ElicitationHandler | None,
+        sampling_handler: SamplingHandler | None,
+        roots: RootsOffer = WORKING_FOLDER,
     ) -> None:
         self._elicitation_handler = elicitation_handler
         self._sampling_handler = sampling_handler
+        # Resolved once, here: answering roots/list then touches no file system.
+        self._listed_roots = listed_roots(roots)
 
     @property
     def sampling_capability(self) -> dict[str, Any] | None:
@@ -103,23 +124,25 @@ class HostHooks:
         return await self._elicitation_handler(params)
 
     async def list_roots(self, server: str) -> list[dict[str, Any]] | None:
-        return None
+        return None if self._listed_roots is None else list(self._listed_roots)
 
 
 def server_request_handler(
     server_requests: ServerRequestHandler | None,
     elicitation_handler: ElicitationHandler | None,
     sampling_handler: SamplingHandler | None,
+    roots: RootsOffer = WORKING_FOLDER,
 ) -> ServerRequestHandler:
-    """The one handler a connection uses: ``server_requests``, else the host's hooks.
+    """The one handler a connection uses: ``server_requests``, else the host's hooks (with
+    ``roots``).
 
     Both at once would leave it unclear who answers, so that is refused.
     """
     if server_requests is None:
-        return HostHooks(elicitation_handler, sampling_handler)
-    if elicitation_handler is not None or sampling_handler is not None:
+        return HostHooks(elicitation_handler, sampling_handler, roots)
+    if elicitation_handler is not None or sampling_handler is not None or roots != WORKING_FOLDER:
         raise ValueError(
-            "pass either server_requests or elicitation_handler/sampling_handler, not both: "
+            "pass either server_requests or elicitation_handler/sampling_handler/roots, not both: "
             "server_requests answers every request a server makes of the client"
         )
     return server_requests
@@ -259,11 +282,14 @@ class InboundHandlers:
 
 
 __all__ = [
+    "WORKING_FOLDER",
     "ElicitationHandler",
     "HostHooks",
     "InboundHandlers",
     "NotificationCallback",
+    "RootsOffer",
     "SamplingHandler",
     "ServerRequestHandler",
+    "listed_roots",
     "server_request_handler",
 ]

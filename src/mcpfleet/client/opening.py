@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from mcpfleet.client.inbound import (
         ElicitationHandler,
         NotificationCallback,
+        RootsOffer,
         SamplingHandler,
         ServerRequestHandler,
     )
@@ -143,6 +144,7 @@ async def open_connection(
     server_requests: ServerRequestHandler | None = None,
     probe_timeout_ms: int | None = None,
     log_level: LogLevel | None = None,
+    roots: RootsOffer = "working-folder",
 ) -> ServerConnection:
     """Connect ``name`` with its owner task hosted in ``task_group`` (which must outlive the
     connection). Returns once the handshake is done; otherwise raises the connect error with
@@ -160,7 +162,9 @@ async def open_connection(
     the server sends them as requests (legacy) or inside an ``input_required`` result;
     ``server_requests`` (a ``ServerRequestHandler``, instead of those two) answers them and
     ``roots/list``, told which server asks. ``log_level`` asks a 2026-07-28 server for its log
-    messages at that level and above on every request (none by default).
+    messages at that level and above on every request (none by default). ``roots`` are the
+    roots the host's hooks offer (``mcpfleet.client.inbound.RootsOffer``: the working folder
+    by default; ``None``: an empty list).
     """
     check_transport(name, config)
     stdio: StdioTransport | None = None
@@ -184,6 +188,7 @@ async def open_connection(
             probe_timeout_ms=DEFAULT_PROBE_TIMEOUT_MS if probe_timeout_ms is None else probe_timeout_ms,
             stdio_transport=stdio,
             log_level=log_level,
+            roots=roots,
         )
         await task_group.start(_run_owner, connection, name=f"mcpfleet connection {name}")
     except BaseException:
@@ -216,6 +221,7 @@ async def connect_to_server(
     server_requests: ServerRequestHandler | None = None,
     probe_timeout_ms: int | None = None,
     log_level: LogLevel | None = None,
+    roots: RootsOffer = "working-folder",
 ) -> AsyncIterator[ServerConnection]:
     """``open_connection`` for the length of an ``async with`` block, whose task group of its
     own hosts the owner: ``async with connect_to_server(name, config, cwd=…) as connection:``.
@@ -242,6 +248,7 @@ async def connect_to_server(
                 server_requests=server_requests,
                 probe_timeout_ms=probe_timeout_ms,
                 log_level=log_level,
+                roots=roots,
             )
             try:
                 yield connection

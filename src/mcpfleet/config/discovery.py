@@ -231,7 +231,12 @@ def _extra_candidates(extra_paths: Sequence[str | os.PathLike[str]], root: Path)
     for index, given in enumerate(extra_paths):
         path = Path(given).expanduser().absolute()
         if not path.is_file():
-            raise ConfigError(f"--config {path}: file not found; check the path", path=str(path))
+            raise ConfigError(f"--config {path}: {_not_a_config_file(path)}", path=str(path))
+        if path.stat().st_size == 0:
+            raise ConfigError(
+                f'--config {path}: the file is empty; write an "mcpServers" object in it, or drop --config',
+                path=str(path),
+            )
         spec = FileSpec(path, "user", dialect="posix")
         document = read_document(path)
         problems = DiscoveryResult()
@@ -239,6 +244,15 @@ def _extra_candidates(extra_paths: Sequence[str | os.PathLike[str]], root: Path)
         if problems.errors:
             problem = problems.errors[0].error.removeprefix(f"{path}: ")
             raise ConfigError(f"--config {path}: {problem}", path=str(path))
+
+
+def _not_a_config_file(path: Path) -> str:
+    """What is wrong with a ``--config`` path that is not a regular file, and the fix."""
+    if not path.exists():
+        return "file not found; check the path"
+    if path.is_dir():
+        return "is a folder, not a file; pass the config file inside it"
+    return "not a regular file (a device or a pipe, say); pass a JSON, YAML or TOML config file"
 
 
 def _candidates_in(

@@ -71,7 +71,16 @@ GLOBAL_OPTIONS_WITH_VALUE = frozenset({"--cwd", "--config", "--startup-timeout"}
 """Global options of the ``mcpfleet`` command that take a value (``cli/main.py``; a test
 keeps the two in step)."""
 GLOBAL_FLAGS = frozenset(
-    {"--no-project-config", "--trust-project", "--no-cache", "--json", "--strict", "--verbose", "--help"}
+    {
+        "--no-project-config",
+        "--trust-project",
+        "--no-cache",
+        "--json",
+        "--strict",
+        "--verbose",
+        "--help",
+        "--version",
+    }
 )
 """Global options of the ``mcpfleet`` command that take no value."""
 

@@ -132,10 +132,11 @@ class GatewaySettings:
         found = self.profiles.get(name)
         if found is not None:
             return found
-        known = ", ".join(sorted(self.profiles)) or "none is defined"
+        known = (
+            f"profiles there: {', '.join(sorted(self.profiles))}" if self.profiles else "it defines none yet"
+        )
         raise ConfigError(
-            f'unknown profile "{name}": define it under "{PROFILES_KEY}" in {self.path} '
-            f"(profiles there: {known})",
+            f'unknown profile "{name}": define it under "{PROFILES_KEY}" in {self.path} ({known})',
             path=str(self.path),
         )
 

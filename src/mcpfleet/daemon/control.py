@@ -247,6 +247,9 @@ async def _tools(operation: Operation) -> dict[str, Any]:
     if server is not None and not isinstance(server, str):
         raise ControlError('"server" must be a string', EXIT_USAGE)
     async with operation.view() as (view, discovery, result):
+        declared = [entry.name for entry in discovery.entries]
+        if server is not None and server not in declared:
+            raise ControlError(documents.unknown_server_message(server, declared), EXIT_USAGE)
         tools = documents.tool_rows(view.get_tools(), server=server)
     return documents.tools_document(tools, documents.error_rows([*discovery.errors, *result.failures]))
 
@@ -260,11 +263,12 @@ async def _call(operation: Operation) -> dict[str, Any]:
         raise ControlError('"tool" must be a tool name', EXIT_USAGE)
     if not isinstance(arguments, dict):
         raise ControlError('"arguments" must be a JSON object, e.g. {"path": "README.md"}', EXIT_USAGE)
-    async with operation.view() as (view, _, _):
+    async with operation.view() as (view, discovery, _):
         tools = view.get_tools()
         tool = resolve_tool_name(name, tools)
         if tool is None:
-            raise ControlError(documents.unknown_tool_message(name, [tool.name for tool in tools]))
+            declared = [entry.name for entry in discovery.entries]
+            raise ControlError(documents.no_such_tool_message(name, tools, declared))
         result = await tool.execute(arguments)
     return documents.call_document(result)
 

@@ -49,6 +49,7 @@ if TYPE_CHECKING:
         ServerRequestHandler,
     )
     from mcpfleet.client.definitions import LogLevel
+    from mcpfleet.client.inbound import RootsOffer
 
 __all__ = [
     "AnyTool",
@@ -91,6 +92,7 @@ class MCPManager(anyio.AsyncContextManagerMixin):
         server_requests: ServerRequestHandler | None = None,
         probe_timeout_ms: int | None = None,
         log_level: LogLevel | None = None,
+        roots: RootsOffer = "working-folder",
     ) -> None:
         """``elicitation_handler`` and ``sampling_handler`` are the host's answers to a server's
         ``elicitation/create`` and ``sampling/createMessage`` (see ``mcpfleet.client.connection``),
@@ -102,10 +104,18 @@ class MCPManager(anyio.AsyncContextManagerMixin):
         ``probe_timeout_ms`` bounds the ``server/discover`` probe of a server whose era is not in
         the cache. ``log_level`` opts every request to a 2026-07-28 server in to its log
         messages at that level and above (that era sends logs only to requests that ask; the
-        default, ``None``, asks for none); handshake-era servers are not affected."""
-        if server_requests is not None and (elicitation_handler is not None or sampling_handler is not None):
+        default, ``None``, asks for none); handshake-era servers are not affected. ``roots`` are
+        the roots every server is offered when ``server_requests`` is not given: the working
+        folder (the default), these folders, or ``None`` for none: ``roots/list`` is answered
+        with an empty list (a server that follows roots, such as the reference filesystem
+        server, then keeps the folders its own config names; the capability stays declared, so
+        the tools listed do not change)."""
+        if server_requests is not None and (
+            elicitation_handler is not None or sampling_handler is not None or roots != "working-folder"
+        ):
             raise ValueError(
-                "MCPManager: pass either server_requests or elicitation_handler/sampling_handler, not both"
+                "MCPManager: pass either server_requests or elicitation_handler/sampling_handler/roots, "
+                "not both"
             )
         self.settings = FleetSettings(
             cwd=Path(cwd).resolve(),
@@ -126,6 +136,7 @@ class MCPManager(anyio.AsyncContextManagerMixin):
             server_requests=server_requests,
             probe_timeout_ms=probe_timeout_ms,
             log_level=log_level,
+            roots=roots,
         )
         self._cache_setting = cache
         self._events = EventHub()

@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from mcpfleet.client.inbound import ElicitationHandler, SamplingHandler
+    from mcpfleet.client.inbound import ElicitationHandler, RootsOffer, SamplingHandler
 
 FLEET_SAMPLING_CAPABILITY: dict[str, Any] = {"tools": {}, "context": {}}
 """The ``sampling`` capability every fleet declares: the one the gateway's relay declares
@@ -33,10 +33,17 @@ class FleetQuestions:
     each question answered by the host's hook for it, or refused when there is none."""
 
     def __init__(
-        self, elicitation_handler: ElicitationHandler | None, sampling_handler: SamplingHandler | None
+        self,
+        elicitation_handler: ElicitationHandler | None,
+        sampling_handler: SamplingHandler | None,
+        roots: RootsOffer = "working-folder",
     ) -> None:
+        from mcpfleet.client.inbound import listed_roots
+
         self._elicitation_handler = elicitation_handler
         self._sampling_handler = sampling_handler
+        # ``None``: no roots, an empty answer (a server keeps its own folders); see ``RootsOffer``.
+        self._roots = listed_roots(roots)
 
     @property
     def sampling_capability(self) -> dict[str, Any] | None:
@@ -57,7 +64,7 @@ class FleetQuestions:
         return await self._elicitation_handler(params)
 
     async def list_roots(self, server: str) -> list[dict[str, Any]] | None:
-        return None  # the working folder
+        return None if self._roots is None else list(self._roots)  # None: the working folder
 
 
 def _refusal(what: str, server: str, hook: str) -> Exception:

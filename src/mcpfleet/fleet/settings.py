@@ -11,6 +11,7 @@ from mcpfleet.fleet.supervision import ReconnectPolicy
 if TYPE_CHECKING:
     from mcpfleet.client.connection import ElicitationHandler, SamplingHandler, ServerRequestHandler
     from mcpfleet.client.definitions import LogLevel
+    from mcpfleet.client.inbound import RootsOffer
     from mcpfleet.config import EntryFilter
 
 STARTUP_TIMEOUT_MS = 250
@@ -60,3 +61,4 @@ class FleetSettings:
     server_requests: ServerRequestHandler | None = None
     probe_timeout_ms: int | None = None
     log_level: LogLevel | None = None
+    roots: RootsOffer = "working-folder"

@@ -148,7 +148,7 @@ class Connector:
         self._on_ready = on_ready
         # One set of capabilities for every fleet (``questions.py``), whatever its host passed.
         self._server_requests = settings.server_requests or FleetQuestions(
-            settings.elicitation_handler, settings.sampling_handler
+            settings.elicitation_handler, settings.sampling_handler, settings.roots
         )
 
     async def connect_round(

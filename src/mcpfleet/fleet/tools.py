@@ -15,19 +15,21 @@ import logging
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, NamedTuple, Protocol
 
 from mcpfleet.client.definitions import ToolDefinition
 
 __all__ = [
     "DeferredMCPTool",
     "MCPTool",
+    "NamedServer",
     "ToolBackend",
     "ToolResult",
     "assign_tool_names",
     "convert_call_result",
     "mcp_tool_name",
     "resolve_tool_name",
+    "servers_named_by",
 ]
 
 logger = logging.getLogger(__name__)
@@ -223,6 +225,43 @@ def resolve_tool_name(
             if (_sanitize(tool.server_name, "server"), _sanitize(tool.mcp_tool_name, "tool")) in readings
         ]
     )
+
+
+class NamedServer(NamedTuple):
+    """What a tool name says of its server, before any server is started."""
+
+    written: str | None
+    """The server part as written; ``None`` for a bare tool name, which names no server."""
+    servers: list[str]
+    """The known servers it can mean (in ``mcp_a_b_c`` both ``a`` and ``a_b`` can be)."""
+    tool: str
+    """The rest: the tool part as written."""
+
+
+def servers_named_by(query: str, server_names: Iterable[str]) -> NamedServer:
+    """Which of ``server_names`` a tool name spells out, in each spelling ``resolve_tool_name``
+    accepts: ``<server>/<tool>``, ``mcp__<server>__<tool>`` and ``mcp_<server>_<tool>`` (whose
+    server part, as written, is read up to its next ``_``)."""
+    names = list(server_names)
+    if "/" in query:
+        written, tool = query.split("/", 1)
+        matches = [name for name in names if query.startswith(f"{name}/") and len(query) > len(name) + 1]
+        return NamedServer(written, matches, tool)
+    readings = _claude_style_candidates(query)
+    if readings:
+        spelled = {_sanitize(server, "server") for server, _ in readings}
+        matches = [name for name in names if _sanitize(name, "server") in spelled]
+        return NamedServer(readings[0][0], matches, readings[0][1])
+    rest = query[len(MCP_TOOL_PREFIX) :]
+    if query.startswith(MCP_TOOL_PREFIX) and "_" in rest:
+        written, tool = rest.split("_", 1)
+        matches = []
+        for name in names:
+            prefix = f"{MCP_TOOL_PREFIX}{_sanitize(name, 'server')}_"
+            if query.startswith(prefix) and len(query) > len(prefix):
+                matches.append(name)
+        return NamedServer(written, matches, tool)
+    return NamedServer(None, [], query)
 
 
 def _only(found: list[MCPTool]) -> MCPTool | None:

@@ -169,3 +169,18 @@ def test_a_call_the_daemon_died_during_is_not_run_again(
     assert stdout == ""
     assert "the mcpfleet daemon stopped while the call ran, so the tool may or may not have run" in stderr
     assert requests.read_text().splitlines().count("tools/call") == 1
+
+
+def test_unknown_names_through_the_daemon_read_as_in_process(
+    isolated_home: Path, start_daemon: StartDaemon, tmp_path: Path
+) -> None:
+    user_config({"files": fake("files", "--tool", "add")})
+    start_daemon()
+    for arguments in (["tools", "--server", "fils"], ["call", "nosrv/add"], ["call", "files/ad"]):
+        through, local = mcpfleet(tmp_path, *arguments), mcpfleet(tmp_path, *arguments, in_process=True)
+        assert (through.returncode, through.stderr) == (local.returncode, local.stderr), arguments
+    tools = mcpfleet(tmp_path, "tools", "--server", "fils", "--strict")
+    assert tools.returncode == 2
+    assert "no server named 'fils'; did you mean 'files'?" in tools.stderr
+    call = mcpfleet(tmp_path, "call", "files/ad")
+    assert call.returncode == 1 and "on server 'files'; did you mean 'files/add'?" in call.stderr

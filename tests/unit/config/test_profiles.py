@@ -38,7 +38,7 @@ def test_a_missing_file_has_no_profiles(tmp_path: Path) -> None:
     assert settings.profiles == {} and settings.client_budgets == ()
     with pytest.raises(
         ConfigError,
-        match=r'unknown profile "x": define it under "profiles" in .*\(profiles there: none is defined\)',
+        match=r'unknown profile "x": define it under "profiles" in .*\(it defines none yet\)',
     ):
         settings.profile("x")
 

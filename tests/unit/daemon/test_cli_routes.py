@@ -127,7 +127,7 @@ def test_tools_text_is_drawn_from_the_document_and_strict_counts_the_failed_serv
 ) -> None:
     completed = run(tmp_path, "tools", "--server", "files")
     assert completed.returncode == 0, completed.stderr
-    assert "1 MCP tools" in completed.stdout
+    assert completed.stdout.splitlines()[0].strip() == "1 MCP tool"
     assert "mcp_files_echo" in completed.stdout and "Echo from the daemon" in completed.stdout
     assert "mcp:broken: exited with code 3" in completed.stderr
     assert peer.requests[0]["server"] == "files"

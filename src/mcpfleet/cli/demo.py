@@ -98,12 +98,11 @@ class _Narrator:
 
 
 async def run_demo(args: argparse.Namespace) -> int:
-    from rich.console import Console
-
     from mcpfleet import paths
     from mcpfleet.cli.demo_hosts import host_sessions_act
+    from mcpfleet.cli.render import console
 
-    show = _Narrator(None if args.json else Console(highlight=False))
+    show = _Narrator(None if args.json else console())
     report: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="mcpfleet-demo-") as scratch:
         root = Path(scratch)

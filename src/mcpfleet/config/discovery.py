@@ -26,7 +26,7 @@ exception: a missing or malformed one raises ``ConfigError``.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -83,14 +83,17 @@ def load_all_mcp_configs(
     extra_config_paths: Sequence[str | os.PathLike[str]] = (),
     trust_project: bool = False,
     approvals: ApprovalStore | None = None,
+    environ: Mapping[str, str] | None = None,
 ) -> DiscoveryResult:
     """Discover every MCP server configured for the project at ``cwd``.
 
     ``trust_project`` approves project servers for this call only; ``approvals`` defaults
     to the store in the user state dir; ``entry_filter`` is the host's hook (see
-    ``EntryFilter``). Raises ``ConfigError`` only for an ``extra_config_paths`` file that is
-    missing or malformed. ``mcpfleet.load_all_mcp_configs`` is this with the agent's own
-    filter (Exa) applied by default.
+    ``EntryFilter``); ``environ`` is what ``${VAR}`` placeholders are substituted from
+    (this process's environment by default; the daemon passes each session's own). Raises
+    ``ConfigError`` only for an ``extra_config_paths`` file that is missing or malformed.
+    ``mcpfleet.load_all_mcp_configs`` is this with the agent's own filter (Exa) applied by
+    default.
     """
     root = Path(cwd).expanduser().resolve()
     locations = Locations.current(root)
@@ -117,6 +120,7 @@ def load_all_mcp_configs(
     if enable_project_config and not trust_project:
         # `mcpfleet approve` and `revoke` change what runs: a watcher reloads for them too.
         result.config_paths.append(str(store.path))
+    context = SubstitutionContext.current(root, locations.home, environ)
     _Resolver(
         result,
         enable_project_config=enable_project_config,
@@ -125,9 +129,10 @@ def load_all_mcp_configs(
         approved=store.approved_keys(),
         deny=deny,
         force=force,
-        context=SubstitutionContext.current(root, locations.home),
+        context=context,
         gateway_endpoints=running_gateway_endpoints(),
     ).resolve(candidates)
+    result.referenced_variables = context.referenced
     return result
 
 

@@ -183,7 +183,7 @@ def _hello(connection: socket.socket, fleet: wire.FleetSpec) -> Session:
         kind="session",
         version=__version__,
         fleet=fleet,
-        env=wire.config_environment(),
+        env=wire.hello_environment(),
         host=_parent_name(),
         pid=os.getpid(),
     )
@@ -193,6 +193,7 @@ def _hello(connection: socket.socket, fleet: wire.FleetSpec) -> Session:
         connection.sendall(hello.encode())
         line, leftover = _read_line(connection, wire.MAX_HELLO_BYTES)
         answer = wire.decode_line(line, limit=wire.MAX_HELLO_BYTES)
+        answer, leftover = _give_values(connection, answer, leftover)
     except TimeoutError:
         raise ShimError(f"the mcpfleet daemon did not answer within {timeout_s:.0f} s") from None
     except (OSError, wire.WireError) as error:
@@ -204,9 +205,23 @@ def _hello(connection: socket.socket, fleet: wire.FleetSpec) -> Session:
     raise Refused(code if isinstance(code, str) else "refused", str(message))
 
 
-def _read_line(connection: socket.socket, limit: int) -> tuple[bytes, bytes]:
-    """One line (without its newline) and what came after it."""
-    received = bytearray()
+def _give_values(
+    connection: socket.socket, answer: dict[str, Any], leftover: bytes
+) -> tuple[dict[str, Any], bytes]:
+    """The daemon's answer to the hello, after sending it the values of the variables it
+    asked for (``wire.needs``: those this session's configs reference), if it asked."""
+    asked = wire.needed_names(answer)
+    if asked is None:
+        return answer, leftover
+    connection.sendall(wire.env_values(asked))
+    line, leftover = _read_line(connection, wire.MAX_HELLO_BYTES, leftover)
+    return wire.decode_line(line, limit=wire.MAX_HELLO_BYTES), leftover
+
+
+def _read_line(connection: socket.socket, limit: int, received_before: bytes = b"") -> tuple[bytes, bytes]:
+    """One line (without its newline) and what came after it (``received_before``: bytes
+    already read where it starts)."""
+    received = bytearray(received_before)
     while b"\n" not in received:
         if len(received) > limit:
             raise wire.WireError(f"no line within {limit} bytes")

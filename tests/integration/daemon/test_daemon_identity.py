@@ -31,11 +31,11 @@ from tests.integration.daemon.daemon_harness import (
     stop_daemon_of_runtime_dir,
     user_config,
 )
-from tests.integration.daemon.shim_harness import MCPFLEET, WAIT_S, ShimHost
+from tests.integration.daemon.shim_harness import MCPFLEET, WAIT_S, ScriptedDaemon, ShimHost
 from tests.integration.daemon.test_shim_daemon import daemon_pids
 from tests.integration.gateway.test_gateway_real_clients import INSPECTOR, NODE22, require_tool
 
-from mcpfleet.daemon import paths
+from mcpfleet.daemon import paths, wire
 
 SECRET = "secret-of-host-a"
 INITIALIZE = {
@@ -128,6 +128,22 @@ def test_a_variable_a_server_entry_references_gives_each_value_its_own_backend(
         assert "HOST_A_API_KEY" not in environment_of(daemon)
         for pid in server_processes(isolated_home, "keys"):
             assert "HOST_A_API_KEY" not in environment_of(pid)
+
+
+def test_the_shim_sends_only_the_base_and_the_values_the_daemon_asks_for(daemon_runtime: Path) -> None:
+    """The hello carries the config folders and the fixed base; asked for ``ASKED`` and
+    ``UNSET_HERE``, the shim sends the one it has, and nothing else of its environment."""
+    host_env = host_environment(HOST_A_API_KEY=SECRET, ASKED="asked-value", LC_TIME="C")
+    with (
+        ScriptedDaemon(daemon_runtime / paths.SOCKET_NAME, needs=("ASKED", "UNSET_HERE")) as daemon,
+        ShimHost("serve", env=host_env) as host,
+    ):
+        assert ask(host, "initialize", INITIALIZE)["result"]["serverInfo"]
+        (hello,) = daemon.hellos
+        assert set(hello["env"]) <= {*wire.CONFIG_ENVIRONMENT, *wire.BASE_ENVIRONMENT, "LC_TIME"}
+        assert hello["env"]["LC_TIME"] == "C"
+        assert daemon.values == [{"env": {"ASKED": "asked-value"}}]
+        assert SECRET not in json.dumps([hello, daemon.values])
 
 
 def test_a_variable_no_entry_references_reaches_no_server(isolated_home: Path) -> None:

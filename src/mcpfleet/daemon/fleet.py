@@ -300,8 +300,9 @@ class SharedFleet(anyio.AsyncContextManagerMixin):
                         await self._detach(view)
                     view_tasks.cancel_scope.cancel()
         finally:
+            # Its discoveries are kept (until the next config change, or the project closes):
+            # a host that opens its session again gets it without reading the files again.
             project.sessions.pop(session_id, None)
-            self._forget_unused_discoveries()
             self._wake()
 
     async def _detach(self, view: FleetView) -> None:
@@ -487,8 +488,8 @@ class SharedFleet(anyio.AsyncContextManagerMixin):
         }
 
     def _forget_unused_discoveries(self) -> None:
-        """Drop the discoveries no attached session uses (a session's environment is kept no
-        longer than the session)."""
+        """Drop the discoveries no attached session uses (after a config change: read again,
+        they would be read for nobody)."""
         in_use = self._discoveries_in_use()
         for key, project in self._projects.items():
             for discovery_key in list(project.discoveries):
@@ -606,6 +607,10 @@ class SharedFleet(anyio.AsyncContextManagerMixin):
                 await _close_empty(project.scopes)
                 continue
             del self._projects[key]
+            # The user's discoveries of environments no project holds any more go with it.
+            held = {environment for each in self._projects.values() for _, environment in each.discoveries}
+            for environment in [each for each in self._user_discoveries if each not in held]:
+                del self._user_discoveries[environment]
             self._watch_discovered()
             for scope in project.scopes:
                 await scope.close()

@@ -130,6 +130,34 @@ def test_a_variable_a_server_entry_references_gives_each_value_its_own_backend(
             assert "HOST_A_API_KEY" not in environment_of(pid)
 
 
+def cli_call(home: Path, environment: Mapping[str, str], tool: str, arguments: dict[str, Any]) -> str:
+    """``mcpfleet --json call`` run with ``environment``: what it prints."""
+    completed = subprocess.run(
+        [str(MCPFLEET), "--cwd", str(home), "--json", "call", tool, json.dumps(arguments)],
+        capture_output=True,
+        text=True,
+        timeout=WAIT_S * 3,
+        env=dict(environment),
+    )
+    assert completed.returncode == 0, completed.stderr
+    return completed.stdout
+
+
+def test_a_cli_call_through_the_daemon_is_resolved_with_the_callers_values(isolated_home: Path) -> None:
+    """The daemon was started by host A's session, with ``HOST_A_API_KEY``: a ``mcpfleet call``
+    from a shell without it gets a backend resolved without it, one from a shell with it the
+    value (a control connection is asked for what the fleets in use reference)."""
+    entry = {**fake("keys", "--tool", "env"), "env": {"ECHOED": "${HOST_A_API_KEY}"}}
+    user_config({"keys": entry})
+    with session(isolated_home, host_environment(HOST_A_API_KEY=SECRET), "keys_env"):
+        arguments = {"name": "ECHOED"}
+        assert SECRET not in cli_call(isolated_home, host_environment(), "keys/env", arguments)
+        assert SECRET in cli_call(
+            isolated_home, host_environment(HOST_A_API_KEY=SECRET), "keys/env", arguments
+        )
+        assert len(daemon_pids(isolated_home)) == 1
+
+
 def test_the_shim_sends_only_the_base_and_the_values_the_daemon_asks_for(daemon_runtime: Path) -> None:
     """The hello carries the config folders and the fixed base; asked for ``ASKED`` and
     ``UNSET_HERE``, the shim sends the one it has, and nothing else of its environment."""

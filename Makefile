@@ -28,13 +28,20 @@ NPM_TOOLS := $(EVERYTHING) $(CONFORMANCE_SUITE) $(INSPECTOR) $(CLAUDE_CODE)
 
 .PHONY: demo test lint typecheck npm-tools pytest conformance bench bench-smoke bench-gateway bench-integrations bench-daemon clean
 
-$(STAMP): pyproject.toml
+# The demo needs mcpfleet alone (its runtime dependencies); the tests add every framework extra and
+# the tools (.[dev]), so a fresh clone's `make demo` installs a fraction of what `make test` does.
+CORE_STAMP := $(VENV)/.installed-core
+
+$(CORE_STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e .
+	touch $(CORE_STAMP)
+
+$(STAMP): $(CORE_STAMP)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
 	touch $(STAMP)
 
-demo: $(STAMP)
+demo: $(CORE_STAMP)
 	$(BIN)/mcpfleet demo
 
 # The npm tools download while the venv installs and mypy runs (-j: none depends on another, and

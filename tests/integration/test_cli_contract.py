@@ -86,8 +86,14 @@ def test_demo_emits_a_json_report() -> None:
     assert completed.returncode == 0, completed.stdout + completed.stderr
     report = json.loads(completed.stdout)  # nothing but the report on stdout
     assert report["ok"] is True
-    assert [step["step"] for step in report["steps"]] == ["cold start", "warm start", "reload", "shutdown"]
-    cold, warm, reload, shutdown = report["steps"]
+    assert [step["step"] for step in report["steps"]] == [
+        "cold start",
+        "warm start",
+        "reload",
+        "shutdown",
+        "host sessions",
+    ]
+    cold, warm, reload, shutdown, hosts = report["steps"]
     servers = {server["name"]: server for server in cold["servers"]}
     assert servers["notes"]["status"] == "connected"
     assert servers["failing"]["status"] == "failed" and "exited with code 3" in servers["failing"]["error"]
@@ -95,6 +101,16 @@ def test_demo_emits_a_json_report() -> None:
     assert any(server["deferred"] for server in warm["servers"])
     assert "MCP reload complete" in reload["reload"]
     assert cold["processes_left"] == [] and shutdown["processes_left"] == []
+    # The second act: two hosts on `mcpfleet serve`, one daemon, one process per server for both.
+    assert hosts["editor-a"]["tools"] == hosts["editor-b"]["tools"] == 6
+    assert hosts["sessions"] == 2
+    assert {server["name"] for server in hosts["servers"]} == {"notes", "slow"}
+    assert all(server["sessions"] == 2 for server in hosts["servers"])
+    late = hosts["late_server"]
+    assert late["announced_to"] == ["editor-a", "editor-b"]
+    assert len(late["new_tools"]) == 2  # the late server's clock and dice, under the gateway's names
+    assert late["call"]["tool"] in late["new_tools"] and late["call"]["is_error"] is False
+    assert hosts["daemon_stop"]["exit_code"] == 0 and hosts["processes_left"] == []
 
 
 @pytest.mark.parametrize(

@@ -227,6 +227,12 @@ def test_demo_runs_the_whole_lifecycle(checkout: str, tmp_path: Path) -> None:
     assert "exited with code 3" in out
     assert "MCP reload complete" in out
     assert "server processes left: none" in out
+    # The second act: two host sessions through `mcpfleet serve` sharing the daemon's servers.
+    assert "5. two host sessions through `mcpfleet serve`" in out
+    assert "notes: one process" in out and "for 2 sessions" in out
+    assert "both sessions were told tools/list_changed" in out
+    assert "6. mcpfleet daemon status" in out and "2 sessions" in out
+    assert "stopped; processes left: none" in out
     assert "demo complete" in out
 
 

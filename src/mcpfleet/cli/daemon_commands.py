@@ -134,7 +134,7 @@ def stop_command(args: argparse.Namespace) -> int:
         error_line(f"cannot stop the daemon: {error}")
         return EXIT_FAILED
     deadline = time.monotonic() + STOP_WAIT_S
-    while _alive(pid):
+    while process_alive(pid):
         if time.monotonic() > deadline:
             error_line(
                 f"the daemon (pid {pid}) still runs {STOP_WAIT_S:g} s after `stop`; "
@@ -192,7 +192,9 @@ def _report_none(args: argparse.Namespace) -> None:
         output_line(f"no mcpfleet daemon runs (nothing answers on {paths.socket_path()})")
 
 
-def _alive(pid: int) -> bool:
+def process_alive(pid: int) -> bool:
+    """Whether ``pid`` still runs; a zombie does not (a daemon is reaped by whoever inherited
+    it, perhaps late, perhaps never in a container whose first process reaps nothing)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

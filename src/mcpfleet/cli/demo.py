@@ -1,10 +1,13 @@
 """``mcpfleet demo``: the whole lifecycle on the bundled example servers.
 
 It runs in a throw-away home folder, so nothing of the user's own configs is read or
-written: cold start, a failing server isolated, a tool call, a warm start that hands
-out cached (deferred) tools inside the gate, a call through a deferred tool that waits
-for its server, ``/mcp reload``, and a shutdown that leaves no process behind. With
-``--json`` it prints nothing while it runs and reports every step as one JSON document.
+written. First the library (an agent session): cold start, a failing server isolated, a
+tool call, a warm start that hands out cached (deferred) tools inside the gate, a call
+through a deferred tool that waits for its server, ``/mcp reload``, and a shutdown that
+leaves no process behind. Then the hosts (``mcpfleet.cli.demo_hosts``): two host sessions
+through ``mcpfleet serve`` sharing one daemon's servers, a late server announced to both,
+``daemon status`` and ``daemon stop``. With ``--json`` it prints nothing while it runs and
+reports every step as one JSON document.
 """
 
 from __future__ import annotations
@@ -30,6 +33,11 @@ if TYPE_CHECKING:
 SLOW_STARTUP_S = 1.5
 
 
+def _late_server() -> dict[str, object]:
+    """The server the second act adds to the config while two host sessions run."""
+    return {"command": sys.executable, "args": ["-m", "mcpfleet.cli.demo_servers.slow", "--startup", "0.2"]}
+
+
 def _demo_config(store: Path) -> dict[str, object]:
     python = sys.executable
     return {
@@ -47,9 +55,11 @@ def _demo_config(store: Path) -> dict[str, object]:
     }
 
 
-def _isolate(home: Path) -> None:
-    """Point every user-level path of this process at the throw-away home."""
+def _isolate(home: Path, runtime: Path) -> None:
+    """Point every user-level path of this process and its children at the throw-away home,
+    and the daemon at a runtime folder of its own (never the user's own daemon)."""
     os.environ["HOME"] = str(home)
+    os.environ["MCPFLEET_RUNTIME_DIR"] = str(runtime)
     os.environ["MCPFLEET_HOME"] = str(home / ".mcpfleet")
     for variable, folder in (
         ("XDG_CONFIG_HOME", ".config"),
@@ -91,6 +101,7 @@ async def run_demo(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from mcpfleet import paths
+    from mcpfleet.cli.demo_hosts import host_sessions_act
 
     show = _Narrator(None if args.json else Console(highlight=False))
     report: dict[str, Any] = {}
@@ -98,7 +109,7 @@ async def run_demo(args: argparse.Namespace) -> int:
         root = Path(scratch)
         home, project = root / "home", root / "project"
         project.mkdir(parents=True)
-        _isolate(home)
+        _isolate(home, root / "run")
         # The demo reports each server's failure itself; the library's warnings would repeat them.
         logging.getLogger("mcpfleet").setLevel(logging.ERROR)
         config_file = paths.user_config_file()
@@ -110,6 +121,7 @@ async def run_demo(args: argparse.Namespace) -> int:
             f"three example servers in {config_file}: notes (useful), slow ({SLOW_STARTUP_S}s), failing\n"
         )
         ok = await _lifecycle(show, project, report["steps"])
+        ok = await host_sessions_act(show, project, config_file, _late_server(), report["steps"]) and ok
     report["ok"] = ok
     if args.json:
         emit_json(report)
@@ -122,6 +134,7 @@ async def _lifecycle(show: _Narrator, project: Path, steps: list[dict[str, Any]]
     """Run the four steps, narrating each and recording it in ``steps``; ``True`` when no
     server process outlived its session."""
     from mcpfleet.agent.session import open_agent_session
+    from mcpfleet.cli.demo_hosts import alive
     from mcpfleet.cli.slash import MCPCommandController
 
     show.say(("1. cold start", "bold"), " (empty tool cache: the gate waits for servers it knows nothing of)")
@@ -132,9 +145,9 @@ async def _lifecycle(show: _Narrator, project: Path, steps: list[dict[str, Any]]
         cold["call"] = {"tool": "mcp_notes_add_note", "is_error": result.is_error, "text": result.text}
         show.say(f"   call mcp_notes_add_note → {result.text}")
         pids = _server_pids(session)
-    cold["processes_left"] = _alive(pids)
+    cold["processes_left"] = alive(pids)
     steps.append(cold)
-    show.say(f"   session closed; server processes left: {_alive(pids) or 'none'}\n")
+    show.say(f"   session closed; server processes left: {alive(pids) or 'none'}\n")
 
     show.say(("2. warm start", "bold"), " (tool cache filled: tools are handed out inside the 250 ms gate)")
     started = time.perf_counter()
@@ -167,7 +180,7 @@ async def _lifecycle(show: _Narrator, project: Path, steps: list[dict[str, Any]]
         pids = _server_pids(session)
         closing = time.perf_counter()
     shutdown_ms = (time.perf_counter() - closing) * 1000
-    left = _alive(pids)
+    left = alive(pids)
     steps.append({"step": "shutdown", "shutdown_ms": round(shutdown_ms, 1), "processes_left": left})
     show.say(("\n4. shutdown", "bold"), f" in {shutdown_ms:.0f} ms; server processes left: {left or 'none'}")
     return not left
@@ -223,16 +236,3 @@ def _server_pids(session: AgentSession) -> list[int]:
         if connection is not None and connection.pid is not None:
             pids.append(connection.pid)
     return pids
-
-
-def _alive(pids: list[int]) -> list[int]:
-    alive = []
-    for pid in pids:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            continue
-        except PermissionError:
-            pass
-        alive.append(pid)
-    return alive

@@ -279,32 +279,76 @@ def tool_cells(tool: Mapping[str, Any]) -> Cells:
     return name, rich_text(tool.get("server", "")), rich_text(lines[0] if lines else "")
 
 
-DAEMON_SESSION_COLUMNS = ("host", "project", "since")
-DAEMON_SERVER_COLUMNS = ("server", "state", "share", "sessions", "pid", "memory", "idle", "project")
+DAEMON_SESSION_COLUMNS = ("host", "project", "since", "pid")
+DAEMON_SERVER_COLUMNS = ("server", "project", "state", "sessions", "pid", "processes", "memory")
+"""The ``daemon status`` tables. A server's share is said in its project cell ("every
+project" for a user-level server, "…, one session" for a session's own), and how long it has
+been idle in its state cell ("idle 4 min"): the ``--json`` rows keep both as fields."""
+MIN_PATH_CELL = 14
+"""The narrowest a path cell is cut to when a table is wider than the terminal: from its
+left, since the end of a path is what tells two projects apart."""
 
 
-def daemon_session_cells(session: Mapping[str, Any]) -> Cells:
+def daemon_session_cells(session: Mapping[str, Any], *, home: str | None = None) -> Cells:
     """The daemon status table's line of one ``sessions`` row of ``daemon status --json``."""
     return (
         rich_text(session.get("host") or "?"),
-        rich_text(session.get("project") or ""),
+        rich_text(short_path(session.get("project"), home)),
         rich_text(session.get("since") or ""),
+        rich_text(session.get("pid") or ""),
     )
 
 
-def daemon_server_cells(server: Mapping[str, Any]) -> Cells:
+def daemon_server_cells(server: Mapping[str, Any], *, home: str | None = None) -> Cells:
     """The daemon status table's line of one ``servers`` row of ``daemon status --json``."""
-    idle = server.get("idle_s")
+    processes = server.get("processes")
     return (
         rich_text(server.get("name")),
-        styled_state(str(server.get("state"))),
-        rich_text(server.get("share") or ""),
+        rich_text(served_for(server, home)),
+        daemon_server_state(server),
         rich_text(server.get("sessions", 0)),
         rich_text(server.get("pid") or ""),
+        rich_text(processes if isinstance(processes, int) and processes > 0 else "-"),
         megabytes(server.get("rss_bytes")),
-        f"{idle:.0f} s" if isinstance(idle, int | float) else "",
-        rich_text(server.get("project") or ""),
     )
+
+
+def served_for(server: Mapping[str, Any], home: str | None = None) -> str:
+    """Whose sessions a backend serves: every project's (share ``user``), one project's, or
+    one session's; two backends of one server differ here."""
+    share = server.get("share")
+    if share == "user":
+        return "every project"
+    project = short_path(server.get("project"), home) or "?"
+    if share == "session":
+        return f"{project}, one session"
+    return project if share == "project" else f"{project} ({share})"
+
+
+def daemon_server_state(server: Mapping[str, Any]) -> Text:
+    """A server's state; a connected one no session uses says how long it has been idle."""
+    state = str(server.get("state"))
+    idle = server.get("idle_s")
+    if state == "connected" and not server.get("sessions") and isinstance(idle, int | float) and idle > 0:
+        return rich_text(f"idle {duration(idle)}", "dim")
+    return styled_state(state)
+
+
+def duration(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 2 * 3600:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.0f} h"
+
+
+def short_path(value: Any, home: str | None = None) -> str:
+    """A folder as a user writes it: ``~/src/app`` under the home."""
+    if not isinstance(value, str):
+        return ""
+    if home and home != "/" and (value == home or value.startswith(home.rstrip("/") + "/")):
+        return "~" + value[len(home.rstrip("/")) :]
+    return value
 
 
 def megabytes(value: Any) -> str:
@@ -370,26 +414,112 @@ def print_tools(document: Mapping[str, Any], *, out: Console | None = None) -> N
 
 
 def print_daemon_status(document: Mapping[str, Any], *, out: Console | None = None) -> None:
-    """The ``daemon status`` report of its ``--json`` document: the daemon, its sessions, its servers."""
-    out = out if out is not None else console()
+    """The ``daemon status`` report of its ``--json`` document: the daemon, its sessions, its
+    servers. Fitted to ``out``'s width (``report_console``: the terminal's, ``COLUMNS``, or no
+    limit when piped): a table wider than that has its path cells cut from the left, then its
+    cells cut with "…"; a cell is never wrapped, so never in the middle of a word."""
+    from mcpfleet.paths import home_dir
+
+    out = out if out is not None else report_console()
+    home = str(home_dir())
     totals = document.get("totals") or {}
-    draining = " — draining" if document.get("draining") else ""
+    draining = " (draining: it stops once its sessions end)" if document.get("draining") else ""
     out.print(
         rich_text(
-            f"mcpfleet daemon {document.get('version')} (pid {document.get('pid')}) "
-            f"since {document.get('since')}{draining}: {totals.get('processes')} processes, "
-            f"{megabytes(totals.get('rss_bytes'))} resident"
-        )
+            f"mcpfleet daemon {document.get('version')}, pid {document.get('pid')}, running since "
+            f"{document.get('since')}{draining}"
+        ),
+        overflow="ellipsis",
     )
-    sessions = document.get("sessions") or []
     out.print(
-        render_table(f"{len(sessions)} sessions", DAEMON_SESSION_COLUMNS, map(daemon_session_cells, sessions))
+        rich_text(
+            f"{counted(totals.get('processes'), 'process', 'processes')} (the daemon and its servers, "
+            f"with what they started), {megabytes(totals.get('rss_bytes'))} resident"
+        ),
+        overflow="ellipsis",
     )
-    servers = document.get("servers") or []
-    out.print(
-        render_table(f"{len(servers)} servers", DAEMON_SERVER_COLUMNS, map(daemon_server_cells, servers))
+    sessions = list(document.get("sessions") or [])
+    session_lines = [daemon_session_cells(session, home=home) for session in sessions]
+    out.print(fitted_table(counted(len(sessions), "session"), DAEMON_SESSION_COLUMNS, session_lines, out, 1))
+    servers = list(document.get("servers") or [])
+    server_lines = [daemon_server_cells(server, home=home) for server in servers]
+    out.print(fitted_table(counted(len(servers), "server"), DAEMON_SERVER_COLUMNS, server_lines, out, 1))
+    out.print(rich_text(f"log: {document.get('log')}"), overflow="ellipsis")
+
+
+def counted(count: Any, one: str, many: str | None = None) -> str:
+    """``1 session``, ``2 sessions``."""
+    return f"{count} {one if count == 1 else (many or one + 's')}"
+
+
+UNLIMITED_WIDTH = 100_000
+"""The width of a report that is piped: more than any line of it."""
+
+
+def report_console() -> Console:
+    """stdout for a report fitted to its width: the terminal's (``COLUMNS`` honoured, as rich
+    does); piped without ``COLUMNS``, no limit, so that each line is whole for the reader."""
+    import os
+
+    from rich.console import Console
+
+    terminal = Console(highlight=False)
+    if terminal.is_terminal or os.environ.get("COLUMNS", "").isdigit():
+        return terminal
+    return Console(highlight=False, width=UNLIMITED_WIDTH)
+
+
+def fitted_table(
+    title: str, columns: Sequence[str], lines: Sequence[Cells], out: Console, path_column: int
+) -> Table:
+    """``lines`` as a table no wider than ``out``, never wrapped (see ``print_daemon_status``)."""
+    from rich.cells import cell_len
+    from rich.measure import Measurement
+
+    table = _unwrapped_table(title, columns, lines)
+    natural = Measurement.get(out, out.options.update_width(UNLIMITED_WIDTH), table).maximum
+    excess = natural - out.width
+    widest = max((cell_len(str(cells[path_column])) for cells in lines), default=0)
+    if excess <= 0 or widest <= MIN_PATH_CELL:
+        return table
+    width = max(MIN_PATH_CELL, widest - excess)
+    cut = [
+        (*cells[:path_column], cut_left(cells[path_column], width), *cells[path_column + 1 :])
+        for cells in lines
+    ]
+    return _unwrapped_table(title, columns, cut)
+
+
+def cut_left(cell: Text | str, width: int) -> Text:
+    """``cell`` in at most ``width`` cells, its start replaced by "…" when it is longer."""
+    from rich.cells import cell_len
+    from rich.text import Text
+
+    text = cell if isinstance(cell, Text) else Text(cell)
+    plain = text.plain
+    if cell_len(plain) <= width:
+        return text
+    kept = ""
+    for character in reversed(plain):
+        if cell_len(character + kept) > width - 1:
+            break
+        kept = character + kept
+    return Text("…" + kept, style=text.style)
+
+
+def _unwrapped_table(title: str, columns: Sequence[str], lines: Iterable[Cells]) -> Table:
+    from rich import box
+    from rich.table import Table
+
+    # Ruled under the header only, two spaces between columns: 80 columns hold seven of them.
+    table = Table(
+        title=rich_text(title), box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True
     )
-    out.print(rich_text(f"log: {document.get('log')}"))
+    for column in columns:
+        table.add_column(column, no_wrap=True, overflow="ellipsis")
+    for cells in lines:
+        table.add_row(*cells)
+    return table
 
 
 def print_config(project: str, rows: Sequence[EntryRow], out: Console) -> None:

@@ -50,7 +50,7 @@ from mcpfleet.config import load_all_mcp_configs
 from mcpfleet.config.discovery import EntryFilter
 from mcpfleet.config.model import DiscoveryResult, ServerConfig
 from mcpfleet.config.profiles import DaemonSettings, Profile
-from mcpfleet.daemon.memory import process_tree_rss
+from mcpfleet.daemon.memory import process_tree
 from mcpfleet.daemon.routing import RequestRouter
 from mcpfleet.daemon.scopes import Scope, Wanted, place
 from mcpfleet.daemon.sharing import (
@@ -213,6 +213,12 @@ class SharedFleet(anyio.AsyncContextManagerMixin):
     def idle(self) -> bool:
         """No view is attached."""
         return not self._views
+
+    def apply_settings(self, settings: DaemonSettings) -> None:
+        """Take the daemon's settings as edited while it runs: idle stops follow them at once
+        (a server lingering past its new timeout stops now)."""
+        self.settings = settings
+        self._wake()
 
     def _running(self) -> anyio.abc.TaskGroup:
         if self._task_group is None:
@@ -630,6 +636,7 @@ class SharedFleet(anyio.AsyncContextManagerMixin):
                 state = manager.get_server_state(name)
                 since = scope.lingering.get(name)
                 wanted = scope.available.get(name)
+                tree = process_tree(state.pid) if state.pid is not None else None
                 rows.append(
                     {
                         "name": name,
@@ -637,7 +644,8 @@ class SharedFleet(anyio.AsyncContextManagerMixin):
                         "share": scope.kind,
                         "sessions": scope.sessions_of(name),
                         "pid": state.pid,
-                        "rss_bytes": process_tree_rss(state.pid) if state.pid is not None else None,
+                        "rss_bytes": tree.rss_bytes if tree is not None else None,
+                        "processes": tree.processes if tree is not None else 0,
                         "idle_s": round(now - since, 3) if since is not None else 0.0,
                         "project": scope.project,
                         "keep_warm": wanted is not None and wanted.config.keep_warm,

@@ -249,8 +249,17 @@ def _daemon_log_path() -> Path:
     from mcpfleet.paths import make_private_folder
 
     log_file = paths.log_path()
-    make_private_folder(log_file.parent)
+    try:
+        make_private_folder(log_file.parent)
+    except OSError as error:
+        raise DaemonStartError(
+            f"{log_file.parent}: cannot create the daemon's log folder ({error.strerror}); "
+            f"{_WRITABLE_STATE_FIX}"
+        ) from error
     return log_file
+
+
+_WRITABLE_STATE_FIX = "make that folder writable, or set MCPFLEET_HOME to a folder you can write"
 
 
 def _open_log(log_file: Path) -> int:
@@ -259,7 +268,9 @@ def _open_log(log_file: Path) -> int:
             log_file, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, LOG_FILE_MODE
         )
     except OSError as error:
-        raise DaemonStartError(f"{log_file}: cannot open the daemon's log ({error.strerror})") from error
+        raise DaemonStartError(
+            f"{log_file}: cannot open the daemon's log ({error.strerror}); {_WRITABLE_STATE_FIX}"
+        ) from error
 
 
 def _neutral_folder() -> Path:

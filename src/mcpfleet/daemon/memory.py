@@ -1,13 +1,23 @@
-"""What the daemon's processes cost in memory, for ``daemon status`` (Linux ``/proc``).
+"""What the daemon's processes are and cost in memory, for ``daemon status`` (Linux ``/proc``).
 
 The daemon counts itself alone (``resident_bytes``: its servers have rows of their own) and
-each server with the processes it started (``process_tree_rss``: an ``npx`` wrapper's node,
-a shell's child).
+each server with the processes it started (``process_tree``: an ``npx`` wrapper is ``npm
+exec``, a shell and node: three processes). The totals are the daemon's own tree: itself, its
+watchdog, and every server with its descendants.
 """
 
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class ProcessTree:
+    """A process and its descendants: how many they are, and their resident memory."""
+
+    processes: int
+    rss_bytes: int
 
 
 def resident_bytes(pid: int) -> int | None:
@@ -21,7 +31,14 @@ def resident_bytes(pid: int) -> int | None:
 
 def process_tree_rss(pid: int) -> int | None:
     """Resident memory of ``pid`` and its descendants, in bytes (``None`` once it is gone)."""
+    tree = process_tree(pid)
+    return None if tree is None else tree.rss_bytes
+
+
+def process_tree(pid: int) -> ProcessTree | None:
+    """``pid`` and its descendants (``None`` once it is gone); one that ends meanwhile is left out."""
     total = 0
+    counted = 0
     pending = [pid]
     seen: set[int] = set()
     while pending:
@@ -35,8 +52,9 @@ def process_tree_rss(pid: int) -> int | None:
                 return None
             continue
         total += resident
+        counted += 1
         pending.extend(_children(current))
-    return total
+    return ProcessTree(processes=counted, rss_bytes=total)
 
 
 def _children(pid: int) -> list[int]:

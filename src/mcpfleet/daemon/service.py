@@ -49,7 +49,7 @@ import signal
 import socket
 import stat
 import time
-from collections.abc import AsyncIterator, MutableMapping
+from collections.abc import AsyncIterator, Callable, MutableMapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -58,15 +58,17 @@ from typing import TYPE_CHECKING, Any, TypeVar, get_args
 
 import anyio
 import anyio.abc
+import anyio.to_thread
 
 from mcpfleet import __version__
 from mcpfleet.daemon import paths, wire
-from mcpfleet.daemon.memory import resident_bytes
+from mcpfleet.daemon.memory import process_tree, resident_bytes
 from mcpfleet.daemon.peer import peer_credentials
 from mcpfleet.daemon.socket_io import receive, send_all
 from mcpfleet.errors import ConfigError, first_leaf
 
 if TYPE_CHECKING:
+    from mcpfleet.config.profiles import DaemonSettings
     from mcpfleet.daemon.fleet import SharedFleet
 
 logger = logging.getLogger(__name__)
@@ -111,7 +113,10 @@ class DaemonSocket:
     def bind(cls, path: Path) -> DaemonSocket:
         """Bind and listen; ``DaemonAlreadyRunning`` when a daemon answers on ``path``."""
         if _answers(path):
-            raise DaemonAlreadyRunning(f"a daemon already answers on {path}")
+            raise DaemonAlreadyRunning(
+                f"a daemon already answers on {path}; `mcpfleet daemon status` shows it, "
+                "`mcpfleet daemon stop` stops it"
+            )
         # Short: the socket path's length limit holds for this name too.
         temporary = path.with_name(f".{os.getpid()}")
         with contextlib.suppress(FileNotFoundError):
@@ -251,7 +256,10 @@ class DaemonService:
         self._ids = itertools.count(1)
         self._stop = anyio.Event()
         self._clients_changed = anyio.Event()
+        self._idle_since = time.monotonic()
+        """Since when no connection is open (the daemon's idle clock)."""
         self._accepting: anyio.CancelScope | None = None
+        self._read_settings: Callable[[], DaemonSettings] | None = None
 
     # -- lifetime -----------------------------------------------------------------------------------
 
@@ -261,6 +269,8 @@ class DaemonService:
             task_group.start_soon(self._accept_loop, task_group)
             task_group.start_soon(self._stop_when_idle)
             task_group.start_soon(self._stop_on_signal)
+            if self._read_settings is not None:
+                task_group.start_soon(self._follow_settings, self._read_settings)
             await self._stop.wait()
             task_group.cancel_scope.cancel()
         self.socket.close()
@@ -300,8 +310,9 @@ class DaemonService:
     def status_document(self) -> dict[str, Any]:
         """``daemon status --json``: this daemon, its sessions, its servers, and what they cost."""
         servers = self.fleet.status()
-        running = [row for row in servers if row.get("pid")]
         own_rss = resident_bytes(self.pid) or 0
+        # Every process there is under the daemon: its watchdog, its servers, what they started.
+        tree = process_tree(self.pid)
         return {
             **self.ping_document(),
             "socket": str(self.socket.path),
@@ -312,8 +323,8 @@ class DaemonService:
             "controls": sum(1 for client in self.clients.values() if client.kind == "control"),
             "servers": servers,
             "totals": {
-                "processes": 1 + len(running),
-                "rss_bytes": own_rss + sum(int(row.get("rss_bytes") or 0) for row in running),
+                "processes": tree.processes if tree is not None else 1,
+                "rss_bytes": tree.rss_bytes if tree is not None else own_rss,
             },
         }
 
@@ -324,24 +335,69 @@ class DaemonService:
                 return
 
     async def _stop_when_idle(self) -> None:
-        """Stop after ``daemon_idle_timeout_s`` without any connection, or, draining, at once."""
+        """Stop after ``daemon_idle_timeout_s`` without any connection, or, draining, at once.
+        The timeout is read at each turn: an edit of the setting applies to the wait under way."""
         while True:
             changed = self._clients_changed
             if not self.clients:
                 if self.draining:
                     self.stop("drained: the last connection ended")
                     return
-                with anyio.move_on_after(self.daemon_idle_timeout_s):
-                    await changed.wait()
-                if not self.clients and not changed.is_set():
+                remaining = self._idle_since + self.daemon_idle_timeout_s - time.monotonic()
+                if remaining <= 0:
                     self.stop(f"idle: no connection for {self.daemon_idle_timeout_s:g} s")
                     return
+                with anyio.move_on_after(remaining):
+                    await changed.wait()
             else:
                 await changed.wait()
 
     def _note_clients_changed(self) -> None:
+        if not self.clients:
+            self._idle_since = time.monotonic()
+        self._wake_idle_watch()
+
+    def _wake_idle_watch(self) -> None:
         self._clients_changed.set()
         self._clients_changed = anyio.Event()
+
+    # -- settings -----------------------------------------------------------------------------------
+
+    def follow_settings(self, read: Callable[[], DaemonSettings]) -> None:
+        """Have ``serve`` re-read the daemon's settings with ``read`` whenever mcpfleet's user
+        config changes, and apply them (``apply_settings``)."""
+        self._read_settings = read
+
+    def apply_settings(self, settings: DaemonSettings) -> None:
+        """Both timeouts as edited: the idle stops of servers and the daemon's own idle wait
+        follow at once, each counted from when its idleness began."""
+        if settings == self.fleet.settings and settings.daemon_idle_timeout_s == self.daemon_idle_timeout_s:
+            return
+        logger.info(
+            "daemon settings changed: idleTimeout %g s, daemonIdleTimeout %g s",
+            settings.idle_timeout_s,
+            settings.daemon_idle_timeout_s,
+        )
+        self.fleet.apply_settings(settings)
+        self.daemon_idle_timeout_s = settings.daemon_idle_timeout_s
+        self._wake_idle_watch()
+
+    async def _follow_settings(self, read: Callable[[], DaemonSettings]) -> None:
+        from mcpfleet.fleet import settings as defaults
+        from mcpfleet.fleet.reload import ConfigWatcher
+        from mcpfleet.paths import user_config_file
+
+        async def reread() -> None:
+            try:
+                settings = await anyio.to_thread.run_sync(read)
+            except ConfigError as error:
+                logger.warning("daemon settings kept as they were: %s", error)
+                return
+            self.apply_settings(settings)
+
+        watcher = ConfigWatcher(defaults.WATCH_INTERVAL_S)
+        watcher.watch([str(user_config_file())])
+        await watcher.run(reread)
 
     @asynccontextmanager
     async def _registered(self, client: Client) -> AsyncIterator[Client]:
@@ -604,7 +660,10 @@ def run_daemon(options: DaemonOptions) -> int:
     try:
         log_to_file(paths.log_path(), level=logging.DEBUG if options.verbose else logging.INFO)
     except OSError as error:
-        error_line(f"daemon not started: cannot open its log {paths.log_path()}: {error.strerror or error}")
+        error_line(
+            f"daemon not started: cannot open its log {paths.log_path()} ({error.strerror or error}); "
+            "make that folder writable, or set MCPFLEET_HOME to a folder you can write"
+        )
         return 1
     try:
         paths.ensure_runtime_dir()
@@ -636,14 +695,23 @@ def scrub_environment(environ: MutableMapping[str, str]) -> None:
 
 
 async def _run(daemon_socket: DaemonSocket, options: DaemonOptions) -> None:
-    from mcpfleet.config.profiles import read_gateway_settings
     from mcpfleet.daemon.fleet import SharedFleet
+
+    settings = daemon_settings(options)
+    async with SharedFleet(settings) as fleet:
+        service = DaemonService(fleet, daemon_socket, daemon_idle_timeout_s=settings.daemon_idle_timeout_s)
+        service.follow_settings(lambda: daemon_settings(options))
+        await service.serve()
+
+
+def daemon_settings(options: DaemonOptions) -> DaemonSettings:
+    """The ``daemon`` settings of mcpfleet's user config as the file says now, with ``daemon
+    run``'s options over them (they win over any edit); ``ConfigError`` for a bad file."""
+    from mcpfleet.config.profiles import read_gateway_settings
 
     settings = read_gateway_settings().daemon
     if options.idle_timeout_s is not None:
         settings = dataclasses.replace(settings, idle_timeout_s=options.idle_timeout_s)
     if options.daemon_idle_timeout_s is not None:
         settings = dataclasses.replace(settings, daemon_idle_timeout_s=options.daemon_idle_timeout_s)
-    async with SharedFleet(settings) as fleet:
-        service = DaemonService(fleet, daemon_socket, daemon_idle_timeout_s=settings.daemon_idle_timeout_s)
-        await service.serve()
+    return settings

@@ -21,15 +21,25 @@ daemon's requests, and tells the host that its tool, resource and prompt lists c
 host sees a list change, not a dead server. A daemon that goes away ``launch.RECONNECT_LIMIT``
 times within ``launch.RECONNECT_WINDOW_S`` ends the shim with exit 1 and a line on stderr.
 
+A daemon that stops answering (SIGSTOP, wedged) keeps its socket open, so the shim watches
+its liveness, not the length of a request: when a host request has waited ``PROBE_AFTER_S``
+with nothing from the daemon, it asks the daemon whether it runs (``daemon_answers``, a
+control hello on a second connection); with no answer within ``LIVENESS_TIMEOUT_S`` the
+waiting requests get an error and the session goes on in a ``serve --no-daemon`` process of
+its own (``open_own_fleet``), replayed like a new daemon. When the daemon cannot be used at
+all (it cannot start, its folders cannot be trusted), the session is served in this process,
+with one line saying why (``without_daemon_line``).
+
 A host line is held up to ``MAX_HOST_LINE_BYTES`` (the in-process gateway's limit); a longer
 one is dropped and, when it was a request, answered with ``Invalid Request``. The daemon's
 lines are copied as they arrive, never held: only the start and end of a long one are kept,
 enough to find its ``id``.
 
 Two threads copy (one per direction, each blocking on its own source, so a host that is slow
-to read never stops the other direction); the main thread waits for the end: host stdin at
-its end (exit 0), SIGTERM or SIGINT (exit 0, socket closed), or a daemon that cannot be
-reached again (exit 1).
+to read never stops the other direction), a third watches the daemon's liveness; the main
+thread waits for the end: host stdin at its end (exit 0, once the answers to the requests
+already sent reached the host, at most ``EOF_DRAIN_S``), SIGTERM or SIGINT (exit 0, socket
+closed), or a daemon that cannot be reached again (exit 1).
 """
 
 from __future__ import annotations
@@ -46,10 +56,11 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mcpfleet import __version__
-from mcpfleet.daemon import launch, wire
+from mcpfleet.daemon import launch, paths, wire
+from mcpfleet.daemon.peer import peer_credentials
 from mcpfleet.transport.framing import (
     LineFramer,
     OversizedLine,
@@ -57,6 +68,9 @@ from mcpfleet.transport.framing import (
     oversized_refusal,
     oversized_request_id,
 )
+
+if TYPE_CHECKING:
+    import subprocess
 
 MAX_HOST_LINE_BYTES = 16 * 1024 * 1024
 """The longest line the host may send: the in-process gateway's ``MAX_MESSAGE_BYTES`` (a test
@@ -69,6 +83,20 @@ ANSWER_TIMEOUT_S = 10.0
 session's start-up gate: the daemon answers once the session's fleet has passed its gate,
 as the in-process gateway starts reading stdin then (``--startup-timeout 0``, wait for every
 server, waits for the daemon as long as it takes: it answers, or closes the connection)."""
+PROBE_AFTER_S = 3.0
+"""A host request unanswered while the daemon has sent nothing for this long makes the shim
+ask whether the daemon still runs (``daemon_answers``): a tool call may run for minutes, so
+what is judged is the daemon's liveness, never how long a request takes."""
+LIVENESS_TIMEOUT_S = 7.0
+"""How long the daemon's event loop has to answer that question before the shim gives the
+daemon up (a stopped or wedged daemon): a request waits at most about ``PROBE_AFTER_S`` plus
+this for its error."""
+EOF_DRAIN_S = 60.0
+"""After the host's stdin ends, how long the answers to the requests it sent still have to
+reach its stdout before the shim ends (``printf '...' | mcpfleet serve``)."""
+OWN_FLEET_ANSWER_S = 60.0
+"""Beyond the session's start-up gate, how long a ``serve --no-daemon`` child started for
+the session has to answer the replayed ``initialize``: it starts the session's servers first."""
 DAEMON_STOPPED = -32603
 """The error a host request in flight gets when the daemon goes away (JSON-RPC internal error)."""
 INVALID_REQUEST = -32600
@@ -122,6 +150,11 @@ class Session:
     connection: socket.socket
     answer: dict[str, Any]
     leftover: bytes = b""
+    own_fleet: subprocess.Popen[bytes] | None = None
+    """The ``serve --no-daemon`` child serving this session instead of the daemon
+    (``open_own_fleet``), or None when the daemon serves it."""
+    answer_timeout_s: float | None = ANSWER_TIMEOUT_S
+    """How long a replayed ``initialize`` may take to be answered."""
 
 
 def run_shim(settings: ShimSettings, *, in_process: Callable[[], int]) -> int:
@@ -146,17 +179,29 @@ def _serve(settings: ShimSettings) -> int | None:
         if refusal.code != "environment-mismatch":
             _say(str(refusal))
             return refusal.exit_code
-        _say("the running daemon reads other config files than this session; serving in this process")
+        _say(
+            "the running mcpfleet daemon reads other config files than this session (its HOME or "
+            "XDG folders differ), so this session runs its own servers in this process; "
+            "`mcpfleet daemon stop` lets the next session start a daemon that reads this one's files"
+        )
         return None
-    except ShimError as error:
-        _say(str(error))
-        return error.exit_code
-    except OSError as error:  # launch.DaemonStartError, paths.RuntimeFolderError
-        _say(f"{error}; or run `mcpfleet serve --no-daemon`")
-        return EXIT_FAILED
+    except (ShimError, OSError) as error:
+        # OSError: launch.DaemonStartError, paths.RuntimeFolderError, peer.ForeignDaemon.
+        _say(without_daemon_line(error))
+        return None
     if settings.verbose:
         _say(f"serving through the mcpfleet daemon (pid {session.answer.get('pid')})")
     return _Relay(settings, session).run()
+
+
+def without_daemon_line(error: BaseException) -> str:
+    """The one line a session says when it cannot use the daemon and is served in its own
+    process instead: what went wrong (the error names the file and the fix) and what it means."""
+    return (
+        f"cannot use the mcpfleet daemon ({error}), so this session runs its own servers in this "
+        "process (nothing is shared with other sessions); `mcpfleet serve --no-daemon` does so at "
+        "once, without trying the daemon"
+    )
 
 
 def open_session(settings: ShimSettings) -> Session:
@@ -191,9 +236,9 @@ def _hello(connection: socket.socket, fleet: wire.FleetSpec) -> Session:
     connection.settimeout(timeout_s)
     try:
         connection.sendall(hello.encode())
-        line, leftover = _read_line(connection, wire.MAX_HELLO_BYTES)
+        line, leftover = _read_answer_while_alive(connection, timeout_s)
         answer = wire.decode_line(line, limit=wire.MAX_HELLO_BYTES)
-        answer, leftover = _give_values(connection, answer, leftover)
+        answer, leftover = _give_values(connection, answer, leftover, timeout_s)
     except TimeoutError:
         raise ShimError(f"the mcpfleet daemon did not answer within {timeout_s:.0f} s") from None
     except (OSError, wire.WireError) as error:
@@ -206,7 +251,7 @@ def _hello(connection: socket.socket, fleet: wire.FleetSpec) -> Session:
 
 
 def _give_values(
-    connection: socket.socket, answer: dict[str, Any], leftover: bytes
+    connection: socket.socket, answer: dict[str, Any], leftover: bytes, timeout_s: float | None
 ) -> tuple[dict[str, Any], bytes]:
     """The daemon's answer to the hello, after sending it the values of the variables it
     asked for (``wire.needs``: those this session's configs reference), if it asked."""
@@ -214,23 +259,130 @@ def _give_values(
     if asked is None:
         return answer, leftover
     connection.sendall(wire.env_values(asked))
-    line, leftover = _read_line(connection, wire.MAX_HELLO_BYTES, leftover)
+    line, leftover = _read_answer_while_alive(connection, timeout_s, leftover)
     return wire.decode_line(line, limit=wire.MAX_HELLO_BYTES), leftover
 
 
-def _read_line(connection: socket.socket, limit: int, received_before: bytes = b"") -> tuple[bytes, bytes]:
-    """One line (without its newline) and what came after it (``received_before``: bytes
-    already read where it starts)."""
+def _read_answer_while_alive(
+    connection: socket.socket, timeout_s: float | None, received_before: bytes = b""
+) -> tuple[bytes, bytes]:
+    """The hello's answer line and what came after it, within ``timeout_s`` (None: as long as
+    the daemon takes). The answer waits for the session's start-up gate, so silence alone says
+    nothing: after each ``PROBE_AFTER_S`` of it the daemon is asked whether it runs, and one
+    that does not say so (stopped, wedged) is a ``ShimError``, even with no time limit.
+    ``received_before``: bytes already read where the line starts."""
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
     received = bytearray(received_before)
     while b"\n" not in received:
-        if len(received) > limit:
-            raise wire.WireError(f"no line within {limit} bytes")
-        chunk = connection.recv(READ_BYTES)
+        if len(received) > wire.MAX_HELLO_BYTES:
+            raise wire.WireError(f"no line within {wire.MAX_HELLO_BYTES} bytes")
+        left = None if deadline is None else deadline - time.monotonic()
+        if left is not None and left <= 0:
+            raise TimeoutError
+        connection.settimeout(PROBE_AFTER_S if left is None else min(left, PROBE_AFTER_S))
+        try:
+            chunk = connection.recv(READ_BYTES)
+        except TimeoutError:
+            if not daemon_answers(LIVENESS_TIMEOUT_S):
+                pid = peer_credentials(connection).pid
+                raise ShimError(
+                    f"the mcpfleet daemon (pid {pid}) did not answer for "
+                    f"{PROBE_AFTER_S + LIVENESS_TIMEOUT_S:.0f} s (stopped, or stuck); resume it with "
+                    f"`kill -CONT {pid}`, or end it with `kill -KILL {pid}` so that a fresh one starts"
+                ) from None
+            continue
         if not chunk:
             raise wire.WireError("the daemon closed the connection")
         received += chunk
     line, _, rest = bytes(received).partition(b"\n")
     return line, rest
+
+
+def daemon_answers(timeout_s: float) -> bool:
+    """Whether the daemon's event loop still runs: a second connection's ``control`` hello is
+    answered within ``timeout_s`` (any answer, a refusal too, says the loop runs).
+
+    Only an accepted connection left unanswered says no: a daemon stopped with SIGSTOP (the
+    kernel still queues connections for it) or stuck. Nothing listening on the socket cannot
+    tell (a draining daemon has closed it, and still serves its sessions), so it says yes:
+    a daemon that is really gone closes the session's socket itself.
+    """
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
+    deadline = time.monotonic() + timeout_s
+    try:
+        probe.settimeout(timeout_s)
+        try:
+            probe.connect(os.fspath(paths.socket_path()))
+        except OSError:
+            return True
+        hello = wire.Hello(
+            kind="control",
+            version=__version__,
+            fleet=None,
+            env=wire.config_environment(),
+            host="mcpfleet serve (liveness probe)",
+            pid=os.getpid(),
+        )
+        probe.sendall(hello.encode())
+        received = b""
+        while b"\n" not in received:
+            probe.settimeout(max(deadline - time.monotonic(), 0.001))
+            chunk = probe.recv(READ_BYTES)
+            if not chunk:
+                return True  # closed, so it ran: a daemon that refuses closes after its answer
+            received += chunk
+        return True
+    except OSError:  # TimeoutError among them
+        return False
+    finally:
+        probe.close()
+
+
+def open_own_fleet(settings: ShimSettings) -> Session:
+    """The session served by a process of its own, ``mcpfleet serve`` with the shim's command
+    line and ``MCPFLEET_NO_DAEMON=1``, on a socket pair: what a session does once its daemon
+    stopped answering (that daemon still holds the socket, so no new daemon can start).
+
+    The child reads the socket as its stdin and writes its stdout there; its stderr is the
+    shim's (the host's log). It ends when the shim closes its end, or dies with the shim.
+    """
+    import subprocess  # the rare path only
+
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        process = subprocess.Popen(
+            [sys.executable, "-P", "-m", "mcpfleet", *sys.argv[1:]],
+            stdin=theirs.fileno(),
+            stdout=theirs.fileno(),
+            env={**os.environ, launch.NO_DAEMON_ENV: "1"},
+            close_fds=True,
+        )
+    except OSError as error:
+        ours.close()
+        raise ShimError(f"cannot start `mcpfleet serve --no-daemon` for this session: {error}") from error
+    finally:
+        theirs.close()
+    return Session(
+        ours,
+        {"pid": process.pid},
+        own_fleet=process,
+        answer_timeout_s=_own_fleet_answer_timeout_s(settings.fleet),
+    )
+
+
+def _own_fleet_answer_timeout_s(fleet: wire.FleetSpec) -> float | None:
+    """The session's start-up gate and ``OWN_FLEET_ANSWER_S``; None when the session waits
+    for every server (``--startup-timeout 0``): the child answers once they all answered."""
+    if fleet.startup_timeout_ms == 0:
+        return None
+    return fleet.startup_timeout_ms / 1000 + OWN_FLEET_ANSWER_S
+
+
+def _end_own_fleet(process: subprocess.Popen[bytes]) -> None:
+    """Wait a little for the session's own ``serve`` to close its servers (its stdin ended);
+    a child that takes longer ends on its own, as it would with the host gone."""
+    with contextlib.suppress(Exception):
+        process.wait(OWN_FLEET_ANSWER_S / 4)
 
 
 def _parent_name() -> str | None:
@@ -471,10 +623,13 @@ class _HostOutput:
 
 
 class _Connection:
-    """One socket to a daemon. Closing it wakes a send in progress before the descriptor goes."""
+    """One socket to a daemon (or to the session's own ``serve --no-daemon`` child). Closing it
+    wakes a send in progress before the descriptor goes."""
 
-    def __init__(self, connection: socket.socket) -> None:
-        self.socket = connection
+    def __init__(self, session: Session) -> None:
+        self.socket = session.connection
+        self.pid = session.answer.get("pid")
+        self.own_fleet = session.own_fleet
         self._send_lock = threading.Lock()
 
     def send(self, data: bytes | bytearray) -> None:
@@ -498,16 +653,33 @@ class _Relay:
         self._memory = SessionMemory()
         self._lock = threading.Lock()
         self._connected = threading.Condition(self._lock)
-        self._connection: _Connection | None = _Connection(session.connection)
+        self._connection: _Connection | None = _Connection(session)
         self._leftover = session.leftover
         self._finished = threading.Event()
         self._exit_code = EXIT_OK
         self._reconnections: deque[float] = deque()
         self._last_problem = ""
         self._replays = 0
+        self._activity = threading.Condition(self._lock)
+        """Notified when the daemon is heard from, a host request starts the wait for it, or
+        an answer reached the host: what the liveness watch and the end-of-input drain wait on."""
+        self._heard_at = time.monotonic()
+        """When the daemon last showed it runs: a line from it, a probe it answered, or the
+        moment a host request began to wait while none did."""
+        self._copying = 0
+        """Daemon chunks noted but not yet written to the host's stdout."""
+        self._unresponsive: _Connection | None = None
+        """The daemon connection given up for not answering a liveness probe."""
+        self._own_fleet = False
+        """Whether the session is served by a ``serve --no-daemon`` child from now on."""
+        self._input_ended = False
 
     def run(self) -> int:
-        for target, name in ((self._from_host, "host"), (self._from_daemon, "daemon")):
+        for target, name in (
+            (self._from_host, "host"),
+            (self._from_daemon, "daemon"),
+            (self._watch_daemon, "liveness"),
+        ):
             threading.Thread(target=self._guarded(target), name=f"mcpfleet-shim-{name}", daemon=True).start()
         try:
             self._finished.wait()
@@ -517,8 +689,11 @@ class _Relay:
             with self._lock:
                 connection, self._connection = self._connection, None
                 self._connected.notify_all()
+                self._activity.notify_all()
             if connection is not None:
                 connection.close()
+                if connection.own_fleet is not None:
+                    _end_own_fleet(connection.own_fleet)
         return self._exit_code
 
     def _guarded(self, target: Callable[[], None]) -> Callable[[], None]:
@@ -526,7 +701,11 @@ class _Relay:
             try:
                 target()
             except BaseException as error:
-                self._finish(EXIT_FAILED, f"the shim stopped: {type(error).__name__}: {error}")
+                self._finish(
+                    EXIT_FAILED,
+                    f"mcpfleet serve stopped on an internal error ({type(error).__name__}: {error}); "
+                    "restart the session, and report the error if it comes back",
+                )
 
         return run
 
@@ -540,6 +719,7 @@ class _Relay:
             self._exit_code = code
             self._finished.set()
             self._connected.notify_all()
+            self._activity.notify_all()
 
     # host -> daemon
 
@@ -551,7 +731,9 @@ class _Relay:
             except OSError:
                 chunk = b""
             if not chunk:
-                self._finish(EXIT_OK)  # the host went away, or closed our stdin: the session ends
+                # The host went away, or closed our stdin: the session ends once the answers
+                # to what it already asked have reached it.
+                self._drain_then_finish()
                 return
             for line in framer.feed(chunk):
                 if isinstance(line, OversizedLine):
@@ -566,8 +748,13 @@ class _Relay:
             while self._connection is None and not self._finished.is_set():
                 self._connected.wait()  # a reconnection is under way
             connection = self._connection
+            was_waiting = bool(self._memory.host_requests)
             if connection is None or not self._memory.from_host(message, line):
                 return
+            if not was_waiting and self._memory.host_requests:
+                # Silence of the daemon counts from here: before, it owed nothing.
+                self._heard_at = time.monotonic()
+                self._activity.notify_all()
         try:
             connection.send(line)
         except OSError:
@@ -617,10 +804,66 @@ class _Relay:
             # Noted before the host can see them: an answer already given never gets an error too.
             for message in messages:
                 self._memory.from_daemon(message)
+            self._heard_at = time.monotonic()
+            self._copying += 1
         try:
             self._output.copy(chunk)
         except OSError:
             self._finish(EXIT_OK)  # nobody reads our stdout any more: the host is gone
+        finally:
+            with self._lock:
+                self._copying -= 1
+                self._activity.notify_all()
+
+    def _drain_then_finish(self) -> None:
+        """The host's input ended: wait (at most ``EOF_DRAIN_S``) until every request it sent
+        is answered on its stdout, then end the session. A daemon that goes away meanwhile
+        answers them with errors (``_reconnect``)."""
+        deadline = time.monotonic() + EOF_DRAIN_S
+        with self._lock:
+            self._input_ended = True
+            while (self._memory.host_requests or self._copying) and not self._finished.is_set():
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                self._activity.wait(remaining)
+        self._finish(EXIT_OK)
+
+    # the daemon's liveness
+
+    def _watch_daemon(self) -> None:
+        """Give up a daemon that stops answering (stopped with SIGSTOP, wedged): after
+        ``PROBE_AFTER_S`` of its silence while a host request waits, ask it whether it runs;
+        a daemon that does not say so within ``LIVENESS_TIMEOUT_S`` is left, its requests
+        answered with errors, and the session goes on in a process of its own."""
+        while True:
+            with self._lock:
+                while True:
+                    if self._finished.is_set():
+                        return
+                    connection = self._connection
+                    owes = (
+                        connection is not None and connection.own_fleet is None and self._memory.host_requests
+                    )
+                    if not owes:
+                        self._activity.wait()
+                        continue
+                    silent_for = time.monotonic() - self._heard_at
+                    if silent_for >= PROBE_AFTER_S:
+                        break
+                    self._activity.wait(PROBE_AFTER_S - silent_for)
+                asked_at = time.monotonic()
+            assert connection is not None
+            answered = daemon_answers(LIVENESS_TIMEOUT_S)
+            with self._lock:
+                if answered or self._heard_at >= asked_at:
+                    self._heard_at = max(self._heard_at, asked_at)
+                    continue
+                if self._connection is not connection or self._finished.is_set():
+                    continue
+                self._unresponsive = connection
+            # The daemon thread sees the end of the connection and carries the session on.
+            connection.shutdown()
 
     def _reconnect(self, lost: _Connection) -> bytes | None:
         """Carry the session on with a new daemon; what it sent after the replay, or None when
@@ -630,15 +873,38 @@ class _Relay:
                 return None
             self._connection = None
             unanswered = self._memory.connection_lost()
+            unresponsive = self._unresponsive is lost
+            if unresponsive:
+                self._own_fleet = True
+            input_ended = self._input_ended
         lost.close()
+        if lost.own_fleet is not None:
+            _end_own_fleet(lost.own_fleet)
+        error_message = (
+            f"the mcpfleet daemon (pid {lost.pid}) stopped answering while this request ran; retry it"
+            if unresponsive
+            else launch.stopped_while("request")
+        )
         try:
             self._output.end_cut_line()
             for request_id in unanswered:
-                self._output.send(_error_line(request_id, DAEMON_STOPPED, launch.stopped_while("request")))
+                self._output.send(_error_line(request_id, DAEMON_STOPPED, error_message))
         except OSError:
             self._finish(EXIT_OK)
             return None
-        if self._settings.verbose:
+        if input_ended:
+            self._finish(EXIT_OK)  # nothing more will come from the host: no new daemon is needed
+            return None
+        if unresponsive:
+            _say(
+                f"the mcpfleet daemon (pid {lost.pid}) did not answer for "
+                f"{PROBE_AFTER_S + LIVENESS_TIMEOUT_S:.0f} s, so this session now runs its own "
+                "servers in a separate process, and its waiting requests got an error to retry. If "
+                f"the daemon was stopped on purpose (Ctrl-Z, a debugger), resume it with `kill -CONT "
+                f"{lost.pid}`, or end it with `kill -KILL {lost.pid}` so that new sessions start a "
+                "fresh one"
+            )
+        elif self._settings.verbose:
             _say("the mcpfleet daemon closed the session; reconnecting")
         while True:
             problem = self._count_reconnection()
@@ -646,7 +912,7 @@ class _Relay:
                 self._finish(EXIT_FAILED, problem)
                 return None
             try:
-                session = open_session(self._settings)
+                session = open_own_fleet(self._settings) if self._own_fleet else open_session(self._settings)
                 try:
                     leftover = self._replay(session)
                 except BaseException:
@@ -667,10 +933,23 @@ class _Relay:
             if self._finished.is_set():
                 session.connection.close()
                 return None
-            self._connection = _Connection(session.connection)
+            self._connection = _Connection(session)
+            self._heard_at = time.monotonic()
             self._connected.notify_all()
+            self._activity.notify_all()
             changed = self._memory.list_changed
-        _say(f"the mcpfleet daemon went away; the session goes on with pid {session.answer.get('pid')}")
+        if session.own_fleet is None:
+            _say(
+                f"the mcpfleet daemon (pid {lost.pid}) went away (stopped, or crashed: "
+                f"`mcpfleet daemon logs` says which); a new daemon (pid {session.answer.get('pid')}) "
+                "now serves this session: the host was told to list its tools again, and a request "
+                "that was running got an error to retry"
+            )
+        elif not unresponsive:
+            _say(
+                "the separate process serving this session's servers ended; a new one serves it "
+                "now, and a request that was running got an error to retry"
+            )
         try:
             for notification in changed:
                 self._output.send(wire.encode_line({"jsonrpc": "2.0", "method": notification}))
@@ -711,17 +990,19 @@ class _Relay:
             request = json.loads(initialize)
             request["id"] = private_id
             connection.sendall(wire.encode_line(request))
-            leftover = self._swallow_answer(connection, leftover, private_id)
+            leftover = self._swallow_answer(connection, leftover, private_id, session.answer_timeout_s)
         if initialized is not None:
             connection.sendall(initialized)
         return leftover
 
-    def _swallow_answer(self, connection: socket.socket, received: bytes, request_id: str) -> bytes:
+    def _swallow_answer(
+        self, connection: socket.socket, received: bytes, request_id: str, timeout_s: float | None
+    ) -> bytes:
         """Read up to the answer to our own request, which the host must not see; lines
         before it go to the host as any would; what follows it is returned."""
         buffer = bytearray(received)
         framer = LineFramer(PARSED_LINE_BYTES)
-        connection.settimeout(ANSWER_TIMEOUT_S)
+        connection.settimeout(timeout_s)
         try:
             while True:
                 newline = buffer.find(b"\n")
@@ -744,7 +1025,7 @@ class _Relay:
                 buffer += chunk
         except TimeoutError:
             raise ShimError(
-                f"the new daemon did not answer the session's initialize within {ANSWER_TIMEOUT_S:.0f} s"
+                f"the new daemon did not answer the session's initialize within {timeout_s:.0f} s"
             ) from None
         finally:
             connection.settimeout(None)

@@ -16,8 +16,10 @@ def require_framework(module: str, framework: str, extra: str) -> None:
     than a bare ``ModuleNotFoundError`` for a package name they never typed.
     """
     if not installed(module):
+        # mcpfleet is installed from its checkout (it is not on PyPI), so the extra is named on it.
         raise ImportError(
-            f"mcpfleet.integrations needs {framework} for this module: pip install 'mcpfleet[{extra}]'"
+            f"mcpfleet.integrations needs {framework} for this module: install mcpfleet's extra "
+            f"{extra!r} from its checkout, e.g. pip install -e '.[{extra}]' there"
         )
 
 

@@ -83,6 +83,8 @@ class ScriptedDaemon:
         self.capabilities = CAPABILITIES if capabilities is None else capabilities
         self.sessions: list[ScriptedSession] = []
         self.hellos: list[dict[str, Any]] = []
+        self.probes = 0
+        """Control hellos: the shim's liveness probes (answered, then closed)."""
         self.timeline: list[str] = []
         """``hello`` when a hello arrives, ``end N`` when session N (from 0) reads its end."""
         self.changed = threading.Condition()
@@ -144,6 +146,20 @@ class ScriptedDaemon:
     def _serve(self, connection: socket.socket) -> None:
         reader = connection.makefile("rb")
         hello = json.loads(reader.readline())
+        if hello.get("kind") == "control":
+            # A shim asking whether the daemon runs (its liveness probe): answered, not a session.
+            with self.changed:
+                self.probes += 1
+                self.changed.notify_all()
+            with contextlib.suppress(OSError):
+                connection.sendall(
+                    json.dumps(
+                        {"ok": True, "pid": 1000, "version": hello["version"], "session": "c0"}
+                    ).encode()
+                    + b"\n"
+                )
+            connection.close()
+            return
         with self.changed:
             self.hellos.append(hello)
             self.timeline.append("hello")
@@ -228,9 +244,17 @@ class ScriptedDaemon:
 class ShimHost:
     """``mcpfleet serve`` run as a host runs it: its stdin and stdout are the session."""
 
-    def __init__(self, *arguments: str, env: dict[str, str] | None = None, cwd: Path | None = None) -> None:
+    def __init__(
+        self,
+        *arguments: str,
+        env: dict[str, str] | None = None,
+        cwd: Path | None = None,
+        wrapper: tuple[str, ...] = (),
+    ) -> None:
+        """``wrapper``: a command that runs ``mcpfleet`` with its arguments appended (a
+        private mount namespace, say)."""
         self.process = subprocess.Popen(
-            [str(MCPFLEET), *arguments],
+            [*wrapper, str(MCPFLEET), *arguments],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -274,15 +298,25 @@ class ShimHost:
         self.send({"jsonrpc": "2.0", "id": self._next_id, "method": method, "params": params or {}})
         return self._next_id
 
-    def receive_line(self) -> bytes:
+    def receive_line(self, timeout_s: float = WAIT_S) -> bytes:
         try:
-            return self._lines.get(timeout=WAIT_S)
+            return self._lines.get(timeout=timeout_s)
         except queue.Empty:
-            raise AssertionError(f"no line from the shim within {WAIT_S} s; stderr:\n{self.stderr}") from None
+            raise AssertionError(
+                f"no line from the shim within {timeout_s} s; stderr:\n{self.stderr}"
+            ) from None
 
-    def receive(self) -> dict[str, Any]:
-        document: dict[str, Any] = json.loads(self.receive_line())
+    def receive(self, timeout_s: float = WAIT_S) -> dict[str, Any]:
+        document: dict[str, Any] = json.loads(self.receive_line(timeout_s))
         return document
+
+    def answer_skipping_notifications(self, request_id: int, timeout_s: float = WAIT_S) -> dict[str, Any]:
+        """The answer to ``request_id``; notifications before it (``list_changed``) are skipped."""
+        while True:
+            document = self.receive(timeout_s)
+            if "method" not in document:
+                assert document.get("id") == request_id, document
+                return document
 
     def answer(self, request_id: int) -> dict[str, Any]:
         """The next line, which must be the answer to ``request_id``."""

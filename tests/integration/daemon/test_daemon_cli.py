@@ -12,6 +12,8 @@ from tests.integration.daemon.daemon_harness import (
     fake,
     fleet_spec,
     ping,
+    processes_of_home,
+    server_processes,
     session,
     user_config,
     wait_until_gone,
@@ -61,7 +63,7 @@ def test_start_status_logs_stop(isolated_home: Path) -> None:
     assert [entry["host"] for entry in document["sessions"]] == ["codex"]
     assert [server["name"] for server in document["servers"]] == ["alpha"]
     assert text.returncode == 0
-    assert f"(pid {first['pid']})" in text.stdout and "codex" in text.stdout and "alpha" in text.stdout
+    assert f"pid {first['pid']}," in text.stdout and "codex" in text.stdout and "alpha" in text.stdout
 
     logs = mcpfleet("daemon", "logs", "-n", "3", cwd=isolated_home)
     assert logs.returncode == 0
@@ -75,6 +77,35 @@ def test_start_status_logs_stop(isolated_home: Path) -> None:
     assert json.loads(stop.stdout) == {"stopped": True, "pid": first["pid"]}
     assert not wait_until_gone([first["pid"]], timeout_s=0.1), "stop returns once the daemon is gone"
     assert ping() is None
+
+
+def test_status_counts_every_process_a_server_started(isolated_home: Path) -> None:
+    """A server that forks (``npx`` is npm exec, a shell, node) is as many processes as there
+    are: its row and the totals count them, as its memory already did."""
+    user_config({"forking": fake("forking", "--tool", "echo", "--spawn-grandchild")})
+    assert mcpfleet("daemon", "start", cwd=isolated_home).returncode == 0
+    with session(fleet_spec(isolated_home, startup_timeout_ms=0)) as host:
+        assert host.tool_names() == ["forking_echo"]
+        [server] = server_processes(isolated_home, "forking")
+        document = json.loads(mcpfleet("--json", "daemon", "status", cwd=isolated_home).stdout)
+        everything = processes_of_home(isolated_home)  # the daemon, its watchdog, the server, its child
+    [row] = document["servers"]
+    # The --json twin keeps every field it had; "processes" is added.
+    assert list(row) == [
+        "name",
+        "state",
+        "share",
+        "sessions",
+        "pid",
+        "rss_bytes",
+        "processes",
+        "idle_s",
+        "project",
+        "keep_warm",
+    ]
+    assert row["pid"] == server and row["processes"] == 2
+    assert document["totals"]["processes"] == len(everything), everything
+    assert document["totals"]["rss_bytes"] >= document["rss_bytes"] + row["rss_bytes"]
 
 
 def test_run_refuses_a_timeout_that_is_not_a_positive_number(isolated_home: Path) -> None:

@@ -156,6 +156,7 @@ def test_a_second_daemon_does_not_take_the_socket(isolated_home: Path, start_dae
     second = start_daemon(wait=False)
     assert second.wait_exit() == 1
     assert "a daemon already answers on" in second.stderr
+    assert "`mcpfleet daemon stop` stops it" in second.stderr  # what to do, not only what happened
     found = ping()
     assert found is not None and found["pid"] == first.pid
 

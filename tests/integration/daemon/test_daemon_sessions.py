@@ -140,7 +140,7 @@ def test_five_sessions_from_two_projects_at_once(isolated_home: Path, start_daem
             local = rows[(f"local_{project.name}", str(project.resolve()))]
             assert (local["share"], local["sessions"]) == ("project", sessions)
             assert local["pid"] in server_processes(isolated_home, f"local_{project.name}")
-        assert status["totals"]["processes"] == 4  # the daemon and three servers
+        assert status["totals"]["processes"] == 5  # the daemon, its watchdog and three servers
     finally:
         if not barrier.broken:
             barrier.wait(timeout=120)

@@ -139,7 +139,10 @@ def test_a_lost_daemon_is_replaced_without_the_host_noticing_more_than_a_list_ch
         assert not [line for line in second.lines if "result" in line]
         host.close_stdin()
         assert host.wait_exit() == 0
-    assert "the session goes on" in host.stderr
+    # Said in words a user knows: what happened, and what it means for the session.
+    assert "the mcpfleet daemon (pid 1001) went away" in host.stderr
+    assert "a new daemon (pid 1002) now serves this session" in host.stderr
+    assert "pid 4096" not in host.stderr and "goes on with pid" not in host.stderr
 
 
 def test_the_host_hears_of_the_lists_its_first_answer_declared_only(daemon_runtime: Path) -> None:
@@ -210,7 +213,7 @@ def test_a_daemon_that_keeps_going_away_ends_the_shim(daemon_runtime: Path) -> N
         assert host.wait_exit() == 1
     lines = host.stderr.splitlines()
     assert len(lines) == RECONNECT_LIMIT + 1
-    assert all("the session goes on" in line for line in lines[:-1])
+    assert all("now serves this session" in line for line in lines[:-1])
     assert f"went away {RECONNECT_LIMIT} times within 30 s" in lines[-1]
 
 
@@ -271,7 +274,7 @@ def test_a_daemon_reading_other_config_files_leaves_the_session_in_process(daemo
         assert host.call("tools/list")["result"]["tools"] == []
         host.close_stdin()
         assert host.wait_exit() == 0
-    assert "serving in this process" in host.stderr
+    assert "runs its own servers in this process" in host.stderr
 
 
 def test_a_host_line_over_the_limit_is_refused_and_the_session_goes_on(daemon_runtime: Path) -> None:
@@ -311,6 +314,18 @@ def test_a_stop_signal_closes_the_socket_and_exits_0(daemon_runtime: Path, stop:
     assert host.stderr == ""
 
 
+def assert_served_in_process(host: ShimHost, reason: str) -> None:
+    """The host gets its session all the same, from a gateway in the shim's own process, and
+    one line on stderr says why the daemon could not be used, and what that means."""
+    assert host.initialize()["result"]["serverInfo"]["name"] == "mcpfleet"
+    assert host.call("tools/list")["result"]["tools"] == []
+    host.close_stdin()
+    assert host.wait_exit() == 0
+    [line] = [line for line in host.stderr.splitlines() if "daemon" in line]
+    assert reason in line, host.stderr
+    assert "this session runs its own servers in this process" in line
+
+
 def test_a_runtime_folder_that_is_a_symbolic_link_is_refused(
     daemon_runtime: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -320,9 +335,7 @@ def test_a_runtime_folder_that_is_a_symbolic_link_is_refused(
     link.symlink_to(target)
     monkeypatch.setenv("MCPFLEET_RUNTIME_DIR", str(link))
     with ShimHost("serve") as host:
-        assert host.wait_exit() == 1
-    assert "is not a folder (a symbolic link or a file is never trusted)" in host.stderr
-    assert "--no-daemon" in host.stderr
+        assert_served_in_process(host, "is not a folder (a symbolic link or a file is never trusted)")
     assert list(target.iterdir()) == []
 
 
@@ -330,8 +343,7 @@ def test_a_runtime_folder_that_is_a_symbolic_link_is_refused(
 def test_a_runtime_folder_of_another_user_is_refused(daemon_runtime: Path) -> None:
     os.chown(daemon_runtime, 65534, 65534)
     with ShimHost("serve") as host:
-        assert host.wait_exit() == 1
-    assert "belongs to user 65534, not to you" in host.stderr
+        assert_served_in_process(host, "belongs to user 65534, not to you; set MCPFLEET_RUNTIME_DIR")
     assert list(daemon_runtime.iterdir()) == []
 
 
@@ -341,8 +353,7 @@ def test_a_runtime_folder_too_long_for_a_socket_is_refused(
     long_folder = daemon_runtime / ("d" * 120)
     monkeypatch.setenv("MCPFLEET_RUNTIME_DIR", str(long_folder))
     with ShimHost("serve") as host:
-        assert host.wait_exit() == 1
-    assert "too long for a Unix socket path" in host.stderr
+        assert_served_in_process(host, "too long for a Unix socket path")
     assert not long_folder.exists()
 
 
@@ -367,7 +378,7 @@ def test_a_socket_answered_by_another_user_is_refused(daemon_runtime: Path) -> N
     try:
         assert impostor.stdout is not None and impostor.stdout.readline() == b"listening\n"
         with ShimHost("serve") as host:
-            assert host.wait_exit() == 1
+            assert_served_in_process(host, "of user 65534, not by your own daemon")
         assert re.search(
             rf"{re.escape(str(socket_file))}: answered by process \d+ of user 65534, not by your own daemon",
             host.stderr,

@@ -56,7 +56,8 @@ def test_an_integration_that_runs_the_fleet_brings_the_sdk_client_with_its_objec
 
 
 def test_a_missing_framework_names_the_extra_to_install() -> None:
-    with pytest.raises(ImportError, match=r"needs Some Framework .*pip install 'mcpfleet\[some-extra\]'"):
+    expected = r"needs Some Framework .*'some-extra'.*pip install -e '\.\[some-extra\]'"
+    with pytest.raises(ImportError, match=expected):
         require_framework("mcpfleet_no_such_framework", "Some Framework", "some-extra")
 
 

@@ -14,17 +14,22 @@ CONFORMANCE_VERSION := 0.2.0-alpha.12
 NODE22_VERSION := 22.23.5
 # One stamp per pinned pair, so changing a version reinstalls over an older .tools/conformance.
 CONFORMANCE_SUITE := .tools/conformance/.installed-$(CONFORMANCE_VERSION)-node-$(NODE22_VERSION)
-# Two real MCP hosts that judge `mcpfleet serve` (tests/integration/gateway/test_gateway_real_clients.py),
-# pinned exactly, each with its stamp. The Inspector's CLI needs Node >= 22.19: the tests run it
-# with the Node 22 of .tools/conformance. Claude Code's npm package installs its native binary.
+# Four real MCP hosts that judge `mcpfleet serve` and `mcpfleet hosts` (tests/integration/gateway/
+# test_gateway_real_clients.py, tests/integration/hosts/), pinned exactly, each with its stamp. The
+# Inspector's CLI needs Node >= 22.19: the tests run it with the Node 22 of .tools/conformance. Claude
+# Code's and Codex's npm packages install their native binaries; Gemini CLI runs on Node >= 20.
 INSPECTOR_VERSION := 2.12.0
 INSPECTOR := .tools/inspector/.installed-$(INSPECTOR_VERSION)
 CLAUDE_CODE_VERSION := 2.1.332
 CLAUDE_CODE := .tools/claude-code/.installed-$(CLAUDE_CODE_VERSION)
+GEMINI_CLI_VERSION := 0.61.0
+GEMINI_CLI := .tools/gemini-cli/.installed-$(GEMINI_CLI_VERSION)
+CODEX_CLI_VERSION := 0.171.0
+CODEX_CLI := .tools/codex/.installed-$(CODEX_CLI_VERSION)
 # The suite runs on this many pytest-xdist workers. Its tests mostly wait on the servers and CLIs
 # they start, so three keep two cores busy; tests/conftest.py says how the files are spread.
 TEST_WORKERS ?= 3
-NPM_TOOLS := $(EVERYTHING) $(CONFORMANCE_SUITE) $(INSPECTOR) $(CLAUDE_CODE)
+NPM_TOOLS := $(EVERYTHING) $(CONFORMANCE_SUITE) $(INSPECTOR) $(CLAUDE_CODE) $(GEMINI_CLI) $(CODEX_CLI)
 
 .PHONY: demo test lint typecheck npm-tools pytest conformance bench bench-smoke bench-gateway bench-integrations bench-daemon clean
 
@@ -78,6 +83,16 @@ $(INSPECTOR): | $(CONFORMANCE_SUITE)
 $(CLAUDE_CODE):
 	npm install --silent --no-audit --no-fund --save-exact --prefix .tools/claude-code \
 		@anthropic-ai/claude-code@$(CLAUDE_CODE_VERSION)
+	touch $@
+
+$(GEMINI_CLI):
+	npm install --silent --no-audit --no-fund --save-exact --prefix .tools/gemini-cli \
+		@google/gemini-cli@$(GEMINI_CLI_VERSION)
+	touch $@
+
+$(CODEX_CLI):
+	npm install --silent --no-audit --no-fund --save-exact --prefix .tools/codex \
+		@openai/codex@$(CODEX_CLI_VERSION)
 	touch $@
 
 # tests/conformance/client.py against the suite: the 2025-11-25 and 2026-07-28 client requirement

@@ -68,6 +68,7 @@ def isolated_home(
         "CLAUDE_CONFIG_DIR",
         "MCPFLEET_GATEWAY_PID",
         "MCPFLEET_GATEWAY_URL",
+        "MCPFLEET_GATEWAY_TOKEN",
     ):
         monkeypatch.delenv(variable, raising=False)
     # `mcpfleet serve` serves in its own process, as every gateway test expects; the daemon's

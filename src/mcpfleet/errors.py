@@ -91,7 +91,7 @@ class ApprovalRequiredError(ConfigError):
 
 class ServeAddressError(ConfigError):
     """``mcpfleet serve --http`` cannot listen where it was asked (malformed, in use, not here),
-    or its ``--auth-token`` cannot travel in a header."""
+    or its bearer token cannot be read or cannot travel in a header."""
 
 
 class ConnectError(MCPFleetError):

@@ -273,11 +273,17 @@ def test_backend_passes_every_server_scenario_or_is_in_the_baseline(backend_resu
 
 @pytest.fixture(scope="module")
 def gateway_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """``mcpfleet serve --http --prefix none`` with the backend (over stdio) as its only server."""
+    """``mcpfleet serve --http --prefix none`` with the backend (over stdio) as its only server.
+
+    ``conformance server --url`` sends no header of ours, so this gateway is a throw-away one:
+    ``--insecure-no-auth``, on loopback, for the length of the run.
+    """
     backend_entry = {"command": sys.executable, "args": [str(CONFORMANCE_BACKEND)]}
     home = tmp_path_factory.mktemp("gateway")
-    with running_http_gateway(home, {"conformance": backend_entry}, "--prefix", "none") as gateway:
-        wait_until_listed(gateway.url, "test_simple_text")
+    with running_http_gateway(
+        home, {"conformance": backend_entry}, "--prefix", "none", "--insecure-no-auth"
+    ) as gateway:
+        wait_until_listed(gateway, "test_simple_text")
         yield gateway.url
 
 

@@ -125,3 +125,32 @@ def test_bad_extra_config_exits_2_with_one_line(project: Path, tmp_path: Path) -
 
 def test_no_project_config(project: Path) -> None:
     assert states(config_json(project, "--no-project-config"))["proj"] == "filtered"
+
+
+def test_run_from_home_the_users_own_files_are_read_once_as_user_files(isolated_home: Path) -> None:
+    """From the home folder, ``~/.cursor/mcp.json``, ``~/.codex/config.toml`` and
+    ``~/.gemini/settings.json`` are also where a project's files would be: each is the user's
+    file, read once, its servers active (not pending copies asking for approval)."""
+    for folder, name, text in (
+        (".cursor", "mcp.json", json.dumps({"mcpServers": {"editor": {"command": "editor-server"}}})),
+        (".codex", "config.toml", '[mcp_servers.codex_time]\ncommand = "time-server"\n'),
+        (".gemini", "settings.json", json.dumps({"mcpServers": {"gem": {"command": "gem-server"}}})),
+    ):
+        (isolated_home / folder).mkdir()
+        (isolated_home / folder / name).write_text(text)
+    completed = subprocess.run(
+        [sys.executable, "-m", "mcpfleet.cli.main", "--json", "config"],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ),
+        cwd=isolated_home,
+        timeout=60,
+        check=False,
+    )
+    assert completed.returncode == 0, completed.stderr
+    servers = json.loads(completed.stdout)["servers"]
+    assert sorted((row["name"], row["source"]["level"], row["state"]) for row in servers) == [
+        ("codex_time", "user", "active"),
+        ("editor", "user", "active"),
+        ("gem", "user", "active"),
+    ]

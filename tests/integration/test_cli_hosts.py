@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from mcpfleet.config.gateway_entry import REPLACED_KEY
+from mcpfleet.config.gateway_entry import MOVED_SERVERS_KEY, REPLACED_KEY, moved_entries_file
 from mcpfleet.config.readers import parse_text
 from mcpfleet.hosts import HOST_IDS, Host, find_host
 
@@ -149,15 +149,19 @@ def test_config_shows_the_installed_entry_filtered_as_the_gateways_own(project: 
     assert "mcpfleet never serves itself" in table_column(table, "Reason")
 
 
-def test_entries_moved_aside_stay_served_by_the_gateway(project: Path) -> None:
-    host = find_host("cursor")
+@pytest.mark.parametrize("host_id", ["cursor", "codex"])
+def test_entries_moved_aside_stay_served_by_the_gateway(project: Path, host_id: str) -> None:
+    host = find_host(host_id)
     _set_up(host)
-    assert run(project, "hosts", "install", "cursor", "--replace").returncode == 0
+    assert run(project, "hosts", "install", host_id, "--replace").returncode == 0
     servers = run_json(project, "config")["servers"]
     notes = [server for server in servers if server["name"] == "notes"]
-    assert [(server["state"], server["source"]["location"]) for server in notes] == [
-        ("active", f"/{REPLACED_KEY}/notes")
-    ]
+    # Codex warns about a table it does not know: its entries move into mcpfleet's state.
+    kept_in = moved_entries_file(host_id, host.path) if host_id == "codex" else host.path
+    key = MOVED_SERVERS_KEY if host_id == "codex" else REPLACED_KEY
+    assert [
+        (server["state"], server["source"]["path"], server["source"]["location"]) for server in notes
+    ] == [("active", str(kept_in), f"/{key}/notes")]
     assert all(server["state"] == "filtered" for server in servers if server["name"] == "mcpfleet")
 
 
@@ -193,3 +197,25 @@ def test_an_unparsable_host_file_is_refused_with_one_line(project: Path) -> None
 def test_an_unknown_host_is_a_usage_error(project: Path) -> None:
     completed = run(project, "hosts", "install", "notepad")
     assert completed.returncode == 2 and "invalid choice" in completed.stderr
+
+
+@pytest.mark.parametrize("scope", ["local", "project"])
+def test_a_gateway_entry_in_any_scope_claude_code_reads_counts_as_wired(project: Path, scope: str) -> None:
+    """``claude mcp add fleet -- mcpfleet serve`` (the README's alternative) writes the local
+    scope, ``projects[<folder>].mcpServers`` of ``~/.claude.json``; ``--scope project`` writes
+    the project's ``.mcp.json``. Either way Claude Code runs the gateway in this project."""
+    host = find_host("claude-code", project)
+    fleet = {"type": "stdio", "command": "mcpfleet", "args": ["serve"], "env": {}}
+    if scope == "local":
+        host.path.write_text(json.dumps({"projects": {str(project): {"mcpServers": {"fleet": fleet}}}}))
+    else:
+        host.path.write_text(json.dumps({"numStartups": 1}))
+        (project / ".mcp.json").write_text(json.dumps({"mcpServers": {"fleet": fleet}}))
+    row = {row["id"]: row for row in run_json(project, "hosts")["hosts"]}["claude-code"]
+    assert row["gateway"] and row["gateway_entries"] == ["fleet"]
+    assert row["gateway_scopes"] == [{"scope": scope, "name": "fleet"}]
+    assert "uses the gateway" in table_column(run(project, "hosts").stdout, "State")
+    elsewhere = project.parent / "elsewhere"
+    elsewhere.mkdir()
+    other = {row["id"]: row for row in run_json(elsewhere, "hosts")["hosts"]}["claude-code"]
+    assert not other["gateway"], "another project's local scope wires only that project"

@@ -18,16 +18,24 @@ Tools:
                       again after the latest one (``null`` until it answers)
 A refused question (handshake era) answers ``refused <code> <message>``.
 
+With ``--unprompted FILE`` (handshake era), SIGUSR1 makes the server ask, outside any call,
+``sampling/createMessage`` (prompt ``unprompted``), ``elicitation/create`` (message
+``password?``) and ``roots/list``, one after the other, on the connection of its client, and
+append one JSON line per question to FILE: ``{"asked": "sample" | "elicit" | "roots",
+"outcome": <the text a tool would answer>}``. A roots request after
+``notifications/roots/list_changed`` that is refused is remembered as ``last`` = the refusal.
+
 Prompt ``summary {topic}`` asks ``sampling/createMessage`` for "Summarise <topic>" and is one
 assistant message with the text the ``sample`` tool would answer.
 
-Usage: ``python asking_server.py [--name NAME] [--legacy]``.
+Usage: ``python asking_server.py [--name NAME] [--legacy] [--unprompted FILE]``.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 from typing import Any
 
@@ -66,9 +74,14 @@ TOOLS = [
 
 class RootsChanges:
     count = 0
-    last: list[str] | None = None
+    last: list[str] | str | None = None
     asks: anyio.abc.TaskGroup | None = None
     """Where the server asks for roots after a change, outside the notification's handler."""
+
+
+class Connection:
+    session: ServerSession | None = None
+    """The session of the client, from its first request: where unprompted questions go."""
 
 
 def question_for(name: str, arguments: dict[str, Any]) -> tuple[types.InputRequest, type[BaseModel]]:
@@ -100,6 +113,7 @@ def text_result(text: str) -> types.CallToolResult:
 async def list_tools(
     ctx: ServerRequestContext, params: types.PaginatedRequestParams | None
 ) -> types.ListToolsResult:
+    Connection.session = ctx.session
     return types.ListToolsResult(tools=TOOLS)
 
 
@@ -159,8 +173,40 @@ async def roots_changed(ctx: ServerRequestContext, params: types.NotificationPar
 
 async def ask_roots_again(session: ServerSession) -> None:
     """Ask for the roots on the connection itself: no call is in flight."""
-    answer = await session.send_request(types.ListRootsRequest(), types.ListRootsResult)
+    try:
+        answer = await session.send_request(types.ListRootsRequest(), types.ListRootsResult)
+    except MCPError as error:
+        RootsChanges.last = f"refused {error.code} {error.message}"
+        return
     RootsChanges.last = [str(root.uri) for root in answer.roots]
+
+
+async def ask_unprompted(report: str) -> None:
+    """On each SIGUSR1, ask every question on the connection, outside any call, and report."""
+    with anyio.open_signal_receiver(signal.SIGUSR1) as signals:
+        async for _ in signals:
+            session = Connection.session
+            assert session is not None, "no client has listed the tools yet"
+            for name, arguments in (
+                ("sample", {"prompt": "unprompted"}),
+                ("elicit", {"message": "password?"}),
+            ):
+                request, result_type = question_for(name, arguments)
+                await report_outcome(report, name, session, request, result_type)
+            await report_outcome(report, "roots", session, types.ListRootsRequest(), types.ListRootsResult)
+
+
+async def report_outcome(
+    report: str, name: str, session: ServerSession, request: Any, result_type: type[BaseModel]
+) -> None:
+    try:
+        answer = await session.send_request(request, result_type)
+    except MCPError as error:
+        outcome = f"refused {error.code} {error.message}"
+    else:
+        outcome = describe(name, answer.model_dump(by_alias=True, mode="json", exclude_none=True))
+    async with await anyio.open_file(report, "a") as lines:
+        await lines.write(json.dumps({"asked": name, "outcome": outcome}) + "\n")
 
 
 def build_server(name: str) -> Server:
@@ -181,6 +227,8 @@ async def serve(options: argparse.Namespace) -> None:
     server = build_server(options.name)
     async with anyio.create_task_group() as asks, stdio_server() as (read_stream, write_stream):
         RootsChanges.asks = asks
+        if options.unprompted is not None:
+            asks.start_soon(ask_unprompted, options.unprompted)
         if options.legacy:
             await serve_loop(
                 server,
@@ -198,6 +246,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description="MCP test server whose tools ask the client")
     parser.add_argument("--name", default="asking")
     parser.add_argument("--legacy", action="store_true")
+    parser.add_argument("--unprompted", metavar="FILE", help="on SIGUSR1, ask outside any call")
     anyio.run(serve, parser.parse_args())
 
 

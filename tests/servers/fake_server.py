@@ -28,6 +28,9 @@ Tools (all by default; ``--tool NAME`` keeps only the named ones, repeatable):
   big {bytes}               a text result of that many bytes ("x" repeated)
   hang {}                   never answers (a notifications/cancelled is still logged)
   wrong_id {}               answers, but under another request id
+``--unusable-tools`` lists, after the others, five tools no client can use (``UNUSABLE_TOOLS``):
+a lone surrogate in a name, one in a description, an ``inputSchema`` of type "string", one
+that is not an object at all, and an entry without a name.
 ``--rich-tools`` adds one tool that carries every optional field a tool may have:
   fancy {}                  title, icons, annotations, outputSchema, execution and _meta
                             (``RICH_TOOL``), answering structuredContent {"ok": true}
@@ -144,6 +147,16 @@ OPT_IN_TOOL_SCHEMAS: dict[str, dict[str, Any]] = {
         },
     },
 }
+UNUSABLE_TOOLS: list[dict[str, Any]] = [
+    {"name": "lone\ud800surrogate", "inputSchema": {"type": "object"}},
+    {"name": "surrogate_text", "description": "text \udfff here", "inputSchema": {"type": "object"}},
+    {"name": "string_schema", "inputSchema": {"type": "string"}},
+    {"name": "schema_not_object", "inputSchema": "object"},
+    {"description": "no name at all", "inputSchema": {"type": "object"}},
+]
+"""Written with ``json.dumps``, whose ``\\ud800`` escapes are what Python and JavaScript
+servers emit for a lone surrogate."""
+
 RICH_TOOL: dict[str, Any] = {
     "name": "fancy",
     "title": "A Fancy Tool",
@@ -239,6 +252,8 @@ class FakeServer:
             tools.append({"name": name, **schema})
             if name in self.options.duplicate_tool:
                 tools.append({"name": name, **schema, "description": "a second definition of the same name"})
+        if self.options.unusable_tools:
+            tools += UNUSABLE_TOOLS
         return tools
 
     def list_tools(self, params: dict[str, Any]) -> dict[str, Any]:
@@ -536,6 +551,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--tools", type=int, default=0)
     parser.add_argument("--hostile-tools", action="store_true")
     parser.add_argument("--rich-tools", action="store_true")
+    parser.add_argument("--unusable-tools", action="store_true")
     parser.add_argument("--delay-start", type=float, default=0.0)
     parser.add_argument("--start-when-exists")
     parser.add_argument("--exit-code", type=int, default=0)

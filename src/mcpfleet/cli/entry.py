@@ -88,7 +88,15 @@ def serve_route(arguments: Sequence[str]) -> ServeRoute:
         return ServeRoute()
     if args.command != SERVE or args.help or args.serve_help:
         return ServeRoute()
-    if args.no_daemon or args.http is not None or args.auth_token is not None or daemon_disabled():
+    # The HTTP gateway's own options need --http, which serves in this process: without it,
+    # mcpfleet.cli.main says what is wrong (and refuses --auth-token in every case).
+    http_options = (args.auth_token, args.auth_token_file, args.insecure_no_auth or None)
+    if (
+        args.no_daemon
+        or args.http is not None
+        or any(o is not None for o in http_options)
+        or daemon_disabled()
+    ):
         return ServeRoute()
     if os.environ.get(GATEWAY_PID_VARIABLE) or not hasattr(socket, "SO_PEERCRED"):
         return ServeRoute()
@@ -126,6 +134,8 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--prefix", choices=("always", "none"), default="always")
     serve.add_argument("--max-name-length", type=_at_least(MIN_NAME_LENGTH), default=64)
     serve.add_argument("--http")
+    serve.add_argument("--auth-token-file")
+    serve.add_argument("--insecure-no-auth", action="store_true")
     serve.add_argument("--auth-token")
     serve.add_argument("--tools", dest="tool_mode", choices=("all", "search", "auto"), default="auto")
     serve.add_argument("--max-tools", type=_at_least(1))

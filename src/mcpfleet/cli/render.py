@@ -445,6 +445,7 @@ def print_daemon_status(document: Mapping[str, Any], *, out: Console | None = No
     server_lines = [daemon_server_cells(server, home=home) for server in servers]
     out.print(fitted_table(counted(len(servers), "server"), DAEMON_SERVER_COLUMNS, server_lines, out, 1))
     out.print(rich_text(f"log: {document.get('log')}"), overflow="ellipsis")
+    print_errors(document.get("errors") or [])
 
 
 def counted(count: Any, one: str, many: str | None = None) -> str:

@@ -14,11 +14,15 @@ import argparse
 import logging
 import os
 import signal
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from mcpfleet.cli.options import FleetOptions
 from mcpfleet.cli.output import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, error_line
 from mcpfleet.errors import ConfigError, first_leaf
+
+TOKEN_VARIABLE = "MCPFLEET_GATEWAY_TOKEN"
+"""``mcpfleet.gateway.http.TOKEN_VARIABLE`` (not imported here: it loads uvicorn)."""
 
 if TYPE_CHECKING:
     from mcpfleet.gateway.budget import ToolBudget, ToolMode
@@ -54,11 +58,21 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "(host 127.0.0.1 unless given; port 0 picks a free one)",
     )
     serve.add_argument(
-        "--auth-token",
-        metavar="T",
-        help="with --http: the bearer token every request must carry; off loopback one is "
-        "required, so without this one is generated, stored and printed once",
+        "--auth-token-file",
+        type=Path,
+        metavar="FILE",
+        help="with --http: the file holding the bearer token every request must carry "
+        "(else MCPFLEET_GATEWAY_TOKEN, else one generated once into the state folder's "
+        "gateway-token.json); stderr says where it is",
     )
+    serve.add_argument(
+        "--insecure-no-auth",
+        action="store_true",
+        help="with --http on loopback: serve without a bearer token, so every user of this "
+        "machine can call every tool (throw-away fleets only)",
+    )
+    # Refused (see serve_command): a token on the command line is readable by every user in ps.
+    serve.add_argument("--auth-token", metavar="T", help=argparse.SUPPRESS)
     serve.add_argument(
         "--tools",
         dest="tool_mode",
@@ -114,8 +128,14 @@ def serve_command(args: argparse.Namespace) -> int:
 
     from mcpfleet.config.gateway_entry import mark_gateway_environment, nested_gateway_refusal
 
-    if args.http is None and args.auth_token is not None:
-        raise ConfigError("--auth-token applies to --http only: add --http [HOST:]PORT, or drop it")
+    if args.auth_token is not None:
+        raise ConfigError(
+            "--auth-token shows the token to every user of this machine (ps): put it in a file "
+            f"for --auth-token-file FILE, or in {TOKEN_VARIABLE}"
+        )
+    if args.http is None and (args.auth_token_file is not None or args.insecure_no_auth):
+        given = "--auth-token-file" if args.auth_token_file is not None else "--insecure-no-auth"
+        raise ConfigError(f"{given} applies to --http only: add --http [HOST:]PORT, or drop it")
     # Before anything starts: an unknown profile or a broken user config is a usage error.
     budget = tool_budget(args.tool_mode, max_tools=args.max_tools, profile=args.profile)
 
@@ -129,6 +149,8 @@ def serve_command(args: argparse.Namespace) -> int:
     try:
         if args.http is not None:
             return anyio.run(_serve_http, args, budget)
+        # The HTTP gateway's key, exported for it in the user's shell, is no backend's business.
+        os.environ.pop(TOKEN_VARIABLE, None)
         anyio.run(_serve, args, budget)
     except BaseExceptionGroup as group:
         # The fleet's task groups wrap what the gateway raised on its way up: a config error
@@ -159,7 +181,7 @@ def tool_budget(mode: ToolMode, *, max_tools: int | None, profile: str | None) -
 
 def _gateway(args: argparse.Namespace, budget: ToolBudget) -> Gateway:
     from mcpfleet.fleet.manager import MCPManager
-    from mcpfleet.gateway.core import Gateway
+    from mcpfleet.gateway.core import Gateway, first_list_cap_ms
     from mcpfleet.gateway.naming import NamingPolicy
     from mcpfleet.gateway.relay import Relay
 
@@ -178,7 +200,13 @@ def _gateway(args: argparse.Namespace, budget: ToolBudget) -> Gateway:
         log_level="debug",
     )
     naming = NamingPolicy(prefix=args.prefix, max_name_length=args.max_name_length)
-    return Gateway(manager, naming=naming, relay=relay, budget=budget)
+    return Gateway(
+        manager,
+        naming=naming,
+        relay=relay,
+        budget=budget,
+        first_list_wait_ms=first_list_cap_ms(options.startup_timeout_ms),
+    )
 
 
 async def _serve(args: argparse.Namespace, budget: ToolBudget) -> None:
@@ -224,7 +252,14 @@ async def _serve_http(args: argparse.Namespace, budget: ToolBudget) -> int:
 
     listener = HttpListener.open(parse_bind(args.http))
     with contextlib.closing(listener):
-        token = resolve_auth_token(args.auth_token, loopback=listener.loopback, notice=stderr_notice)
+        # Taken out of the environment here, before any backend inherits it.
+        token = resolve_auth_token(
+            token_file=args.auth_token_file,
+            insecure_no_auth=args.insecure_no_auth,
+            loopback=listener.loopback,
+            environment=os.environ,
+            notice=stderr_notice,
+        )
         from mcpfleet.gateway.server import build_server  # the SDK: once there is somewhere to serve
 
         received: list[int] = []

@@ -29,6 +29,8 @@ if TYPE_CHECKING:
     from mcp.client.session import ClientSession
     from mcp.server.connection import Connection
     from mcp.server.session import ServerSession
+    from mcp.server.streamable_http import StreamableHTTPServerTransport
+    from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
 OAUTH_PROVIDER_OVERRIDES = (
     "_initialize",
@@ -82,6 +84,23 @@ def server_connection_of(session: ServerSession) -> Connection:
     return connection
 
 
+def open_http_sessions(manager: StreamableHTTPSessionManager) -> list[StreamableHTTPServerTransport]:
+    """The transports of the handshake-era sessions a streamable HTTP manager still serves
+    (``_server_instances``).
+
+    The HTTP gateway closes their streams itself before the manager cancels them on shutdown
+    (``mcpfleet.gateway.http``): the SDK cancels a session's request handlers and the reader of
+    their answers together, and each handler then waits for a write nobody takes.
+    """
+    instances = _attribute(manager, "_server_instances", "StreamableHTTPSessionManager")
+    if not isinstance(instances, dict):
+        raise PrivateApiMovedError(
+            f"the mcp SDK's StreamableHTTPSessionManager._server_instances is a "
+            f"{type(instances).__name__}, not a dict"
+        )
+    return list(instances.values())
+
+
 def oauth_is_initialized(provider: OAuthClientProvider) -> bool:
     """Whether the provider has loaded its stored tokens and client (``_initialized``)."""
     return bool(_attribute(provider, "_initialized", "OAuthClientProvider"))
@@ -121,6 +140,7 @@ __all__ = [
     "oauth_apply_refresh",
     "oauth_is_initialized",
     "oauth_refresh_request",
+    "open_http_sessions",
     "pending_request_ids",
     "server_connection_of",
 ]

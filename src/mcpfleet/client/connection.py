@@ -61,6 +61,7 @@ from mcpfleet.client.inbound import (
     ServerRequestHandler,
     server_request_handler,
 )
+from mcpfleet.client.screening import ToolScreen
 from mcpfleet.client.secrets import resolve_secrets_off_loop
 from mcpfleet.errors import ConnectError, EraMismatchError, ToolCallError
 from mcpfleet.transport.process import exit_description
@@ -156,6 +157,7 @@ class ServerConnection:
             session_of=lambda: self._client.session if self._client is not None else None,
         )
         self._client: Client | None = None
+        self._screen = ToolScreen(name, config.effective_max_tools)
         self._stdio = stdio_transport
         self._http: HttpTransport | None = None
         self._wake = anyio.Event()
@@ -196,27 +198,42 @@ class ServerConnection:
 
     # -- requests ---------------------------------------------------------------------------------------
     async def list_tools(self) -> list[ToolDefinition]:
-        """Every tool of the server (all pages)."""
-        pages = await self._paginate("tools/list", lambda session, params: session.list_tools(params=params))
+        """Every tool of the server (all pages), up to its cap (``maxTools``): past it, the list
+        is cut with one warning and no further page is asked for. Tools that cannot be used were
+        left out of each answer already (``screening.py``)."""
+        cap = self._screen.max_tools
+        cut_before = self._screen.cut_answers
+        pages = await self._paginate(
+            "tools/list",
+            lambda session, params: session.list_tools(params=params),
+            enough=lambda pages: sum(len(page.tools) for page in pages) >= cap,
+        )
+        listed = [tool for page in pages for tool in page.tools]
+        more_pages = len(listed) >= cap and pages[-1].next_cursor is not None
+        if self._screen.cut_answers > cut_before or len(listed) > cap or more_pages:
+            logger.warning(
+                'MCP server "%s" lists more than %d tools: only its first %d are used; raise "maxTools" '
+                'in its entry (or "maxToolsPerServer" in mcpfleet\'s user config) to take more',
+                self.name,
+                cap,
+                cap,
+            )
         tools: list[ToolDefinition] = []
-        for page in pages:
-            for tool in page.tools:
-                annotations = (
-                    tool.annotations.model_dump(by_alias=True, exclude_none=True)
-                    if tool.annotations
-                    else None
+        for tool in listed[:cap]:
+            annotations = (
+                tool.annotations.model_dump(by_alias=True, exclude_none=True) if tool.annotations else None
+            )
+            tools.append(
+                ToolDefinition(
+                    name=tool.name,
+                    description=tool.description,
+                    input_schema=dict(tool.input_schema),
+                    output_schema=dict(tool.output_schema) if tool.output_schema is not None else None,
+                    title=tool.title,
+                    annotations=annotations,
+                    raw=tool.model_dump(by_alias=True, mode="json", exclude_unset=True),
                 )
-                tools.append(
-                    ToolDefinition(
-                        name=tool.name,
-                        description=tool.description,
-                        input_schema=dict(tool.input_schema),
-                        output_schema=dict(tool.output_schema) if tool.output_schema is not None else None,
-                        title=tool.title,
-                        annotations=annotations,
-                        raw=tool.model_dump(by_alias=True, mode="json", exclude_unset=True),
-                    )
-                )
+            )
         return tools
 
     async def list_resources(self) -> list[dict[str, Any]]:
@@ -435,7 +452,13 @@ class ServerConnection:
         self._verdict_unconfirmed = False
         return answer
 
-    async def _paginate(self, method: str, fetch: Callable[[Any, Any], Awaitable[Any]]) -> list[Any]:
+    async def _paginate(
+        self,
+        method: str,
+        fetch: Callable[[Any, Any], Awaitable[Any]],
+        enough: Callable[[list[Any]], bool] | None = None,
+    ) -> list[Any]:
+        """Every page of a listing; ``enough(pages)`` stops the walk early."""
         client = self._live_client()
         pages: list[Any] = []
         cursor: str | None = None
@@ -444,6 +467,8 @@ class ServerConnection:
             params = mcp_types.PaginatedRequestParams(cursor=cursor) if cursor is not None else None
             page = await self._request(method, partial(fetch, client.session, params))
             pages.append(page)
+            if enough is not None and enough(pages):
+                break
             cursor = page.next_cursor
             # A server that repeats a cursor would page forever.
             if cursor is None or cursor in seen:
@@ -478,6 +503,7 @@ class ServerConnection:
                     server=self.name,
                     probe_bound_s=self._probe_timeout_ms / 1000,
                     on_transport_end=self._wake.set,
+                    screen=self._screen,
                     log_level=self._log_level,
                     **self._inbound.client_options(),
                 ) as negotiated:

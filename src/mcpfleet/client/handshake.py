@@ -26,6 +26,7 @@ from pydantic import ValidationError
 
 from mcpfleet.client.definitions import LEGACY_ERA, Era, EraVerdict
 from mcpfleet.client.probe import ProbeBound
+from mcpfleet.client.screening import ToolScreen
 from mcpfleet.client.watched import WatchedTransport
 
 logger = logging.getLogger(__name__)
@@ -89,14 +90,16 @@ async def negotiated_client(
     server: str,
     probe_bound_s: float,
     on_transport_end: Callable[[], None],
+    screen: ToolScreen | None = None,
     **client_options: Any,
 ) -> AsyncIterator[Negotiated]:
     """The SDK ``Client`` over ``transport``, entered (the handshake done) for the block.
 
-    ``client_options`` are the ``Client`` callbacks (roots, messages, elicitation, sampling).
+    ``client_options`` are the ``Client`` callbacks (roots, messages, elicitation, sampling);
+    ``screen`` screens the answers to ``tools/list`` (``screening.py``).
     """
     probe = ProbeBound(transport, probe_bound_s) if plan.probes else None
-    watched = WatchedTransport(probe or transport, on_transport_end)
+    watched = WatchedTransport(probe or transport, on_transport_end, screen)
     if plan.prior_discover is not None:
         watched.speaks_modern()
     client = Client(
@@ -109,6 +112,8 @@ async def negotiated_client(
         **client_options,
     )
     async with client:
+        if screen is not None:
+            screen.protocol_version = client.protocol_version
         if probe is not None:
             probe.settle()
         discover = client.session.discover_result

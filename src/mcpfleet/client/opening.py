@@ -122,7 +122,9 @@ async def prepare_stdio_transport(
     )
     folder = cwd / config.cwd if config.cwd else cwd
     process = ServerProcess(name, config.command, config.args, env={**os.environ, **env}, cwd=str(folder))
-    return StdioTransport(process, max_message_bytes=config.effective_max_message_bytes)
+    return StdioTransport(
+        process, max_message_bytes=config.effective_max_message_bytes, max_tools=config.effective_max_tools
+    )
 
 
 async def open_connection(

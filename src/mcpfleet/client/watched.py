@@ -2,8 +2,9 @@
 
 The owner task learns from this wrapper when the server side of the stream ends (a process
 exit, a closed HTTP stream), results on a 2026-07-28 connection get their ``resultType``
-default (see ``WatchedTransport.speaks_modern``), and a request sent on behalf of another
-client carries that client's capabilities (``behalf.py``).
+default (see ``WatchedTransport.speaks_modern``), a request sent on behalf of another
+client carries that client's capabilities (``behalf.py``), and the answers to ``tools/list``
+are screened (``screening.py``) before the SDK validates them.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from mcp_types import CLIENT_CAPABILITIES_META_KEY
 
 from mcpfleet.client._streams import ClosingStream, ReceivingStream
 from mcpfleet.client.behalf import current_caller
+from mcpfleet.client.screening import ToolScreen
 
 if TYPE_CHECKING:
     from mcpfleet.client._sdk import ReadStream, TransportStreams, WriteStream
@@ -28,9 +30,10 @@ if TYPE_CHECKING:
 class WatchedTransport(anyio.AsyncContextManagerMixin):
     """Wraps a transport so ``on_end`` is called once the server side of the stream ends."""
 
-    def __init__(self, inner: Any, on_end: Callable[[], None]) -> None:
+    def __init__(self, inner: Any, on_end: Callable[[], None], screen: ToolScreen | None = None) -> None:
         self._inner = inner
         self._on_end = on_end
+        self._screen = screen
         self._modern = False
         self._read_stream: EndWatchingReadStream | None = None
 
@@ -48,17 +51,23 @@ class WatchedTransport(anyio.AsyncContextManagerMixin):
     @asynccontextmanager
     async def __asynccontextmanager__(self) -> AsyncIterator[TransportStreams]:
         async with self._inner as (read_stream, write_stream):
-            self._read_stream = EndWatchingReadStream(read_stream, self._on_end)
+            self._read_stream = EndWatchingReadStream(read_stream, self._on_end, self._screen)
             self._read_stream.default_result_type = self._modern
-            yield self._read_stream, CallerStampingWriteStream(write_stream)
+            yield self._read_stream, CallerStampingWriteStream(write_stream, self._screen)
 
 
 class EndWatchingReadStream(ReceivingStream):
     """A read stream that calls ``on_end`` once the transport delivers its last message."""
 
-    def __init__(self, inner: ReadStream[SessionMessage | Exception], on_end: Callable[[], None]) -> None:
+    def __init__(
+        self,
+        inner: ReadStream[SessionMessage | Exception],
+        on_end: Callable[[], None],
+        screen: ToolScreen | None = None,
+    ) -> None:
         self._inner = inner
         self._on_end = on_end
+        self._screen = screen
         self.default_result_type = False
 
     @property
@@ -77,6 +86,8 @@ class EndWatchingReadStream(ReceivingStream):
             and isinstance(message.message, mcp_types.JSONRPCResponse)
         ):
             message.message.result.setdefault("resultType", "complete")
+        if self._screen is not None and isinstance(message, SessionMessage):
+            self._screen.screen(message.message)
         return message
 
     async def aclose(self) -> None:
@@ -100,12 +111,15 @@ class CallerStampingWriteStream(ClosingStream):
     here. Only a request that carries 2026-07-28 capabilities is changed.
     """
 
-    def __init__(self, inner: WriteStream[SessionMessage]) -> None:
+    def __init__(self, inner: WriteStream[SessionMessage], screen: ToolScreen | None = None) -> None:
         self._inner = inner
+        self._screen = screen
 
     async def send(self, item: SessionMessage) -> None:
         caller = current_caller()
         message = item.message
+        if self._screen is not None:
+            self._screen.note_request(message)
         if caller is not None and isinstance(message, mcp_types.JSONRPCRequest):
             meta = (message.params or {}).get("_meta")
             if isinstance(meta, dict) and CLIENT_CAPABILITIES_META_KEY in meta:

@@ -5,7 +5,7 @@ YAML file is actually read).
 """
 
 from mcpfleet.config.approval import Approval, ApprovalStore, approve_project_servers
-from mcpfleet.config.discovery import EntryFilter, load_all_mcp_configs
+from mcpfleet.config.discovery import EntryFilter, LastGoodFiles, load_all_mcp_configs
 from mcpfleet.config.model import (
     ConfigFileError,
     DiscoveredEntry,
@@ -27,6 +27,7 @@ __all__ = [
     "DiscoveryResult",
     "EntryFilter",
     "EntryState",
+    "LastGoodFiles",
     "Level",
     "ServerConfig",
     "SourceInfo",

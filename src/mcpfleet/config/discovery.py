@@ -6,7 +6,8 @@ files, then level local > project > user, then provider order, then order in the
 1. project entries are ``filtered`` when project config is disabled; broken entries are
    ``invalid``; entries mcpfleet cannot run, and the gateway's own entry (``mcpfleet serve``,
    see ``gateway_entry.py``), are ``filtered`` (none of these claim a name);
-2. a name already claimed makes the entry ``shadowed``;
+2. a name already claimed makes the entry ``shadowed`` (resolved as in 5, unless it is a
+   project entry, so it can be compared with the winner);
 3. ``disabledServers`` or ``enabled: false`` (unless force-enabled) make it ``disabled``;
    it still claims its name, unless it is an unapproved project entry;
 4. an unapproved project entry is ``pending-approval``; it claims no name, disabled or
@@ -16,17 +17,22 @@ files, then level local > project > user, then provider order, then order in the
    (the project for a project entry, the user's home for any other); an entry the host's
    ``entry_filter`` leaves out, or that its substitutions reveal as the gateway's own, is
    ``filtered`` with the reason; an entry with the same
-   connection as an earlier one is ``shadowed`` as an alias; the rest is ``active``.
+   connection as an earlier one (as declared, or once the working folder is applied) is
+   ``shadowed`` as an alias; the rest is ``active``.
 
 Discovery never raises for a discovered file: a broken file or entry becomes an error
 entry and every other source still loads. Files named explicitly (``--config``) are the
 exception: a missing or malformed one raises ``ConfigError``.
+
+A running fleet passes the same ``LastGoodFiles`` to each of its discoveries: a file that
+stops parsing (a typo saved by an editor) is then read as it last parsed, so its servers
+keep running, and the error says so.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -42,7 +48,7 @@ from mcpfleet.config.model import (
     ServerConfig,
     SourceInfo,
 )
-from mcpfleet.config.normalise import EntryError, SkippedEntry, build_server, root_path
+from mcpfleet.config.normalise import EntryError, SkippedEntry, build_server, root_path, tool_cap
 from mcpfleet.config.providers import (
     EXTRA_CONFIG_PROVIDER,
     PROJECT_KEY,
@@ -65,6 +71,45 @@ Discovery itself knows no product; a host with a native integration of some serv
 agent layer's Exa filter, say) drops that service's servers through this hook."""
 
 
+_OVERRIDE_KEYS = ("disabledServers", "enabledServers")
+"""mcpfleet's user-file lists of names switched off and on (`mcpfleet disable|enable`)."""
+
+
+class LastGoodFiles:
+    """What discovery last read from each file that parsed, kept for when it stops parsing.
+
+    Only what discovery reads of a document is kept (every provider's server map, the
+    replaced entries, mcpfleet's override lists; every project of ``~/.claude.json``), not
+    the rest of it (Claude Code's history), so a long-running fleet holds little. A file
+    that is deleted is forgotten: removing a file removes its servers.
+    """
+
+    def __init__(self) -> None:
+        self._documents: dict[str, Any] = {}
+
+    def remember(self, path: Path, document: Any, read_at: Collection[tuple[str, ...]]) -> None:
+        self._documents[str(path)] = _pruned(document, read_at)
+
+    def forget(self, path: Path) -> None:
+        self._documents.pop(str(path), None)
+
+    def recall(self, path: Path) -> Any:
+        """The document as it last parsed, or ``None``."""
+        return self._documents.get(str(path))
+
+
+def _pruned(node: Any, read_at: Collection[tuple[str, ...]]) -> Any:
+    """``node`` with only the keys along the paths ``read_at`` (``PROJECT_KEY`` is any key)."""
+    if not isinstance(node, dict) or any(not path for path in read_at):
+        return node
+    kept: dict[str, Any] = {}
+    for key, value in node.items():
+        below = {path[1:] for path in read_at if path[0] in (key, PROJECT_KEY)}
+        if below:
+            kept[key] = _pruned(value, below)
+    return kept
+
+
 @dataclass
 class _Candidate:
     name: str
@@ -83,14 +128,17 @@ def load_all_mcp_configs(
     extra_config_paths: Sequence[str | os.PathLike[str]] = (),
     trust_project: bool = False,
     approvals: ApprovalStore | None = None,
+    last_good: LastGoodFiles | None = None,
     environ: Mapping[str, str] | None = None,
 ) -> DiscoveryResult:
     """Discover every MCP server configured for the project at ``cwd``.
 
     ``trust_project`` approves project servers for this call only; ``approvals`` defaults
     to the store in the user state dir; ``entry_filter`` is the host's hook (see
-    ``EntryFilter``); ``environ`` is what ``${VAR}`` placeholders are substituted from
-    (this process's environment by default; the daemon passes each session's own). Raises
+    ``EntryFilter``); ``last_good`` is updated with every file read, and a file that cannot
+    be read is taken from it as it last parsed (see ``LastGoodFiles``); ``environ`` is what
+    ``${VAR}`` placeholders are substituted from (this process's environment by default; the
+    daemon passes each session's own). Raises
     ``ConfigError`` only for an ``extra_config_paths`` file that is missing or malformed.
     ``mcpfleet.load_all_mcp_configs`` is this with the agent's own filter (Exa) applied by
     default.
@@ -98,22 +146,27 @@ def load_all_mcp_configs(
     root = Path(cwd).expanduser().resolve()
     locations = Locations.current(root)
     result = DiscoveryResult()
-    documents = _Documents(root, result)
     candidates = list(_extra_candidates(extra_config_paths, root))
-    for provider_rank, provider in enumerate(PROVIDERS):
-        for file_rank, spec in enumerate(provider.files(locations)):
-            result.config_paths.append(str(spec.path))
-            document = documents.read(spec.path, spec.level)
-            candidates.extend(
-                _candidates_in(
-                    document,
-                    spec,
-                    provider,
-                    root,
-                    result,
-                    (1, _LEVEL_RANK[spec.level], provider_rank, file_rank),
-                )
+    files = [
+        (provider_rank, provider, file_rank, spec)
+        for provider_rank, provider in enumerate(PROVIDERS)
+        for file_rank, spec in enumerate(provider.files(locations))
+    ]
+    # Run from the home folder (or a project whose file is a link to the user's own), a
+    # project-level path can be a user-level file: it is read once, as the user's.
+    user_files = {os.path.realpath(spec.path) for *_, spec in files if spec.level != "project"}
+    read_at = {spec.servers_at for *_, spec in files} | {(key,) for key in _OVERRIDE_KEYS}
+    documents = _Documents(root, result, last_good, read_at)
+    for provider_rank, provider, file_rank, spec in files:
+        if spec.level == "project" and os.path.realpath(spec.path) in user_files:
+            continue
+        result.config_paths.append(str(spec.path))
+        document = documents.read(spec.path, spec.level)
+        candidates.extend(
+            _candidates_in(
+                document, spec, provider, root, result, (1, _LEVEL_RANK[spec.level], provider_rank, file_rank)
             )
+        )
     candidates.sort(key=lambda candidate: candidate.order)
     deny, force = _override_lists(documents, result)
     store = approvals if approvals is not None else ApprovalStore()
@@ -133,27 +186,49 @@ def load_all_mcp_configs(
         gateway_endpoints=running_gateway_endpoints(),
     ).resolve(candidates)
     result.referenced_variables = context.referenced
+    _apply_tool_cap(documents, result)
     return result
 
 
 class _Documents:
     """Each file parsed once per discovery (``~/.claude.json`` feeds two levels)."""
 
-    def __init__(self, root: Path, result: DiscoveryResult) -> None:
+    def __init__(
+        self,
+        root: Path,
+        result: DiscoveryResult,
+        last_good: LastGoodFiles | None = None,
+        read_at: Collection[tuple[str, ...]] = (),
+    ) -> None:
         self.root = root
         self.result = result
+        self.last_good = last_good
+        self.read_at = read_at
         self.cache: dict[Path, Any] = {}
 
     def read(self, path: Path, level: Level) -> Any:
         if path not in self.cache:
-            # A repository's files get the tight limit; the user's own may be large.
-            max_bytes = MAX_CONFIG_BYTES if level == "project" else MAX_USER_CONFIG_BYTES
-            try:
-                self.cache[path] = read_document(path, project_root=self.root, max_bytes=max_bytes)
-            except ConfigError as error:
-                self.result.errors.append(Failure(str(path), "config", str(error)))
-                self.cache[path] = None
+            self.cache[path] = self._read(path, level)
         return self.cache[path]
+
+    def _read(self, path: Path, level: Level) -> Any:
+        # A repository's files get the tight limit; the user's own may be large.
+        max_bytes = MAX_CONFIG_BYTES if level == "project" else MAX_USER_CONFIG_BYTES
+        try:
+            document = read_document(path, project_root=self.root, max_bytes=max_bytes)
+        except ConfigError as error:
+            kept = self.last_good.recall(path) if self.last_good is not None else None
+            message = str(error)
+            if kept is not None:
+                message += "; fix the file: until then its servers run as it last parsed"
+            self.result.errors.append(Failure(str(path), "config", message))
+            return kept
+        if self.last_good is not None:
+            if document is None:
+                self.last_good.forget(path)
+            else:
+                self.last_good.remember(path, document, self.read_at)
+        return document
 
 
 def _extra_candidates(extra_paths: Sequence[str | os.PathLike[str]], root: Path) -> Iterator[_Candidate]:
@@ -247,7 +322,7 @@ def _override_lists(documents: _Documents, result: DiscoveryResult) -> tuple[fro
     user_file = paths.user_config_file()
     document = documents.read(user_file, "user")
     lists: list[frozenset[str]] = []
-    for key in ("disabledServers", "enabledServers"):
+    for key in _OVERRIDE_KEYS:
         value = document.get(key, []) if isinstance(document, dict) else []
         if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
             result.errors.append(
@@ -256,6 +331,24 @@ def _override_lists(documents: _Documents, result: DiscoveryResult) -> tuple[fro
             value = []
         lists.append(frozenset(value))
     return lists[0], lists[1]
+
+
+def _apply_tool_cap(documents: _Documents, result: DiscoveryResult) -> None:
+    """``maxToolsPerServer`` of mcpfleet's user file: the cap of every server whose entry sets
+    no ``maxTools`` of its own."""
+    user_file = paths.user_config_file()
+    document = documents.read(user_file, "user")
+    value = document.get("maxToolsPerServer") if isinstance(document, dict) else None
+    try:
+        cap = tool_cap(value, '"maxToolsPerServer"')
+    except EntryError as error:
+        result.errors.append(Failure(str(user_file), "config", f"{user_file}: {error}"))
+        return
+    if cap is None:
+        return
+    for name, config in result.configs.items():
+        if config.max_tools is None:
+            result.configs[name] = replace(config, max_tools=cap)
 
 
 def _describe(entry: DiscoveredEntry) -> str:
@@ -321,7 +414,13 @@ class _Resolver:
             return self._entry(candidate, "filtered", own_gateway)
         winner = self.claimed.get(name)
         if winner is not None:
-            return self._entry(candidate, "shadowed", f"shadowed by {_describe(winner)}")
+            # Resolved like an active entry, so that whether it is the winner's very server
+            # (`hosts install --replace` asks) compares what each would run; an unapproved
+            # project entry is never resolved (its references must not be read).
+            resolved = (
+                None if candidate.source.level == "project" else self._resolved(candidate, candidate.config)
+            )
+            return self._entry(candidate, "shadowed", f"shadowed by {_describe(winner)}", resolved)
         pending = candidate.source.level == "project" and not self._is_approved(candidate)
 
         def disabled(reason: str) -> DiscoveredEntry:
@@ -362,23 +461,38 @@ class _Resolver:
             return self.context.workspace
         return str(paths.neutral_working_dir())
 
-    def _activate(self, candidate: _Candidate, config: ServerConfig) -> DiscoveredEntry:
+    def _substituted(self, candidate: _Candidate, config: ServerConfig) -> ServerConfig:
         resolved = substitute_config(config, candidate.spec.dialect, self.context)
         if resolved.cwd is not None:
             resolved = replace(resolved, cwd=root_path(resolved.cwd, candidate.spec.path.parent))
-        # Two entries that declare the same connection stay aliases whatever their levels;
-        # the folder chosen for an entry that declared none does not make it another server.
-        identity = resolved.connection_identity()
+        return resolved
+
+    def _with_working_dir(self, candidate: _Candidate, resolved: ServerConfig) -> ServerConfig:
         if resolved.cwd is None and resolved.transport == "stdio":
-            resolved = replace(resolved, cwd=self._working_dir(candidate))
+            return replace(resolved, cwd=self._working_dir(candidate))
+        return resolved
+
+    def _resolved(self, candidate: _Candidate, config: ServerConfig) -> ServerConfig:
+        """``config`` as it would run: substitutions done, its defaults (the working folder) applied."""
+        return self._with_working_dir(candidate, self._substituted(candidate, config))
+
+    def _activate(self, candidate: _Candidate, config: ServerConfig) -> DiscoveredEntry:
+        declared = self._substituted(candidate, config)
+        resolved = self._with_working_dir(candidate, declared)
+        # Two entries that declare the same connection stay aliases whatever their levels
+        # (the folder chosen for an entry that declared none does not make it another
+        # server), and so do two that run the same way once defaults apply (one names the
+        # folder the other would get).
+        identities = {declared.connection_identity(), resolved.connection_identity()}
         left_out_because = own_gateway_reason(resolved, self.gateway_endpoints)
         if left_out_because is None and self.entry_filter is not None:
             left_out_because = self.entry_filter(resolved)
         if left_out_because is not None:
             return self._entry(candidate, "filtered", left_out_because, resolved)
-        twin = self.identities.get(identity)
+        twin = next((self.identities[key] for key in sorted(identities) if key in self.identities), None)
         if twin is not None:
             return self._entry(candidate, "shadowed", f"same connection as {_describe(twin)}", resolved)
         entry = self._entry(candidate, "active", "", resolved)
-        self.identities[identity] = entry
+        for key in identities:
+            self.identities[key] = entry
         return entry

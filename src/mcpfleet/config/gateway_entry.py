@@ -17,7 +17,9 @@ every room can use them:
   so even a wrapper script that recognition cannot see through ends at once.
 * **The replaced-entries key** (``REPLACED_KEY``): where ``mcpfleet hosts install
   --replace`` moves a host's entries that the gateway serves. The host ignores the key;
-  discovery reads it as that host's servers, so the gateway keeps serving them.
+  discovery reads it as that host's servers, so the gateway keeps serving them. A host that
+  warns about a key it does not know (Codex, at every start) gets its entries moved into
+  mcpfleet's own state instead (``moved_entries_file``), read by discovery the same way.
 
 Nothing here imports anything heavy: discovery runs it for every entry.
 """
@@ -25,6 +27,7 @@ Nothing here imports anything heavy: discovery runs it for every entry.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import shlex
@@ -45,6 +48,18 @@ the endpoint is announced to other processes."""
 REPLACED_KEY = "replaced_by_mcpfleet"
 """Top-level key (JSON) or table (TOML) of a host's user file holding the entries that
 ``hosts install --replace`` took out of the host's own server map."""
+
+MOVED_SERVERS_KEY = "moved_servers"
+"""The server map of a ``moved_entries_file``: the entries as the host's file held them."""
+
+
+def moved_entries_file(host_id: str, host_file: Path) -> Path:
+    """mcpfleet's record of the entries ``hosts install --replace`` took out of ``host_file``
+    (a host that warns about unknown keys), in its state dir: the entries under
+    ``MOVED_SERVERS_KEY``, and the text cut out of the file, to put it back byte for byte."""
+    digest = hashlib.sha256(str(host_file).encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    return paths.user_state_dir() / "hosts" / f"{host_id}-moved-{digest}.json"
+
 
 PROGRAM_NAME = "mcpfleet"
 _MODULE_NAMES = frozenset({"mcpfleet", "mcpfleet.cli.main", "mcpfleet.__main__"})

@@ -29,6 +29,10 @@ a tool that never answers (or answers under another id) must not hang a session 
 DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 """Largest message a stdio server may send (``maxMessageBytes``): a bigger one fails the
 request it answered and is never held in memory."""
+DEFAULT_MAX_TOOLS = 2000
+"""Most tools taken from one server (``maxTools``; ``maxToolsPerServer`` in mcpfleet's user
+config for every server): a server listing more is cut, with a warning, and its further pages
+are not read. A fleet of real servers lists tens per server; 100 000 cost 768 MB."""
 
 
 @dataclass(frozen=True)
@@ -106,6 +110,10 @@ class ServerConfig:
     idle_timeout_s: float | None = None
     """Under the daemon, stopped after this many seconds unused; ``None``: the daemon's
     ``idleTimeout``."""
+    max_tools: int | None = None
+    """Most tools taken from the server (``maxTools``); ``None``: ``DEFAULT_MAX_TOOLS``. A bound
+    on what is read, not part of what runs: left out of ``to_dict`` and the fingerprint (so
+    mcpfleet's user-level default never changes a cache key or an approval)."""
 
     @property
     def effective_timeout_ms(self) -> int:
@@ -116,6 +124,10 @@ class ServerConfig:
     def effective_tool_timeout_ms(self) -> int:
         """The bound of one tool call in ms; 0 means unbounded."""
         return DEFAULT_TOOL_TIMEOUT_MS if self.tool_timeout_ms is None else self.tool_timeout_ms
+
+    @property
+    def effective_max_tools(self) -> int:
+        return DEFAULT_MAX_TOOLS if self.max_tools is None else self.max_tools
 
     @property
     def effective_max_message_bytes(self) -> int:

@@ -3,7 +3,8 @@
 Each tool gets a small *adapter* that renames its keys into one canonical dict
 (``type``, ``command``, ``args``, ``env``, ``cwd``, ``url``, ``headers``, ``enabled``,
 ``timeout_ms``, ``tool_timeout_ms``, ``include_tools``, ``exclude_tools``, ``oauth``,
-``max_message_bytes``, and the daemon's ``share``, ``keep_warm``, ``idle_timeout_s``);
+``max_message_bytes``, ``max_tools``, and the daemon's ``share``, ``keep_warm``,
+``idle_timeout_s``);
 ``build_server`` then validates that dict once, for every tool alike.
 """
 
@@ -123,6 +124,7 @@ def adapt_standard(
         "share": raw.get("share"),
         "keep_warm": _first(raw, "keepWarm", "keep_warm"),
         "idle_timeout_s": _first(raw, "idleTimeout", "idle_timeout"),
+        "max_tools": raw.get("maxTools"),
     }
 
 
@@ -297,6 +299,7 @@ def build_server(name: str, fields: Canonical, *, base_dir: Path) -> ServerConfi
         share=_share(fields.get("share")),
         keep_warm=_keep_warm(fields.get("keep_warm")),
         idle_timeout_s=_seconds(fields.get("idle_timeout_s")),
+        max_tools=tool_cap(fields.get("max_tools"), '"maxTools"'),
     )
     return _with_fingerprint(config)
 
@@ -383,6 +386,15 @@ def _byte_count(fields: Canonical, key: str) -> int | None:
         return None
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise EntryError(f'"maxMessageBytes" must be a whole number of bytes >= 1, not {value!r}')
+    return value
+
+
+def tool_cap(value: Any, key: str) -> int | None:
+    """A ``maxTools`` (or ``maxToolsPerServer``) value: a whole number of tools >= 1."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise EntryError(f"{key} must be a whole number of tools >= 1, not {value!r}")
     return value
 
 

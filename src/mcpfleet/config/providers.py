@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from mcpfleet import paths
-from mcpfleet.config.gateway_entry import REPLACED_KEY
+from mcpfleet.config.gateway_entry import MOVED_SERVERS_KEY, REPLACED_KEY, moved_entries_file
 from mcpfleet.config.model import Level
 from mcpfleet.config.normalise import (
     Adapter,
@@ -106,14 +106,23 @@ def _claude_code(at: Locations) -> list[FileSpec]:
 
 def _codex(at: Locations) -> list[FileSpec]:
     codex_home = Path(at.environ.get("CODEX_HOME") or at.home / ".codex")
-    return _pair(
-        at.project_root / ".codex" / "config.toml",
-        codex_home / "config.toml",
-        servers_at=("mcp_servers",),
-        adapt=adapt_codex,
-        dialect="codex",
-        host=True,
+    user_file = codex_home / "config.toml"
+    # Codex warns at every start about a table it does not know: `hosts install --replace`
+    # keeps what it moves aside in mcpfleet's state (older installs: replaced_by_mcpfleet).
+    moved = FileSpec(
+        moved_entries_file("codex", user_file), "user", (MOVED_SERVERS_KEY,), adapt_codex, "codex"
     )
+    return [
+        *_pair(
+            at.project_root / ".codex" / "config.toml",
+            user_file,
+            servers_at=("mcp_servers",),
+            adapt=adapt_codex,
+            dialect="codex",
+            host=True,
+        ),
+        moved,
+    ]
 
 
 def _pair(project: Path, user: Path, *, host: bool = False, **options: Any) -> list[FileSpec]:

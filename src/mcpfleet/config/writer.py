@@ -23,6 +23,7 @@ import json
 import os
 import tempfile
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
@@ -96,6 +97,7 @@ def update_json_file(path: Path, mutate: Callable[[dict[str, Any]], T], *, root:
     try:
         paths.make_private_folder(target.parent)
         with exclusive_lock(target):
+            remove_leftover_temporaries(target)
             document, mode = _load_for_edit(target)
             before = copy.deepcopy(document)
             result = mutate(document)
@@ -135,21 +137,92 @@ def _write_atomically(path: Path, document: dict[str, Any], mode: int) -> None:
     write_bytes_atomically(path, text.encode("utf-8"), mode)
 
 
-def write_bytes_atomically(path: Path, data: bytes, mode: int) -> None:
-    """Replace ``path`` with ``data`` (mode ``mode``): a temporary file in the same folder,
-    synced, then renamed over it, so a reader sees the old file or the new one, never half."""
-    descriptor, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+TEMPORARY_SUFFIX = ".tmp"
+
+
+class ChangedMeanwhile(Exception):
+    """The target was not what the edit was computed from, just before its rename or just
+    after it: another program wrote it meanwhile. Nothing of the edit is left in the file
+    (before the rename) or the other program's write replaced it (after); the caller edits
+    the current file again or refuses."""
+
+
+def _temporary_prefix(path: Path) -> str:
+    return f".{path.name}."
+
+
+def remove_leftover_temporaries(path: Path) -> list[Path]:
+    """Remove the temporary files an earlier write of ``path`` left beside it (a process
+    killed mid-write); returns them. Call it holding the lock every writer of ``path``
+    takes: no live write's temporary file can exist then. Only regular files of this user
+    named as ``write_bytes_atomically`` names them are touched, never a link."""
+    prefix = _temporary_prefix(path)
+    removed: list[Path] = []
     try:
-        os.fchmod(descriptor, mode)
+        entries = list(os.scandir(path.parent))
+    except OSError:
+        return removed
+    for entry in entries:
+        if not (entry.name.startswith(prefix) and entry.name.endswith(TEMPORARY_SUFFIX)):
+            continue
+        try:
+            if (
+                entry.is_file(follow_symlinks=False)
+                and entry.stat(follow_symlinks=False).st_uid == os.geteuid()
+            ):
+                os.unlink(entry.path)
+                removed.append(Path(entry.path))
+        except FileNotFoundError:
+            continue
+    return removed
+
+
+@dataclass(frozen=True)
+class Unchanged:
+    """What the target held when an edit was computed from it (``None``: it did not exist)."""
+
+    content: bytes | None
+
+
+def write_bytes_atomically(path: Path, data: bytes, mode: int, *, unchanged: Unchanged | None = None) -> None:
+    """Replace ``path`` with ``data`` (mode ``mode``): a temporary file in the same folder,
+    synced, then renamed over it, so a reader sees the old file or the new one, never half.
+
+    The temporary file is its owner's only while it is one (``mode`` without the group and
+    other bits): a process killed mid-write leaves nothing another user can read, whatever
+    the file holds; the rename makes it the target, and only then does it get ``mode``. It
+    is removed on every path out of here that does not rename it.
+
+    With ``unchanged`` (what the edit was computed from), the target is read again just
+    before the rename and just after it; ``ChangedMeanwhile`` when it differs (another
+    program wrote it meanwhile), so that a lost write is never reported as done.
+    """
+    descriptor, temporary = tempfile.mkstemp(
+        dir=path.parent, prefix=_temporary_prefix(path), suffix=TEMPORARY_SUFFIX
+    )
+    try:
         with os.fdopen(descriptor, "wb") as handle:
+            os.fchmod(handle.fileno(), mode & 0o700)
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
-        os.replace(temporary, path)
+            if unchanged is not None and _current_bytes(path) != unchanged.content:
+                raise ChangedMeanwhile(f"{path} changed before the rename")
+            os.replace(temporary, path)
+            os.fchmod(handle.fileno(), mode)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(temporary)
         raise
+    if unchanged is not None and _current_bytes(path) != data:
+        raise ChangedMeanwhile(f"{path} was rewritten right after the rename")
+
+
+def _current_bytes(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        return None
 
 
 def _servers(document: dict[str, Any], path: Path) -> dict[str, Any]:

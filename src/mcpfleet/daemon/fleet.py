@@ -46,7 +46,7 @@ import anyio.abc
 import anyio.to_thread
 
 from mcpfleet import paths
-from mcpfleet.config import load_all_mcp_configs
+from mcpfleet.config import LastGoodFiles, load_all_mcp_configs
 from mcpfleet.config.discovery import EntryFilter
 from mcpfleet.config.model import DiscoveryResult, ServerConfig
 from mcpfleet.config.profiles import DaemonSettings, Profile
@@ -64,7 +64,7 @@ from mcpfleet.daemon.view import FleetView, Route
 from mcpfleet.errors import Failure
 from mcpfleet.fleet import settings as defaults
 from mcpfleet.fleet.cache import MCPToolCache
-from mcpfleet.fleet.reload import ConfigWatcher
+from mcpfleet.fleet.reload import ConfigWatcher, log_new_config_errors
 from mcpfleet.fleet.server import Phase
 from mcpfleet.fleet.startup import StartupReport
 
@@ -172,6 +172,11 @@ class SharedFleet(anyio.AsyncContextManagerMixin):
         """How many config changes were taken: a discovery read across one is read again."""
         self._per_session: PerSessionServers | None = None
         self._wake_reaper: anyio.Event | None = None
+        self._last_good = LastGoodFiles()
+        """Every config file as it last parsed, for all discoveries: a file that stops parsing
+        keeps its servers running."""
+        self._config_errors: list[Failure] = []
+        """The config errors of the discoveries in use, each logged once when it appeared."""
 
     # -- lifetime --------------------------------------------------------------------------------------------
 
@@ -180,8 +185,9 @@ class SharedFleet(anyio.AsyncContextManagerMixin):
         self._cache = MCPToolCache.open_default() if self._cache_setting == "default" else self._cache_setting
         self._per_session = PerSessionServers(paths.user_state_dir() / PER_SESSION_FILE)
         self._wake_reaper = anyio.Event()
-        self._user_reference = await _discover_user(NO_ENVIRONMENT)
+        self._user_reference = await _discover_user(NO_ENVIRONMENT, self._last_good)
         self._watch_discovered()
+        self._note_config_errors()
         try:
             async with anyio.create_task_group() as task_group:
                 self._task_group = task_group
@@ -352,19 +358,22 @@ class SharedFleet(anyio.AsyncContextManagerMixin):
                 # sessions, and the caller adds its own at once.
                 return project
             changes = self._config_changes
-            found = await _discover_project(key, session_filter, environment)
-            user = self._user_discoveries.get(environment) or await _discover_user(environment)
+            found = await _discover_project(key, session_filter, environment, self._last_good)
+            user = self._user_discoveries.get(environment) or await _discover_user(
+                environment, self._last_good
+            )
             if changes != self._config_changes or self._projects.get(key) is not project:
                 continue  # the files changed while they were read, or the reaper closed it
             project.discoveries.setdefault(wanted, found)
             self._user_discoveries.setdefault(environment, user)
             self._watch_discovered()
+            self._note_config_errors()
 
     async def _project(self, key: ProjectKey) -> _Project:
         """The project in use at ``key``, opened with its reference discovery if it is not."""
         while (project := self._projects.get(key)) is None:
             changes = self._config_changes
-            reference = await _discover_project(key, NO_FILTER, NO_ENVIRONMENT)
+            reference = await _discover_project(key, NO_FILTER, NO_ENVIRONMENT, self._last_good)
             if changes == self._config_changes and key not in self._projects:
                 self._projects[key] = _Project(key, reference)
                 self._watch_discovered()
@@ -461,13 +470,17 @@ class SharedFleet(anyio.AsyncContextManagerMixin):
         on both (a user-level entry is shared only if the project resolves it as the user
         scope does), and a half-updated pair would start a server in the wrong scope."""
         self._config_changes += 1
-        user_reference = await _discover_user(NO_ENVIRONMENT)
+        user_reference = await _discover_user(NO_ENVIRONMENT, self._last_good)
         references = {
-            key: await _discover_project(key, NO_FILTER, NO_ENVIRONMENT) for key in list(self._projects)
+            key: await _discover_project(key, NO_FILTER, NO_ENVIRONMENT, self._last_good)
+            for key in list(self._projects)
         }
-        user = {environment: await _discover_user(environment) for environment in self._environments_in_use()}
+        user = {
+            environment: await _discover_user(environment, self._last_good)
+            for environment in self._environments_in_use()
+        }
         found = {
-            (key, discovery_key): await _discover_project(key, *discovery_key)
+            (key, discovery_key): await _discover_project(key, *discovery_key, self._last_good)
             for key, discovery_keys in self._discoveries_in_use().items()
             for discovery_key in discovery_keys
         }
@@ -482,7 +495,21 @@ class SharedFleet(anyio.AsyncContextManagerMixin):
                     project.discoveries[discovery_key] = found[key, discovery_key]
         self._forget_unused_discoveries()
         self._watch_discovered()
+        self._note_config_errors()
         await self._reroute(config_changed=True)
+
+    def _note_config_errors(self) -> None:
+        """Log each config error of the discoveries in use once, when it first appears: the
+        daemon has no terminal, its log and ``daemon status`` are where a typo shows."""
+        current = {
+            failure.message: failure for discovery in self._all_discoveries() for failure in discovery.errors
+        }
+        log_new_config_errors(self._config_errors, current.values())
+        self._config_errors = list(current.values())
+
+    def config_errors(self) -> list[dict[str, str]]:
+        """The ``errors`` rows of ``daemon status --json``: what the config files in use say wrong."""
+        return [failure.to_dict() for failure in self._config_errors]
 
     def _discoveries_in_use(self) -> dict[ProjectKey, set[DiscoveryKey]]:
         """Per project, the filters and environments of its attached sessions."""
@@ -673,14 +700,19 @@ def _key_of(spec: FleetSpec) -> ProjectKey:
     return (os.path.realpath(spec.cwd), spec.trust_project, spec.enable_project_config)
 
 
-async def _discover_user(environment: EnvKey) -> DiscoveryResult:
+async def _discover_user(environment: EnvKey, last_good: LastGoodFiles | None = None) -> DiscoveryResult:
     """The discovery the user scopes run, with a session's values: no project files, in the
     neutral folder."""
-    return await _discover(paths.neutral_working_dir(), environment, enable_project_config=False)
+    return await _discover(
+        paths.neutral_working_dir(), environment, enable_project_config=False, last_good=last_good
+    )
 
 
 async def _discover_project(
-    key: ProjectKey, session_filter: SessionFilter, environment: EnvKey
+    key: ProjectKey,
+    session_filter: SessionFilter,
+    environment: EnvKey,
+    last_good: LastGoodFiles | None = None,
 ) -> DiscoveryResult:
     """The project's discovery as the sessions with ``session_filter`` and ``environment`` see it."""
     root, trust_project, enable_project_config = key
@@ -690,6 +722,7 @@ async def _discover_project(
         enable_project_config=enable_project_config,
         trust_project=trust_project,
         entry_filter=session_filter.entry_filter(),
+        last_good=last_good,
     )
 
 
@@ -700,6 +733,7 @@ async def _discover(
     enable_project_config: bool,
     trust_project: bool = False,
     entry_filter: EntryFilter | None = None,
+    last_good: LastGoodFiles | None = None,
 ) -> DiscoveryResult:
     """A discovery whose entries are resolved with ``environment`` alone (placeholders and the
     connect-time variable lookups, ``sharing.bind_session_values``); its
@@ -715,6 +749,7 @@ async def _discover(
             trust_project=trust_project,
             entry_filter=entry_filter,
             environ=values,
+            last_good=last_good,
         )
     )
     bound = bind_session_values(found, values)

@@ -11,8 +11,10 @@ fleet of its own, ``gateway.relay``):
   call in flight on that server. When two sessions have calls in flight there, nobody can
   tell whose question it is: it is refused (roots fall back to the working folder), and the
   server is marked as needing one backend per session from then on (``on_ambiguous``);
-* with no call in flight (a server asking for roots as it starts): the session whose client
-  that can answer was active most recently.
+* with no call in flight (a server asking for roots as it starts, or of its own accord): the
+  session that sees the server, when exactly one does; otherwise nobody can say whose
+  question it is, and it is refused with an error to the server (roots included), logged
+  naming the server. A question is never sent to a session whose call did not cause it.
 """
 
 from __future__ import annotations
@@ -47,6 +49,14 @@ class Ambiguous(Exception):
     """Two sessions have calls in flight on the server that asked."""
 
 
+class Untied(Exception):
+    """No call is in flight on the server that asked, and not exactly one session sees it."""
+
+    def __init__(self, sessions: int) -> None:
+        super().__init__(sessions)
+        self.sessions = sessions
+
+
 class RequestRouter:
     """One scope's ``ServerRequestHandler``: every question goes to one session's relay."""
 
@@ -73,15 +83,17 @@ class RequestRouter:
 
     async def list_roots(self, server: str) -> list[dict[str, Any]] | None:
         try:
-            relay = self._route(server, ROOTS, {})
+            relay = self._route(server)
         except Ambiguous:
             self._on_ambiguous(server)
             return None
-        return await relay.list_roots(server) if relay is not None else None
+        except Untied as untied:
+            _refuse_untied(server, ROOTS, untied.sessions)
+        return await relay.list_roots(server)
 
     def _relay_for(self, server: str, method: str, params: dict[str, Any]) -> Relay:
         try:
-            relay = self._route(server, method, params)
+            return self._route(server)
         except Ambiguous:
             self._on_ambiguous(server)
             _refuse(
@@ -89,11 +101,12 @@ class RequestRouter:
                 f'"{server}", and its question cannot be tied to one of them; the mcpfleet daemon '
                 "gives it one backend per session from now on, so retry the call"
             )
-        if relay is None:
-            _refuse(f'{method} refused: no session of the mcpfleet daemon uses the MCP server "{server}"')
-        return relay
+        except Untied as untied:
+            _refuse_untied(server, method, untied.sessions)
 
-    def _route(self, server: str, method: str, params: dict[str, Any]) -> Relay | None:
+    def _route(self, server: str) -> Relay:
+        """The relay of the session whose call caused the question; raises ``Ambiguous`` or
+        ``Untied`` when there is no one such session."""
         relays = self._relays_of(server)
         manager = self._scope.manager
         flight = asking_flight(server, manager.get_connection(server) if manager is not None else None)
@@ -106,19 +119,35 @@ class RequestRouter:
             raise Ambiguous(server)
         if calling:
             return calling[0]
-        best: tuple[float, Relay] | None = None
-        for relay in relays:
-            client = relay.capable_client(method, params)
-            if client is not None and (best is None or client.last_active > best[0]):
-                best = (client.last_active, relay)
-        if best is not None:
-            return best[1]
-        # Nobody can answer: the most recent session's relay refuses with its own words.
-        return relays[-1] if relays else None
+        # No call in flight: only a session alone with the server can be asked. Every attached
+        # session counts, those that cannot be asked too (a command line's), since any of them
+        # may be the one the question is about.
+        sessions = len(self._scope.seen_by.get(server, ()))
+        if sessions == 1 and len(relays) == 1:
+            return relays[0]
+        raise Untied(sessions)
+
+
+def _refuse_untied(server: str, method: str, sessions: int) -> NoReturn:
+    seen = "no session uses it" if sessions == 0 else f"{sessions} sessions use it"
+    message = (
+        f'{method} refused: the MCP server "{server}" asked with no call in flight and {seen}, so '
+        "the question cannot be tied to the session it is for; a question is answered only "
+        'within the call that caused it (give the server "share": "session" to have one backend '
+        "per session)"
+    )
+    # Several sessions: a question that went to the wrong one would be a leak, worth a warning.
+    # None: nobody could have been asked (a server asking for roots before its session is up).
+    logger.log(logging.WARNING if sessions > 1 else logging.INFO, "%s", message)
+    _raise_refusal(message)
 
 
 def _refuse(message: str) -> NoReturn:
+    logger.info("%s", message)
+    _raise_refusal(message)
+
+
+def _raise_refusal(message: str) -> NoReturn:
     from mcp.shared.exceptions import MCPError
 
-    logger.info("%s", message)
     raise MCPError(code=_INVALID_REQUEST, message=message)

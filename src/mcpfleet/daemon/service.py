@@ -322,6 +322,7 @@ class DaemonService:
             "sessions": [client.to_json() for client in self.sessions],
             "controls": sum(1 for client in self.clients.values() if client.kind == "control"),
             "servers": servers,
+            "errors": self.fleet.config_errors(),
             "totals": {
                 "processes": tree.processes if tree is not None else 1,
                 "rss_bytes": tree.rss_bytes if tree is not None else own_rss,
@@ -577,7 +578,7 @@ class DaemonService:
     async def _session_gateway(self, spec: wire.FleetSpec, client: Client) -> AsyncIterator[Any]:
         from mcpfleet.cli.serve_commands import tool_budget
         from mcpfleet.gateway.budget import ToolMode
-        from mcpfleet.gateway.core import Gateway
+        from mcpfleet.gateway.core import Gateway, first_list_cap_ms
         from mcpfleet.gateway.naming import NamingPolicy, PrefixMode
         from mcpfleet.gateway.relay import Relay
 
@@ -601,7 +602,13 @@ class DaemonService:
                 relay=relay,
                 environment=client.environment,
             ) as view,
-            Gateway(view, naming=naming, relay=relay, budget=budget) as gateway,
+            Gateway(
+                view,
+                naming=naming,
+                relay=relay,
+                budget=budget,
+                first_list_wait_ms=first_list_cap_ms(spec.startup_timeout_ms),
+            ) as gateway,
         ):
             yield gateway
 

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Literal, Self
 import anyio
 import anyio.abc
 
-from mcpfleet.config import EntryFilter, load_all_mcp_configs
+from mcpfleet.config import EntryFilter, LastGoodFiles, load_all_mcp_configs
 from mcpfleet.config.model import DiscoveryResult, ServerConfig, SourceInfo
 from mcpfleet.errors import ConnectionClosedError, ServerNotConnectedError, ToolCallError
 from mcpfleet.fleet import settings as defaults
@@ -34,7 +34,7 @@ from mcpfleet.fleet.catalog import AnyTool, build_tools
 from mcpfleet.fleet.events import DEFAULT_STREAM_BUFFER, EventHub, EventListener, EventStream, ManagerEvent
 from mcpfleet.fleet.notifications import LogListener, Notifications, ResourceListener
 from mcpfleet.fleet.recovery import Recovery
-from mcpfleet.fleet.reload import ConfigWatcher, apply_reload
+from mcpfleet.fleet.reload import ConfigWatcher, apply_reload, log_new_config_errors
 from mcpfleet.fleet.server import Attempt, ConnectionStatus, Phase, ServerRegistry, ServerState
 from mcpfleet.fleet.settings import FleetSettings, UncachedPolicy
 from mcpfleet.fleet.startup import Connector, StartupReport
@@ -94,9 +94,11 @@ class MCPManager(anyio.AsyncContextManagerMixin):
     ) -> None:
         """``elicitation_handler`` and ``sampling_handler`` are the host's answers to a server's
         ``elicitation/create`` and ``sampling/createMessage`` (see ``mcpfleet.client.connection``),
-        for every server; without one, the capability is not advertised. ``server_requests``
-        (instead of those two) answers them and ``roots/list``, told which server asks (see
-        ``mcpfleet.client.inbound.ServerRequestHandler``; the gateway's relay is one).
+        for every server; without one, that question is refused (the capability is declared
+        all the same, so that servers list the same tools to every fleet: ``fleet.questions``).
+        ``server_requests`` (instead of those two) answers them and ``roots/list``, told which
+        server asks (see ``mcpfleet.client.inbound.ServerRequestHandler``; the gateway's relay
+        is one).
         ``probe_timeout_ms`` bounds the ``server/discover`` probe of a server whose era is not in
         the cache. ``log_level`` opts every request to a 2026-07-28 server in to its log
         messages at that level and above (that era sends logs only to requests that ask; the
@@ -142,6 +144,8 @@ class MCPManager(anyio.AsyncContextManagerMixin):
         self._watcher = ConfigWatcher(self.settings.watch_interval_s)
         self._reload_lock = anyio.Lock()
         self.last_discovery: DiscoveryResult | None = None
+        self._last_good = LastGoodFiles()
+        """Every file as it last parsed: one that stops parsing keeps its servers running."""
 
     # -- lifetime -------------------------------------------------------------------
 
@@ -267,6 +271,7 @@ class MCPManager(anyio.AsyncContextManagerMixin):
             entry_filter=settings.entry_filter,
             extra_config_paths=settings.extra_config_paths,
             trust_project=settings.trust_project,
+            last_good=self._last_good,
         )
         self.last_discovery = result
         self._watcher.remember(result.config_paths)
@@ -293,9 +298,10 @@ class MCPManager(anyio.AsyncContextManagerMixin):
             if full:
                 await self.disconnect_all()
                 return await self.discover_and_connect()
-            return await apply_reload(
-                self._registry, self.discover(), self.disconnect_server, self.connect_servers
-            )
+            previous = self.last_discovery
+            discovery = self.discover()
+            log_new_config_errors(previous.errors if previous is not None else (), discovery.errors)
+            return await apply_reload(self._registry, discovery, self.disconnect_server, self.connect_servers)
 
     # -- calls and reads ------------------------------------------------------------------
 

@@ -18,6 +18,7 @@ import anyio
 import anyio.to_thread
 
 from mcpfleet.config.model import DiscoveryResult, ServerConfig, SourceInfo
+from mcpfleet.errors import Failure
 from mcpfleet.fleet.server import ServerRegistry
 from mcpfleet.fleet.startup import StartupReport
 
@@ -95,6 +96,15 @@ async def apply_reload(
     report = await connect(plan.start, discovery.sources)
     report.complete_from(discovery)
     return report
+
+
+def log_new_config_errors(before: Iterable[Failure], after: Iterable[Failure]) -> None:
+    """Warn of each config error of a re-read that the read before it did not have: a file
+    left broken is said once, not at every re-read (the error stays in ``status``)."""
+    known = {failure.message for failure in before}
+    for failure in after:
+        if failure.message not in known:
+            logger.warning("MCP config: %s", failure.message)
 
 
 def stamp_files(paths: Iterable[str]) -> dict[str, FileStamp | None]:

@@ -20,6 +20,7 @@ import anyio
 from mcpfleet.client.opening import import_off_loop, open_connection
 from mcpfleet.errors import EraMismatchError, Failure, MCPFleetError
 from mcpfleet.fleet.catalog import AnyTool, ToolSlice, filter_tools
+from mcpfleet.fleet.questions import FleetQuestions
 from mcpfleet.fleet.server import Attempt, ServerRegistry, ServerSlot
 from mcpfleet.fleet.settings import FleetSettings, UncachedPolicy
 from mcpfleet.redaction import redact_text
@@ -145,6 +146,10 @@ class Connector:
         self._settings = settings
         self._handler_for = handler_for
         self._on_ready = on_ready
+        # One set of capabilities for every fleet (``questions.py``), whatever its host passed.
+        self._server_requests = settings.server_requests or FleetQuestions(
+            settings.elicitation_handler, settings.sampling_handler
+        )
 
     async def connect_round(
         self, configs: Mapping[str, ServerConfig], sources: Mapping[str, SourceInfo]
@@ -286,9 +291,7 @@ class Connector:
             on_notification=self._handler_for(attempt),
             era=era,
             auth=await _auth_for(attempt.name, config),
-            elicitation_handler=settings.elicitation_handler,
-            sampling_handler=settings.sampling_handler,
-            server_requests=settings.server_requests,
+            server_requests=self._server_requests,
             probe_timeout_ms=settings.probe_timeout_ms,
             log_level=settings.log_level,
         )

@@ -68,6 +68,20 @@ starting or being listed: a client may ask for a name it knows from an earlier s
 the backend that owns it has been listed in this one. Past this, or once every backend has
 settled, the name is unknown (a JSON-RPC error)."""
 
+DEFAULT_STARTUP_TIMEOUT_MS = 250
+"""The start-up gate's default (``--startup-timeout``): left at it, the first list's wait has no
+cap of its own (see ``first_list_cap_ms``)."""
+
+
+def first_list_cap_ms(startup_timeout_ms: int) -> int | None:
+    """How long the gateway's first list may wait for servers with nothing cached: no cap but
+    each server's handshake timeout (``None``) at the default gate, or when the gate already
+    waits for every server (0); a ``--startup-timeout`` the user chose caps it."""
+    if startup_timeout_ms in (0, DEFAULT_STARTUP_TIMEOUT_MS):
+        return None
+    return startup_timeout_ms
+
+
 _RELISTED_ON: dict[str, tuple[ListingKind, ...]] = {
     "resources_changed": RESOURCE_KINDS,
     "prompts_changed": ("prompts",),
@@ -141,10 +155,14 @@ class Gateway(anyio.AsyncContextManagerMixin):
         naming: NamingPolicy | None = None,
         relay: Relay | None = None,
         budget: ToolBudget | None = None,
+        first_list_wait_ms: int | None = None,
     ) -> None:
         """``relay`` must be the manager's ``server_requests`` for backends' questions to reach
         the clients (see ``gateway.relay``); without one, the manager's own answers them.
-        ``budget`` decides which tools each client is served (see ``gateway.budget``)."""
+        ``budget`` decides which tools each client is served (see ``gateway.budget``).
+        ``first_list_wait_ms`` caps how long the first lists wait for servers still starting
+        with nothing cached (``None``: each server's own handshake timeout bounds it; see
+        ``first_lists_ready``)."""
         self.manager = manager
         self.naming = naming or NamingPolicy()
         self.budget = budget if budget is not None else ToolBudget()
@@ -166,6 +184,8 @@ class Gateway(anyio.AsyncContextManagerMixin):
         self._subscriptions: dict[str, _Subscription] = {}
         self._in_flight: list[InFlight] = []
         self._subscription_lock = anyio.Lock()
+        self._first_list_wait_ms = first_list_wait_ms
+        self._first_lists_ready = False
 
     # -- lifetime -----------------------------------------------------------------------------------------
 
@@ -284,6 +304,36 @@ class Gateway(anyio.AsyncContextManagerMixin):
             while lookup() is None and self._unsettled():
                 await self._rebuilt.wait()
         return lookup()
+
+    async def first_lists_ready(self) -> None:
+        """Return once the gateway's lists may be served; only its first ones wait.
+
+        A server still starting with nothing cached would be missing from a list served now,
+        and a one-shot client (or a host that never lists again) would never see it: so the
+        first lists wait until every such server has connected and been listed, or failed,
+        each within its own handshake timeout (at most ``first_list_wait_ms`` in all).
+        Servers with cached tools are served from the cache meanwhile, as ever.
+        """
+        if self._first_lists_ready:
+            return
+        cap = self._first_list_wait_ms
+        with anyio.move_on_after(cap / 1000 if cap is not None else None):
+            while self._starting_uncached() or self._dirty.is_set() or self._listings.refreshing > 0:
+                await self._rebuilt.wait()
+        self._first_lists_ready = True
+
+    def _starting_uncached(self) -> bool:
+        """Whether a server is still starting with no tools served for it (none cached)."""
+        manager = self.manager
+        starting = {
+            server
+            for server in manager.get_all_server_names()
+            if manager.get_connection_status(server) == "connecting"
+        }
+        if not starting:
+            return False
+        with_tools = {tool.server_name for tool in manager.get_tools()}
+        return bool(starting - with_tools)
 
     def _unsettled(self) -> bool:
         return (

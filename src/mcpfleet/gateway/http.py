@@ -9,16 +9,22 @@ what a gateway needs around it:
 - the listening socket (``HttpListener``), bound here rather than by uvicorn and before any
   backend starts, so that a port in use is one error line (uvicorn would ``sys.exit``) and
   ``Host``/``Origin`` are checked against the address actually bound (port 0 included);
-- a bearer token, compared in constant time, required on any bind that is not loopback: a
-  gateway reachable from the network hands out every backend's tools, so nobody on that
-  network may call them unless they hold the token;
+- a bearer token, compared in constant time, required on every bind, loopback included: the
+  gateway hands out every backend's tools, and every user of this machine can reach
+  127.0.0.1. It comes from a file, ``MCPFLEET_GATEWAY_TOKEN`` or the state dir, never from
+  the command line, which every user can read (``ps``); ``--insecure-no-auth`` alone, on
+  loopback, serves without one;
+- read deadlines and connection caps below the descriptor limit (``gateway.connections``);
+- a JSON-RPC -32600 for a request whose id MCP forbids, which the SDK would take for a
+  notification and never answer;
 - resumable streams (``gateway.resumption``): each SSE stream starts with a priming event
   and a ``retry``, and a client that lost one mid-call reconnects with ``Last-Event-ID``;
 - a lifetime inside the caller's task group: cancelling ``serve_http`` stops accepting,
   ends the open sessions, and lets uvicorn finish within a bound. Signals are the caller's:
   uvicorn's own handlers are kept out, so SIGINT/SIGTERM reach the code that owns the fleet.
 
-In order: ``HttpListener.open(parse_bind(text))``, ``resolve_auth_token(…)``, then
+In order: ``HttpListener.open(parse_bind(text))``, ``resolve_auth_token(…)`` (before any
+backend starts: it takes the token's variable out of the environment they inherit), then
 ``serve_http(server, listener, auth_token=…)``. Imported only by ``mcpfleet serve --http``
 (it imports uvicorn, and the SDK when serving).
 """
@@ -29,12 +35,13 @@ import contextlib
 import errno
 import hmac
 import ipaddress
+import json
 import os
 import re
 import secrets
 import socket
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -45,6 +52,7 @@ from anyio.abc import TaskStatus
 
 from mcpfleet import paths
 from mcpfleet.errors import ServeAddressError
+from mcpfleet.gateway.connections import ACCEPT_BURST, ConnectionGuard, ListenerBounds, bounded_protocol
 
 if TYPE_CHECKING:
     from mcp.server.lowlevel.server import Server
@@ -58,8 +66,12 @@ MAX_REQUEST_BODY_BYTES = 4 * 1024 * 1024
 """Largest request body accepted (413 above it): far above any tool call, far below memory."""
 SHUTDOWN_GRACE_S = 3
 """How long open HTTP responses get to finish once the gateway stops, before they are cut."""
-LISTEN_BACKLOG = 128
+LISTEN_BACKLOG = ACCEPT_BURST
 TOKEN_FILE_NAME = "gateway-token.json"
+TOKEN_VARIABLE = "MCPFLEET_GATEWAY_TOKEN"
+"""Where a bearer token may be given instead of a file: a process's environment is readable by
+its own user only, its command line by every user (``ps``)."""
+MAX_TOKEN_FILE_BYTES = 4096
 GENERATED_TOKEN_BYTES = 32
 """256 bits of randomness: a token nobody guesses, printable as 43 URL-safe characters."""
 
@@ -162,7 +174,7 @@ class HttpListener:
 
     @property
     def loopback(self) -> bool:
-        """Whether only this machine can reach it (then a bearer token is optional)."""
+        """Whether only this machine can reach it (only then may ``--insecure-no-auth`` serve it)."""
         return is_loopback_address(self.address)
 
     @property
@@ -183,21 +195,50 @@ def gateway_token_file() -> Path:
     return paths.user_state_dir() / TOKEN_FILE_NAME
 
 
-def check_token_shape(token: str) -> str:
-    """``token`` if it can travel in an ``Authorization`` header unchanged; else a usage error."""
+def check_token_shape(token: str, where: str) -> str:
+    """``token`` if it can travel in an ``Authorization`` header unchanged; else a usage error
+    naming ``where`` it came from."""
     if not _TOKEN_SHAPE.fullmatch(token):
         raise ServeAddressError(
-            "--auth-token: use visible ASCII characters only, with no spaces "
-            "(or leave it out: a non-loopback bind then generates one)"
+            f"{where}: the bearer token must be visible ASCII characters only, with no spaces "
+            f"(or leave it out: the gateway then generates one into {gateway_token_file()})"
         )
     return token
 
 
-def stored_or_generated_token(notice: Callable[[str], None]) -> str:
-    """The gateway's stored bearer token, generated (and shown once) on first need.
+def read_token_file(path: Path) -> str:
+    """The bearer token held in ``path``: its text, or the ``bearer_token`` of a JSON object
+    (so ``gateway-token.json`` itself may be given); one clear error when it cannot be read."""
+    where = f"--auth-token-file {path}"
+    try:
+        with path.open("rb") as handle:
+            data = handle.read(MAX_TOKEN_FILE_BYTES + 1)
+    except OSError as error:
+        raise ServeAddressError(
+            f"{where}: cannot read it ({error.strerror or error}); give a readable file that holds the token"
+        ) from error
+    if len(data) > MAX_TOKEN_FILE_BYTES:
+        raise ServeAddressError(
+            f"{where}: larger than {MAX_TOKEN_FILE_BYTES} bytes; the file must hold the token alone"
+        )
+    try:
+        text = data.decode("utf-8-sig").strip()
+    except UnicodeDecodeError:
+        raise ServeAddressError(f"{where}: not UTF-8 text; the file must hold the token alone") from None
+    if text.startswith("{"):
+        with contextlib.suppress(ValueError):
+            document = json.loads(text)
+            if isinstance(document, dict) and isinstance(document.get("bearer_token"), str):
+                text = document["bearer_token"]
+    return check_token_shape(text, where)
 
-    It lives 0600 in mcpfleet's state dir, written under the same lock and atomic rename as
-    mcpfleet's other files, so two gateways starting together agree on one token.
+
+def stored_or_generated_token(notice: Callable[[str], None]) -> str:
+    """The gateway's stored bearer token, generated on first need and reused by later starts.
+
+    It lives 0600 in mcpfleet's state dir (0700), written under the same lock and atomic rename
+    as mcpfleet's other files, so two gateways starting together agree on one token. ``notice``
+    says where it is, never what it is: stderr may end up in a host's log.
     """
     from mcpfleet.config.writer import update_json_file
 
@@ -214,19 +255,52 @@ def stored_or_generated_token(notice: Callable[[str], None]) -> str:
     # The file may predate mcpfleet's modes (copied, restored from a backup): a token others
     # can read is no secret.
     os.chmod(path, 0o600)
+    where = f'the "bearer_token" of {path}'
     if generated:
-        notice(f"generated a bearer token for the gateway, stored in {path}: {token}")
+        notice(f"generated a bearer token for the gateway: clients must send it, {where}")
     else:
-        notice(f"clients must send the bearer token stored in {path}")
+        notice(f"clients must send the gateway's bearer token, {where}")
     return token
 
 
-def resolve_auth_token(given: str | None, *, loopback: bool, notice: Callable[[str], None]) -> str | None:
-    """The token every request must carry: the one given; else, off loopback, the stored one."""
-    if given is not None:
-        return check_token_shape(given)
-    if loopback:
+def resolve_auth_token(
+    *,
+    token_file: Path | None,
+    insecure_no_auth: bool,
+    loopback: bool,
+    environment: MutableMapping[str, str],
+    notice: Callable[[str], None],
+) -> str | None:
+    """The token every request must carry (``None`` only with ``insecure_no_auth``).
+
+    In order: the file given, ``MCPFLEET_GATEWAY_TOKEN``, else the stored (or generated) one.
+    The variable is taken out of ``environment`` whatever the outcome: every backend inherits
+    the gateway's environment, and none of them may hold the key to the whole fleet.
+    """
+    from_environment = environment.pop(TOKEN_VARIABLE, None)
+    if insecure_no_auth:
+        if token_file is not None:
+            raise ServeAddressError(
+                "--insecure-no-auth and --auth-token-file contradict each other: drop one of them"
+            )
+        if not loopback:
+            raise ServeAddressError(
+                "--insecure-no-auth serves loopback binds only (127.0.0.1, [::1]): anyone on the "
+                "network could call every tool; drop it, and give clients the bearer token"
+            )
+        notice(
+            "--insecure-no-auth: serving WITHOUT a bearer token; every user of this machine can "
+            "call every tool of this fleet. Use it for throw-away fleets only"
+        )
         return None
+    if token_file is not None:
+        token = read_token_file(token_file)
+        notice(f"clients must send the gateway's bearer token, the one in {token_file}")
+        return token
+    if from_environment is not None:
+        token = check_token_shape(from_environment.strip(), TOKEN_VARIABLE)
+        notice(f"clients must send the gateway's bearer token, the one in {TOKEN_VARIABLE}")
+        return token
     return stored_or_generated_token(notice)
 
 
@@ -279,16 +353,26 @@ def _display(bind: HttpBind) -> str:
 
 
 class BearerGate:
-    """Answer 401 to every HTTP request without ``Authorization: Bearer <token>``, and 503 once stopping.
+    """Answer 401 to every HTTP request without ``Authorization: Bearer <token>``, 503 once
+    stopping, and a JSON-RPC -32600 to a request whose id is neither a string nor an integer.
 
     The comparison is constant-time (``hmac.compare_digest``), so response timing does not
     reveal how much of a guess was right. More than one ``Authorization`` header is refused:
     two proxies could each read a different one.
+
+    The SDK takes a message whose ``id`` is an object, a float or null for a notification
+    (its request type refuses the id, its notification type ignores it) and answers 202 with
+    nothing after it, so the client waits for an answer that never comes. A POST's body is
+    read here first (at most ``max_body_bytes``: 413 above it, as the SDK would), checked,
+    and handed on to the SDK unchanged.
     """
 
-    def __init__(self, app: ASGIApp, token: str | None) -> None:
+    def __init__(
+        self, app: ASGIApp, token: str | None, *, max_body_bytes: int = MAX_REQUEST_BODY_BYTES
+    ) -> None:
         self.app = app
         self.expected = token.encode("ascii") if token is not None else None
+        self.max_body_bytes = max_body_bytes
         self.stopping = False
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -305,16 +389,87 @@ class BearerGate:
                 await _plain_response(
                     send,
                     401,
-                    b"this gateway needs Authorization: Bearer <token> (see mcpfleet serve --auth-token)",
+                    b"this gateway needs Authorization: Bearer <token>; mcpfleet serve said on its "
+                    b"stderr where its token is",
                     [(b"www-authenticate", challenge)],
                 )
                 return
+        if scope["method"] == "POST":
+            try:
+                body = await _read_body(receive, self.max_body_bytes)
+            except _ClientGone:
+                return  # gone before its body was in (a read deadline, a disconnect): nobody to answer
+            if body is None:
+                await _plain_response(send, 413, b"Request body too large", [])
+                return
+            if _has_invalid_request_id(body):
+                await _json_response(send, 400, _INVALID_REQUEST_ID_ANSWER)
+                return
+            receive = _replay(body, receive)
         await self.app(scope, receive, send)
 
     def _matches(self, header: bytes) -> bool:
         assert self.expected is not None
         scheme, _, credential = header.strip().partition(b" ")
         return scheme.lower() == b"bearer" and hmac.compare_digest(credential.strip(), self.expected)
+
+
+_INVALID_REQUEST_ID_ANSWER = {
+    "jsonrpc": "2.0",
+    "id": None,
+    "error": {"code": -32600, "message": "Invalid Request: a request's id must be a string or an integer"},
+}
+
+
+class _ClientGone(Exception):
+    """The connection ended before the request's body was complete."""
+
+
+async def _read_body(receive: Receive, limit: int) -> bytes | None:
+    """The request's whole body, or ``None`` past ``limit`` bytes; ``_ClientGone`` if it never came."""
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            raise _ClientGone
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            return None
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            break
+    return b"".join(chunks)
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    """A ``receive`` that hands the body already read, then whatever the connection says next."""
+    pending = [{"type": "http.request", "body": body, "more_body": False}]
+
+    async def replayed() -> Any:
+        if pending:
+            return pending.pop()
+        return await receive()
+
+    return replayed
+
+
+def _has_invalid_request_id(body: bytes) -> bool:
+    """Whether ``body`` is one JSON-RPC request (a ``method`` and an ``id``) whose id MCP forbids:
+    anything but a string or an integer (an object, an array, a float, a boolean, null)."""
+    import pydantic_core
+
+    try:
+        message = pydantic_core.from_json(body)
+    except ValueError:
+        return False  # not JSON: the SDK answers its parse error
+    if not (isinstance(message, dict) and "method" in message and "id" in message):
+        return False
+    request_id = message["id"]
+    return not (
+        isinstance(request_id, str) or (isinstance(request_id, int) and not isinstance(request_id, bool))
+    )
 
 
 async def _plain_response(send: Send, status: int, text: bytes, headers: list[tuple[bytes, bytes]]) -> None:
@@ -326,6 +481,13 @@ async def _plain_response(send: Send, status: int, text: bytes, headers: list[tu
         }
     )
     await send({"type": "http.response.body", "body": text})
+
+
+async def _json_response(send: Send, status: int, document: dict[str, Any]) -> None:
+    await send(
+        {"type": "http.response.start", "status": status, "headers": [(b"content-type", b"application/json")]}
+    )
+    await send({"type": "http.response.body", "body": json.dumps(document).encode()})
 
 
 class _GatewayUvicorn(uvicorn.Server):
@@ -360,18 +522,21 @@ async def serve_http(
     *,
     auth_token: str | None,
     max_request_body_bytes: int = MAX_REQUEST_BODY_BYTES,
+    bounds: ListenerBounds | None = None,
     notice: Callable[[str], None] = stderr_notice,
     task_status: TaskStatus[str] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve ``server`` over streamable HTTP on ``listener`` until cancelled, then close it.
 
-    ``auth_token`` is what every request must carry (``None``: nothing; see
-    ``resolve_auth_token`` for the rule). Once listening, ``notice`` gets ``serving on
-    http://HOST:PORT/mcp`` and ``task_status`` the URL.
+    ``auth_token`` is what every request must carry (``None``: nothing, ``--insecure-no-auth``;
+    see ``resolve_auth_token``). ``bounds`` are the read deadlines and connection caps
+    (``gateway.connections``; by default, from this process's descriptor limit as it is now).
+    Once listening, ``notice`` gets ``serving on http://HOST:PORT/mcp`` and ``task_status`` the URL.
     """
     from mcpfleet.gateway.resumption import RETRY_INTERVAL_MS, BoundedEventStore
 
     with contextlib.closing(listener):
+        guard = ConnectionGuard(bounds if bounds is not None else ListenerBounds.for_this_process())
         app = server.streamable_http_app(
             streamable_http_path=MCP_PATH,
             transport_security=transport_security_for(listener.bind, listener.address, listener.port),
@@ -381,10 +546,12 @@ async def serve_http(
             event_store=BoundedEventStore(),
             retry_interval=RETRY_INTERVAL_MS,
         )
-        gate = BearerGate(app, auth_token)
+        gate = BearerGate(app, auth_token, max_body_bytes=max_request_body_bytes)
         http_server = _GatewayUvicorn(
             uvicorn.Config(
                 gate,
+                http=bounded_protocol(guard),
+                backlog=ACCEPT_BURST,
                 lifespan="off",  # the session manager runs in our task group, below
                 log_config=None,  # keep mcpfleet's logging (and its redaction) in charge
                 access_log=False,
@@ -409,12 +576,28 @@ async def serve_http(
                         task_status.started(listener.url)
                         await anyio.sleep_forever()
                     finally:
-                        # New requests get 503 from here on; leaving the block ends every
-                        # session (and so every open event stream), so what uvicorn still
-                        # holds finishes well within its grace period.
+                        # New requests get 503 from here on; ending every session (and so
+                        # every open event stream) lets uvicorn finish well within its grace.
                         stop_serving()
+                        await _end_sessions(server)
             finally:
                 stop_serving()  # the session manager could not even start
+
+
+async def _end_sessions(server: Server[Any]) -> None:
+    """Close every handshake-era session's streams before the session manager cancels them.
+
+    Cancelled with its streams still open, a session's requests in flight each try to write
+    their "connection closed" answer into a stream nobody reads any more, wait a second, and
+    warn "transport write blocked" (one line per request: a host with a dozen calls in flight
+    printed a dozen on SIGTERM). With the streams closed first, those writes fail at once, as
+    they should: the client is going away with the gateway.
+    """
+    from mcpfleet.client._sdk import open_http_sessions
+
+    with anyio.CancelScope(shield=True), anyio.move_on_after(SHUTDOWN_GRACE_S):
+        for transport in open_http_sessions(server.session_manager):
+            await transport.terminate()
 
 
 async def _serve_until_told(http_server: uvicorn.Server, listening: socket.socket) -> None:

@@ -10,7 +10,9 @@ name (``mcpfleet.client.inbound``); ``Relay`` is the gateway's. It decides who a
   latest call in flight on that backend (two clients calling the same backend at once is the
   one case the protocol leaves ambiguous);
 * with no call in flight (a backend asking for roots as it starts, or after being told they
-  changed), the most recently active handshake-era client that declared the capability;
+  changed, or asking of its own accord), the one handshake-era client connected, when there
+  is exactly one; with none or several, nobody can say whose question it is: it is refused
+  with ``INVALID_REQUEST`` (roots included) and logged naming the server;
 * that client must have declared the capability the request needs (``sampling``, with
   ``tools`` or ``context`` when the request uses them; ``elicitation`` in the request's mode;
   ``roots``); if it did not, or nobody can be asked, sampling and elicitation are refused
@@ -317,29 +319,35 @@ class Relay:
     # -- who answers ----------------------------------------------------------------------------------------
 
     def _route(self, server: str, method: str, params: dict[str, Any]) -> InFlight | ClientSession | str:
-        """The call in flight that caused the request, else the client to ask outside any call;
-        a string says why nobody can be asked."""
+        """The call in flight that caused the request, else the one client to ask outside any
+        call; a string says why that client cannot be asked. With no call in flight and not
+        exactly one client, the request is refused here (``MCPError``), roots included."""
         flight = self._flight_on(server)
         if flight is not None:
             missing = missing_capability(flight.client.capabilities, method, params)
             if missing is not None:
                 return f'the MCP client of this call did not declare the "{missing}" capability'
             return flight
-        capable = self.capable_client(method, params)
-        if capable is None:
-            return "no call is in flight on this server and no connected MCP client declared the capability"
-        return capable
-
-    def capable_client(self, method: str, params: Mapping[str, Any]) -> ClientSession | None:
-        """The most recently active client that declared what ``method`` needs, if any."""
-        if self._gateway is None:
-            return None
-        capable = [
-            client
-            for client in self.gateway.sessions
-            if missing_capability(client.capabilities, method, params) is None
-        ]
-        return max(capable, key=lambda client: client.last_active) if capable else None
+        clients = list(self.gateway.sessions)
+        if len(clients) != 1:
+            # Another client's answer (a password typed for an elicitation) must never reach a
+            # backend whose question was not about that client's call.
+            connected = (
+                "no MCP client is connected" if not clients else f"{len(clients)} MCP clients are connected"
+            )
+            message = (
+                f'{method} refused: the MCP server "{server}" asked with no call in flight and '
+                f"{connected}, so the question cannot be tied to the client it is for; a question is "
+                "answered only within the call that caused it"
+            )
+            # None connected: a backend asking for roots before its client is up, said at info.
+            logger.log(logging.WARNING if clients else logging.INFO, "%s", message)
+            _raise(_INVALID_REQUEST, message)
+        (client,) = clients
+        missing = missing_capability(client.capabilities, method, params)
+        if missing is not None:
+            return f'its one MCP client did not declare the "{missing}" capability'
+        return client
 
     def flights_on(self, server: str) -> list[InFlight]:
         """This gateway's client requests being answered by ``server`` now, oldest first."""

@@ -3,8 +3,9 @@ translation between the wire and ``Gateway``.
 
 ``build_server(gateway)`` returns a ``Server`` that any SDK transport can serve in both
 protocol eras (``Server.run`` over a stream pair serves the ``initialize`` era and the
-2026-07-28 per-request era alike). Lists are answered from the gateway's current catalog,
-never by waiting for a backend; a call, a read or a prompt waits for its backend, bounded by
+2026-07-28 per-request era alike). Lists are answered from the gateway's current catalog, in
+pages (``paging.py``); only the first ones wait, for servers starting with nothing cached
+(``Gateway.first_lists_ready``). A call, a read or a prompt waits for its backend, bounded by
 the fleet's policy. A name or URI the gateway does not serve is a JSON-RPC error
 (``Invalid params``); a backend's own JSON-RPC error, on a call as on a read, a prompt or a
 completion, reaches the client as the backend sent it (code, message, ``data``).
@@ -18,7 +19,7 @@ This module imports the SDK: import it only to serve.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -51,6 +52,7 @@ from mcpfleet.gateway.core import (
     ProgressRelay,
     UnknownNameError,
 )
+from mcpfleet.gateway.paging import InvalidCursor, PagedList, page_of
 from mcpfleet.gateway.sessions import LOG_LEVELS, ClientSession
 from mcpfleet.redaction import redact_text
 
@@ -106,7 +108,8 @@ def build_server(gateway: Gateway) -> Server[Any]:
 
     async def list_tools(ctx: Context, params: mcp_types.PaginatedRequestParams) -> dict[str, Any]:
         client = gateway.sessions.session_for(ctx)
-        return _complete({"tools": gateway.budget.listing(gateway.catalog, client.client_name)})
+        await gateway.first_lists_ready()
+        return _page("tools", gateway.budget.listing(gateway.catalog, client.client_name), params)
 
     async def call_tool(ctx: Context, params: mcp_types.CallToolRequestParams) -> Any:
         client = gateway.sessions.session_for(ctx)
@@ -138,13 +141,15 @@ def build_server(gateway: Gateway) -> Server[Any]:
 
     async def list_resources(ctx: Context, params: mcp_types.PaginatedRequestParams) -> dict[str, Any]:
         gateway.sessions.session_for(ctx)
-        return _complete({"resources": list(gateway.catalog.resources)})
+        await gateway.first_lists_ready()
+        return _page("resources", gateway.catalog.resources, params)
 
     async def list_resource_templates(
         ctx: Context, params: mcp_types.PaginatedRequestParams
     ) -> dict[str, Any]:
         gateway.sessions.session_for(ctx)
-        return _complete({"resourceTemplates": list(gateway.catalog.resource_templates)})
+        await gateway.first_lists_ready()
+        return _page("resourceTemplates", gateway.catalog.resource_templates, params)
 
     async def read_resource(ctx: Context, params: mcp_types.ReadResourceRequestParams) -> Any:
         async def read_backend(on_progress: ProgressRelay | None) -> dict[str, Any]:
@@ -181,7 +186,8 @@ def build_server(gateway: Gateway) -> Server[Any]:
 
     async def list_prompts(ctx: Context, params: mcp_types.PaginatedRequestParams) -> dict[str, Any]:
         gateway.sessions.session_for(ctx)
-        return _complete({"prompts": list(gateway.catalog.prompts)})
+        await gateway.first_lists_ready()
+        return _page("prompts", gateway.catalog.prompts, params)
 
     async def get_prompt(ctx: Context, params: mcp_types.GetPromptRequestParams) -> Any:
         async def get_from_backend(on_progress: ProgressRelay | None) -> dict[str, Any]:
@@ -283,6 +289,16 @@ def initialization_options(server: Server[Any]) -> InitializationOptions:
     return server.create_initialization_options(
         NotificationOptions(prompts_changed=True, resources_changed=True, tools_changed=True)
     )
+
+
+def _page(
+    kind: PagedList, items: Sequence[dict[str, Any]], params: mcp_types.PaginatedRequestParams
+) -> dict[str, Any]:
+    """One page of a served list (``paging.py``); a cursor the gateway did not give is ``-32602``."""
+    try:
+        return _complete(page_of(kind, items, params.cursor if params is not None else None))
+    except InvalidCursor as error:
+        raise MCPError(code=mcp_types.INVALID_PARAMS, message=str(error)) from None
 
 
 def _complete(result: dict[str, Any]) -> dict[str, Any]:

@@ -15,7 +15,6 @@ do (``capabilities``) and how to reach it (``sdk_session``).
 from __future__ import annotations
 
 import logging
-import time
 import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -55,8 +54,6 @@ class ClientSession:
     log_level: str | None = None
     """The least severe backend log level the client asked for (``logging/setLevel``); ``None``
     until it asks, and then every level is relayed."""
-    last_active: float = 0.0
-    """When it last sent a message (monotonic seconds): the relay asks the most recent one."""
 
     @property
     def registered(self) -> bool:
@@ -123,7 +120,6 @@ class ClientSessions:
             known = self._by_connection.get(connection)
             if known is not None:
                 known.sdk_session = sdk_session
-                known.last_active = time.monotonic()
                 return known
         capabilities = sdk_session.client_capabilities
         params = sdk_session.client_params
@@ -135,9 +131,7 @@ class ClientSessions:
         client_name = params.client_info.name if params is not None else _named_in_meta(ctx.meta)
         if connection is None:
             return ClientSession("modern", ctx.protocol_version, sdk_session, declared, client_name)
-        session = ClientSession(
-            "legacy", ctx.protocol_version, sdk_session, declared, client_name, last_active=time.monotonic()
-        )
+        session = ClientSession("legacy", ctx.protocol_version, sdk_session, declared, client_name)
         self._by_connection[connection] = session
         connection.exit_stack.callback(self._forget, connection)
         logger.info("client %s connected (%s)", session.client_name or "(unnamed)", ctx.protocol_version)

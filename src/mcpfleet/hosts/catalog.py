@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from mcpfleet.config.gateway_entry import REPLACED_KEY
+from mcpfleet.config.gateway_entry import MOVED_SERVERS_KEY, REPLACED_KEY
 from mcpfleet.config.normalise import Adapter
-from mcpfleet.config.providers import PROVIDERS, Locations, Provider
+from mcpfleet.config.providers import PROJECT_KEY, PROVIDERS, Locations, Provider
 
 DocumentFormat = Literal["json", "toml"]
 EntryShape = Literal["typed", "typed-with-env", "plain"]
@@ -52,6 +52,19 @@ HOST_IDS: tuple[str, ...] = tuple(kind.id for kind in KINDS)
 
 
 @dataclass(frozen=True)
+class ScopeFile:
+    """Another file where the host reads servers for this project (Claude Code's local scope
+    in ``~/.claude.json``, a project's ``.mcp.json`` or ``.cursor/mcp.json``): an entry there
+    that runs the gateway wires the host too. ``hosts install`` writes only the user file."""
+
+    level: str
+    path: Path
+    servers_at: tuple[str, ...]
+    """The key path of its server map, the project's folder already in it."""
+    adapt: Adapter
+
+
+@dataclass(frozen=True)
 class Host:
     """One MCP host on this machine (installed or not)."""
 
@@ -70,6 +83,7 @@ class Host:
     """The folder the file must stay in, links resolved: the home, or the folder a variable
     such as ``CODEX_HOME`` moved it to."""
     shape: EntryShape
+    other_scopes: tuple[ScopeFile, ...] = ()
 
     @property
     def found(self) -> bool:
@@ -104,7 +118,9 @@ def find_host(host_id: str, project_root: Path | None = None) -> Host:
 
 def _host(provider: Provider, kind: HostKind, at: Locations) -> Host:
     spec = next(
-        spec for spec in provider.files(at) if spec.level == "user" and spec.servers_at != (REPLACED_KEY,)
+        spec
+        for spec in provider.files(at)
+        if spec.level == "user" and spec.servers_at[0] not in (REPLACED_KEY, MOVED_SERVERS_KEY)
     )
     marker = spec.path.parent
     if kind.id == "claude-code" and not at.environ.get("CLAUDE_CONFIG_DIR"):
@@ -121,6 +137,16 @@ def _host(provider: Provider, kind: HostKind, at: Locations) -> Host:
         marker=marker,
         root=root,
         shape=kind.shape,
+        other_scopes=tuple(
+            ScopeFile(
+                other.level,
+                other.path,
+                tuple(str(at.project_root) if key == PROJECT_KEY else key for key in other.servers_at),
+                other.adapt,
+            )
+            for other in provider.files(at)
+            if other.level != "user"
+        ),
     )
 
 

@@ -9,15 +9,18 @@ an inline table, say) can cost a refusal, never a file with other data changed.
 How ``--replace`` keeps entries restorable exactly (JSON): the whole server map is renamed
 to ``REPLACED_KEY`` in place (its text untouched) and a new server map, holding the gateway
 entry and the entries the gateway does not serve, is added at the end; uninstalling removes
-that new map and renames the old one back. TOML renames each served ``[mcp_servers.NAME]``
-table to ``[replaced_by_mcpfleet.NAME]`` and back.
+that new map and renames the old one back. TOML (Codex, which warns about a table it does
+not know) cuts each served ``[mcp_servers.NAME]`` table out into ``moved`` (kept in mcpfleet's
+state by ``wiring``) and puts the text back where it was; tables an older mcpfleet renamed to
+``[replaced_by_mcpfleet.NAME]`` are renamed back.
 """
 
 from __future__ import annotations
 
 import json
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from mcpfleet.config.gateway_entry import REPLACED_KEY
@@ -34,11 +37,13 @@ class EditCheckError(ConfigError):
 class HostDocument(ABC):
     """The text of a host's file and the data it parses to; edits replace both."""
 
-    def __init__(self, host: Host, text: str) -> None:
+    def __init__(self, host: Host, text: str, moved: Mapping[str, MovedEntry] | None = None) -> None:
         self.host = host
         self.path = host.path
         self.key = host.servers_key
         self.text = text
+        self.moved: dict[str, MovedEntry] = dict(moved or {})
+        """Entries moved aside into mcpfleet's state (Codex), in the order they were moved."""
         self.data = self._parse(text)
         for key in (self.key, REPLACED_KEY):
             if key in self.data and not isinstance(self.data[key], dict):
@@ -73,6 +78,11 @@ class HostDocument(ABC):
     def replaced(self) -> dict[str, Any] | None:
         found = self.data.get(REPLACED_KEY)
         return found if isinstance(found, dict) else None
+
+    @property
+    def moved_aside(self) -> list[str]:
+        """Every entry moved aside: under ``REPLACED_KEY``, and into mcpfleet's state."""
+        return list(dict.fromkeys([*(self.replaced or ()), *self.moved]))
 
     def _accept(self, new_text: str, expected: dict[str, Any], what: str) -> None:
         """Take ``new_text`` if it parses to ``expected``; otherwise refuse the whole edit."""
@@ -255,7 +265,20 @@ class JsonDocument(HostDocument):
         return hidden
 
 
+@dataclass(frozen=True)
+class MovedEntry:
+    """An entry ``--replace`` took out of a host's file into mcpfleet's state: its data (what
+    discovery serves) and the text cut out of the file (what ``uninstall`` puts back)."""
+
+    entry: dict[str, Any]
+    pieces: tuple[toml_text.Piece, ...]
+
+
 class TomlDocument(HostDocument):
+    """Codex's ``config.toml``. Codex warns at every start about a table it does not know,
+    so ``--replace`` cuts the served tables out into mcpfleet's state (``moved``) rather than
+    renaming them; tables an older mcpfleet renamed to ``REPLACED_KEY`` are still put back."""
+
     def add_server(self, name: str, entry: dict[str, Any]) -> None:
         expected = self._expected()
         expected.setdefault(self.key, {})[name] = entry
@@ -273,16 +296,25 @@ class TomlDocument(HostDocument):
                 del expected[REPLACED_KEY][name]
                 new_text = toml_text.remove_tables(self.text, (REPLACED_KEY, name))
                 self._accept(new_text, expected, f'replace the copy of "{name}" moved aside earlier')
+            entry = self.servers[name]
+            try:
+                json.dumps(entry)
+            except (TypeError, ValueError) as error:
+                raise ConfigError(
+                    f'cannot move the server "{name}" aside in {self.path}: it holds a value mcpfleet '
+                    "cannot keep (a date or time); nothing was written: move it by hand",
+                    path=str(self.path),
+                ) from error
             expected = self._expected()
-            expected.setdefault(REPLACED_KEY, {})[name] = expected[self.key].pop(name)
-            new_text = toml_text.rename_tables(self.text, (self.key, name), REPLACED_KEY)
+            del expected[self.key][name]
+            new_text, pieces = toml_text.cut_tables(self.text, (self.key, name))
             self._accept(new_text, expected, f'move the server "{name}" aside')
+            self.moved.pop(name, None)
+            self.moved[name] = MovedEntry(entry, tuple(pieces))
 
     def restore(self) -> list[str]:
-        aside = self.replaced
-        assert aside is not None
         restored: list[str] = []
-        for name in list(aside):
+        for name in list(self.replaced or ()):
             expected = self._expected()
             entry = expected[REPLACED_KEY].pop(name)
             if name in self.servers:
@@ -294,9 +326,20 @@ class TomlDocument(HostDocument):
             new_text = toml_text.rename_tables(self.text, (REPLACED_KEY, name), self.key)
             self._accept(new_text, expected, f'put the server "{name}" back')
             restored.append(name)
+        # The last moved first: each was cut from the text the ones after it were cut from.
+        for name in reversed(list(self.moved)):
+            moved = self.moved.pop(name)
+            if name in self.servers:
+                continue  # the host wrote a server of that name since: its own wins
+            expected = self._expected()
+            expected.setdefault(self.key, {})[name] = moved.entry
+            new_text = toml_text.insert_pieces(self.text, moved.pieces)
+            self._accept(new_text, expected, f'put the server "{name}" back')
+            restored.append(name)
         return restored
 
 
-def open_document(host: Host, text: str) -> HostDocument:
-    """``text`` (the file's content, empty for a missing file) as ``host``'s document."""
-    return TomlDocument(host, text) if host.format == "toml" else JsonDocument(host, text)
+def open_document(host: Host, text: str, moved: Mapping[str, MovedEntry] | None = None) -> HostDocument:
+    """``text`` (the file's content, empty for a missing file) as ``host``'s document, with
+    the entries moved aside into mcpfleet's state (``moved``, Codex only)."""
+    return TomlDocument(host, text, moved) if host.format == "toml" else JsonDocument(host, text)

@@ -8,6 +8,7 @@ data) refuses any edit that did not do what it meant to.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections.abc import Mapping, Sequence
@@ -121,9 +122,9 @@ def _block_end(text: str, header: Header, following: Header | None) -> int:
     return end
 
 
-def remove_tables(text: str, prefix: tuple[str, ...]) -> str:
-    """``text`` without every table whose path starts with ``prefix`` (sub-tables included),
-    each with the one blank line above it (``append_table`` puts one there)."""
+def _table_spans(text: str, prefix: tuple[str, ...]) -> list[tuple[int, int]]:
+    """(start, end) of every table whose path starts with ``prefix`` (sub-tables included),
+    each with the one blank line above it (``append_table`` puts one there), in order."""
     found = headers(text)
     spans: list[tuple[int, int]] = []
     for index, header in enumerate(found):
@@ -134,9 +135,56 @@ def remove_tables(text: str, prefix: tuple[str, ...]) -> str:
             if start > 0 and text[above:start].strip() == "":
                 start = above
             spans.append((start, _block_end(text, header, following)))
+    return spans
+
+
+def remove_tables(text: str, prefix: tuple[str, ...]) -> str:
+    """``text`` without every table whose path starts with ``prefix`` (sub-tables included),
+    each with the one blank line above it (``append_table`` puts one there)."""
+    return cut_tables(text, prefix)[0]
+
+
+@dataclass(frozen=True)
+class Piece:
+    """Text cut out of a document at ``offset`` (of the text before the cut), and a digest of
+    what came before it, to tell later whether it can go back in the same place."""
+
+    offset: int
+    text: str
+    before_sha256: str
+
+
+def cut_tables(text: str, prefix: tuple[str, ...]) -> tuple[str, list[Piece]]:
+    """``remove_tables``, and the pieces removed (``insert_pieces`` puts them back)."""
+    spans = _table_spans(text, prefix)
+    pieces = [Piece(start, text[start:end], _digest(text[:start])) for start, end in spans]
     for start, end in reversed(spans):
         text = text[:start] + text[end:]
+    return text, pieces
+
+
+def insert_pieces(text: str, pieces: Sequence[Piece]) -> str:
+    """``text`` with ``pieces`` (one ``cut_tables``) back where they were cut, byte for byte,
+    when everything before each of them is as it was; otherwise appended at the end."""
+    restored = text
+    for piece in pieces:
+        if _digest(restored[: piece.offset]) != piece.before_sha256:
+            break
+        restored = restored[: piece.offset] + piece.text + restored[piece.offset :]
+    else:
+        return restored
+    newline = "\r\n" if "\r\n" in text else "\n"
+    for piece in pieces:
+        if text and not text.endswith("\n"):
+            text += newline
+        text += (newline if text else "") + piece.text.lstrip("\r\n")
+        if not text.endswith("\n"):
+            text += newline
     return text
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def rename_tables(text: str, prefix: tuple[str, ...], new_first_key: str) -> str:

@@ -6,27 +6,45 @@ beside it (``<file>.mcpfleet-backup``, the file as it was before this change). T
 confined as mcpfleet's own files are (``config/writer.py``): a symbolic link, or a folder
 that resolves outside the home (or ``CODEX_HOME``…), is refused. Concurrent mcpfleet runs are
 serialised by the writer's lock, held on a lock file in mcpfleet's state dir, not beside the
-host's file. The host itself does not take that lock: a host rewriting its file at the same
-instant can still win the race, as with any editor.
+host's file. The host itself does not take that lock: the file is read again just before and
+just after the rename, and an edit another program overwrote is made again on what it wrote
+(``EDIT_ATTEMPTS``), else refused; a host that writes back, later, a copy it read before can
+still undo the change, as with any editor. Codex's moved entries are a third file, mcpfleet's
+own record in its state dir (``read_moved_entries``).
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from mcpfleet import paths
-from mcpfleet.config.gateway_entry import GatewayEndpoint, own_gateway_reason, running_gateway_endpoints
+from mcpfleet.config.gateway_entry import (
+    MOVED_SERVERS_KEY,
+    GatewayEndpoint,
+    moved_entries_file,
+    own_gateway_reason,
+    running_gateway_endpoints,
+)
 from mcpfleet.config.model import DiscoveredEntry, DiscoveryResult
-from mcpfleet.config.normalise import EntryError, SkippedEntry, build_server
-from mcpfleet.config.readers import MAX_USER_CONFIG_BYTES
-from mcpfleet.config.writer import confined_target, exclusive_lock, write_bytes_atomically
+from mcpfleet.config.normalise import Adapter, EntryError, SkippedEntry, build_server
+from mcpfleet.config.readers import MAX_CONFIG_BYTES, MAX_USER_CONFIG_BYTES, read_document
+from mcpfleet.config.writer import (
+    ChangedMeanwhile,
+    Unchanged,
+    confined_target,
+    exclusive_lock,
+    remove_leftover_temporaries,
+    write_bytes_atomically,
+)
 from mcpfleet.errors import ConfigError, ConfigWriteError
-from mcpfleet.hosts.catalog import GATEWAY_ENTRY_NAME, Host
-from mcpfleet.hosts.documents import HostDocument, open_document
+from mcpfleet.hosts.catalog import GATEWAY_ENTRY_NAME, Host, ScopeFile
+from mcpfleet.hosts.documents import HostDocument, MovedEntry, open_document
+from mcpfleet.hosts.toml_text import Piece
 
 _BOM = b"\xef\xbb\xbf"
 NEW_FILE_MODE = 0o600
@@ -34,14 +52,7 @@ NEW_FILE_MODE = 0o600
 
 def is_gateway_entry(host: Host, raw: Any, endpoints: Sequence[GatewayEndpoint] = ()) -> bool:
     """Whether ``raw``, an entry of ``host``'s server map, is the gateway's own."""
-    if not isinstance(raw, dict):
-        return False
-    try:
-        # The name plays no part in recognising the entry; a fixed one keeps any name readable.
-        config = build_server("entry", host.adapt(raw), base_dir=host.path.parent)
-    except (EntryError, SkippedEntry):
-        return False
-    return own_gateway_reason(config, endpoints) is not None
+    return _runs_gateway(host.adapt, host.path, raw, endpoints)
 
 
 @dataclass(frozen=True)
@@ -54,6 +65,10 @@ class HostStatus:
     replaced: tuple[str, ...] = ()
     """Entries ``hosts install --replace`` moved aside."""
     error: str | None = None
+    scopes: tuple[tuple[str, str], ...] = ()
+    """(scope, name) of each gateway entry, ``user`` for the user file's (those of
+    ``gateway_entries`` that ``hosts install`` manages), else the scope of another file the
+    host reads for this project (``local``, ``project``)."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -65,6 +80,7 @@ class HostStatus:
             "gateway_entries": list(self.gateway_entries),
             "replaced": list(self.replaced),
             "error": self.error,
+            "gateway_scopes": [{"scope": scope, "name": name} for scope, name in self.scopes],
         }
 
 
@@ -73,20 +89,52 @@ def host_status(host: Host, endpoints: Sequence[GatewayEndpoint] | None = None) 
     found = host.found
     try:
         text = _read(host.path)[0]
-        document = open_document(host, text)
+        document = open_document(host, text, read_moved_entries(host))
     except ConfigError as error:
         return HostStatus(host, found, error=str(error))
     endpoints = running_gateway_endpoints() if endpoints is None else endpoints
     servers = document.servers
     gateway = tuple(name for name, raw in servers.items() if is_gateway_entry(host, raw, endpoints))
     # Copies of what was not moved aside sit in both maps; the host only misses the others.
-    replaced = tuple(name for name in document.replaced or () if name not in servers)
-    return HostStatus(host, found, gateway, replaced)
+    replaced = tuple(name for name in document.moved_aside if name not in servers)
+    scopes = [("user", name) for name in gateway]
+    for scope in host.other_scopes:
+        scopes += [(scope.level, name) for name in _gateway_entries_in(scope, endpoints)]
+    names = tuple(dict.fromkeys(name for _, name in scopes))
+    return HostStatus(host, found, names, replaced, scopes=tuple(scopes))
+
+
+def _gateway_entries_in(scope: ScopeFile, endpoints: Sequence[GatewayEndpoint]) -> list[str]:
+    """Names of the gateway's entries in another scope's file; none when it cannot be read
+    (its own errors are discovery's to report: `mcpfleet config`)."""
+    try:
+        limit = MAX_CONFIG_BYTES if scope.level == "project" else MAX_USER_CONFIG_BYTES
+        node = read_document(scope.path, max_bytes=limit)
+    except ConfigError:
+        return []
+    for key in scope.servers_at:
+        node = node.get(key) if isinstance(node, dict) else None
+    if not isinstance(node, dict):
+        return []
+    return [name for name, raw in node.items() if _runs_gateway(scope.adapt, scope.path, raw, endpoints)]
+
+
+def _runs_gateway(adapt: Adapter, path: Path, raw: Any, endpoints: Sequence[GatewayEndpoint]) -> bool:
+    if not isinstance(raw, dict):
+        return False
+    try:
+        # The name plays no part in recognising the entry; a fixed one keeps any name readable.
+        config = build_server("entry", adapt(raw), base_dir=path.parent)
+    except (EntryError, SkippedEntry):
+        return False
+    return own_gateway_reason(config, endpoints) is not None
 
 
 def served_entries(discovery: DiscoveryResult, host: Host) -> frozenset[str]:
     """Names in ``host``'s server map that the gateway serves, per ``discovery``: active
-    entries, and entries shadowed only as an alias of an active one (the same connection)."""
+    entries, and shadowed entries (by name or as an alias) that run exactly as an active one:
+    discovery resolves both, defaults applied, so a ``cwd`` left out and the same folder
+    written out are the same server."""
     prefix = f"/{_escape_pointer(host.servers_key)}/"
     active = {_identity(entry) for entry in discovery.entries if entry.state == "active"}
     served: set[str] = set()
@@ -157,6 +205,7 @@ def install_gateway(
 
     def edit(document: HostDocument) -> None:
         servers = document.servers
+        report.added = []  # an edit made again on a file another program rewrote starts afresh
         report.gateway_entries = [
             name for name, raw in servers.items() if is_gateway_entry(host, raw, endpoints)
         ]
@@ -193,7 +242,8 @@ def uninstall_gateway(host: Host) -> WiringReport:
 
     def edit(document: HostDocument) -> None:
         report.removed = report.gateway_entries = remove_gateway_entries(document)
-        if document.replaced is not None:
+        report.restored = []
+        if document.moved_aside:
             restored = document.restore()
             # The gateway's entry written before --replace was moved aside with the rest of
             # the map, so it came back with them: it goes now.
@@ -211,9 +261,18 @@ def _lock_path(target: Path) -> Path:
     return folder / f"{hashlib.sha256(str(target).encode()).hexdigest()[:32]}.lock"
 
 
+EDIT_ATTEMPTS = 3
+"""How many times an edit is made again on the current file when another program (the host
+itself, an editor) wrote the file between mcpfleet's read and its rename."""
+
+
 def _edit(host: Host, edit: Callable[[HostDocument], None]) -> Path | None:
     """Run ``edit`` on ``host``'s document under the lock; write the result if it changed.
-    Returns the backup written, if any."""
+    Returns the backup written, if any.
+
+    The file is read again just before and just after the rename: when another program wrote
+    it meanwhile, the edit is made again on what it wrote (so both changes are kept), up to
+    ``EDIT_ATTEMPTS`` times, then refused; a write that was lost is never reported as done."""
     target = confined_target(host.path, host.root)
     if not target.parent.is_dir():
         raise ConfigError(
@@ -223,22 +282,91 @@ def _edit(host: Host, edit: Callable[[HostDocument], None]) -> Path | None:
         )
     try:
         with exclusive_lock(target, lock_path=_lock_path(target)):
-            text, original, mode = _read(target)
-            document = open_document(host, text)
-            edit(document)
-            if document.text == text:
-                return None
-            bom = _BOM if original is not None and original.startswith(_BOM) else b""
-            backup = None
-            if original is not None:
-                backup = target.with_name(host.backup_path.name)
-                write_bytes_atomically(backup, original, mode)
-            write_bytes_atomically(target, bom + document.text.encode("utf-8"), mode)
-            return backup
+            remove_leftover_temporaries(target)
+            remove_leftover_temporaries(target.with_name(host.backup_path.name))
+            for _ in range(EDIT_ATTEMPTS):
+                try:
+                    return _edit_once(host, target, edit)
+                except ChangedMeanwhile:
+                    continue
     except OSError as error:
         raise ConfigWriteError(
             f"cannot write {host.path}: {error.strerror or error}", path=str(host.path)
         ) from error
+    raise ConfigWriteError(
+        f"cannot write {host.path}: another program rewrote it while mcpfleet was editing it "
+        f"({EDIT_ATTEMPTS} times), so the change is not in it; quit {host.name} (it rewrites that "
+        "file), then run this again",
+        path=str(host.path),
+    )
+
+
+def _edit_once(host: Host, target: Path, edit: Callable[[HostDocument], None]) -> Path | None:
+    text, original, mode = _read(target)
+    moved = read_moved_entries(host)
+    document = open_document(host, text, moved)
+    edit(document)
+    if document.text == text:
+        return None
+    bom = _BOM if original is not None and original.startswith(_BOM) else b""
+    backup = None
+    if original is not None:
+        backup = target.with_name(host.backup_path.name)
+        write_bytes_atomically(backup, original, mode)
+    # The record of what moved aside is written before the file loses those entries and
+    # after it gets them back: a run stopped in between leaves a server in both places
+    # (discovery keeps the file's), never in neither.
+    gained = any(moved.get(name) != entry for name, entry in document.moved.items())
+    if gained:
+        _write_moved_entries(host, document.moved)
+    write_bytes_atomically(target, bom + document.text.encode("utf-8"), mode, unchanged=Unchanged(original))
+    if not gained and document.moved != moved:
+        _write_moved_entries(host, document.moved)
+    return backup
+
+
+def read_moved_entries(host: Host) -> dict[str, MovedEntry]:
+    """The entries ``--replace`` moved out of ``host``'s file into mcpfleet's state, in the
+    order they were moved (none for a host whose entries move within its file)."""
+    record = moved_entries_file(host.id, host.path)
+    try:
+        data = json.loads(record.read_text(encoding="utf-8"))
+        entries, pieces = data[MOVED_SERVERS_KEY], data["pieces"]
+        moved = {
+            name: MovedEntry(entry, tuple(Piece(**piece) for piece in pieces[name]))
+            for name, entry in entries.items()
+        }
+        for name, entry in moved.items():
+            if not isinstance(name, str) or not isinstance(entry.entry, dict):
+                raise TypeError(f"{name!r} is not a server entry")
+            for piece in entry.pieces:
+                if not (isinstance(piece.offset, int) and isinstance(piece.text, str)):
+                    raise TypeError(f"a piece of {name!r} is not an offset and a text")
+        return moved
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
+        raise ConfigError(
+            f"cannot read {record}, mcpfleet's record of the servers `hosts install --replace` moved out "
+            f"of {host.path} ({error}); put them back in that file by hand, then remove the record",
+            path=str(record),
+        ) from error
+
+
+def _write_moved_entries(host: Host, moved: dict[str, MovedEntry]) -> None:
+    record = moved_entries_file(host.id, host.path)
+    if not moved:
+        record.unlink(missing_ok=True)
+        return
+    paths.make_private_folder(record.parent)
+    data = {
+        "host": host.id,
+        "path": str(host.path),
+        MOVED_SERVERS_KEY: {name: entry.entry for name, entry in moved.items()},
+        "pieces": {name: [asdict(piece) for piece in entry.pieces] for name, entry in moved.items()},
+    }
+    text = json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+    write_bytes_atomically(record, text.encode("utf-8", "surrogatepass"), NEW_FILE_MODE)
 
 
 def _read(path: Path) -> tuple[str, bytes | None, int]:

@@ -24,11 +24,13 @@ into an error item. This one:
 
 from __future__ import annotations
 
+import json
 import logging
+import re
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.abc
@@ -36,6 +38,7 @@ import anyio.abc
 from mcpfleet.config.model import DEFAULT_MAX_MESSAGE_BYTES
 from mcpfleet.transport.folding import NotificationFolder
 from mcpfleet.transport.framing import LineFramer, OversizedLine, describe_size, oversized_response_id
+from mcpfleet.transport.listing import LARGE_LINE_BYTES, read_tool_listing
 from mcpfleet.transport.pipe import PipeReader
 from mcpfleet.transport.process import ServerProcess
 
@@ -54,6 +57,10 @@ FLOOD_READ_PAUSE_S = 0.02
 """After a read in which notifications were folded, how long the reader lets the pipe fill
 before it reads again: what bounds the wake-ups a flood costs, and what a message that
 arrives meanwhile waits (only from a server that is flooding)."""
+LONE_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+"""What a line holding a lone surrogate escape (``\\ud800``) has, and other lines seldom do:
+only those are parsed a second time, the strict parser having refused them."""
+LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 MESSAGE_TOO_LARGE = -32019
 """Error code of the answer mcpfleet gives a request whose real answer was over the limit
 (the last code of JSON-RPC's implementation-defined band; the SDK uses the first ones)."""
@@ -63,8 +70,12 @@ class MessageReader:
     """A stdio server's stdout turned into JSON-RPC messages, one line at a time.
 
     Lines that are not JSON-RPC (banners, invalid UTF-8, broken JSON) are counted and
-    skipped. A line over the server's message limit is dropped whole; when it was the
-    answer to a request, that request gets an error answer instead (code
+    skipped. A line whose JSON escapes a lone surrogate (``"\\ud800"``: valid JSON, which the
+    SDK's parser refuses, and which no UTF-8 text can carry) is read anyway, each lone
+    surrogate becoming U+FFFD, except inside the tools of a ``tools/list`` answer: a tool's
+    name must not be silently changed, so such a tool is left as it is for the client to
+    leave out (``client/screening.py``). A line over the server's message limit is dropped
+    whole; when it was the answer to a request, that request gets an error answer instead (code
     ``MESSAGE_TOO_LARGE``, naming the server and the limit), so the one call fails at once
     and the connection stays usable. Nothing here raises for anything the server writes.
 
@@ -73,7 +84,7 @@ class MessageReader:
     next message delivered, so the order the server wrote is kept.
     """
 
-    def __init__(self, server_name: str, max_message_bytes: int) -> None:
+    def __init__(self, server_name: str, max_message_bytes: int, max_tools: int | None = None) -> None:
         # The SDK is imported once the first server is contacted (never by ``import
         # mcpfleet``), and looked up once per reader rather than once per line.
         from mcp.shared.message import SessionMessage
@@ -81,6 +92,7 @@ class MessageReader:
 
         self.server_name = server_name
         self.max_message_bytes = max_message_bytes
+        self.max_tools = max_tools
         self.framer = LineFramer(max_message_bytes)
         self.folder = NotificationFolder(server_name)
         self.non_json_lines = 0
@@ -128,13 +140,48 @@ class MessageReader:
     def _parse(self, line: bytes | bytearray) -> SessionMessage | None:
         if not line or line.isspace():
             return None
+        if self.max_tools is not None and len(line) > LARGE_LINE_BYTES and b'"tools"' in line:
+            # One more than the cap, so that the client sees the listing was cut and says so.
+            listing = read_tool_listing(line, self.max_tools + 1)
+            if listing is not None:
+                message = self._from_value(listing)
+                if message is not None:
+                    return message
         try:
             return self._session_message(self._validate_json(line, by_name=False))
         except (ValueError, RecursionError):  # pydantic's ValidationError is a ValueError
+            if LONE_SURROGATE_ESCAPE.search(line) is not None:
+                message = self._parse_lone_surrogates(line)
+                if message is not None:
+                    return message
             self.non_json_lines += 1
             logger.debug(
                 "%s: skipped a non-JSON-RPC stdout line: %.200r", self.server_name, bytes(line[:200])
             )
+            return None
+
+    def _parse_lone_surrogates(self, line: bytes | bytearray) -> SessionMessage | None:
+        try:
+            value = json.loads(bytes(line).decode("utf-8"), parse_constant=_refuse_constant)
+        except (ValueError, RecursionError):
+            return None
+        return self._from_value(value)
+
+    def _from_value(self, value: Any) -> SessionMessage | None:
+        """The message of a parsed line, its lone surrogates made U+FFFD outside a tool listing."""
+        from mcp_types import jsonrpc_message_adapter
+
+        try:
+            if isinstance(value, dict) and isinstance(value.get("result"), dict):
+                result = value["result"]
+                tools = result.pop("tools", None)
+                value = _without_lone_surrogates(value)
+                if tools is not None:
+                    value["result"]["tools"] = tools
+            else:
+                value = _without_lone_surrogates(value)
+            return self._session_message(jsonrpc_message_adapter.validate_python(value, by_name=False))
+        except (ValueError, RecursionError):
             return None
 
     def _oversized(self, line: OversizedLine) -> SessionMessage | None:
@@ -160,6 +207,21 @@ class MessageReader:
         return SessionMessage(jsonrpc_message_adapter.validate_python(answer, by_name=False))
 
 
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _without_lone_surrogates(value: Any) -> Any:
+    """``value`` with every lone surrogate of its strings (keys included) replaced by U+FFFD."""
+    if isinstance(value, str):
+        return LONE_SURROGATE.sub("\ufffd", value)
+    if isinstance(value, dict):
+        return {_without_lone_surrogates(key): _without_lone_surrogates(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_without_lone_surrogates(item) for item in value]
+    return value
+
+
 class StdioTransport(anyio.AsyncContextManagerMixin):
     """An SDK ``Transport`` (an async context manager yielding the two message streams) over
     a ``ServerProcess``: spawned on entry unless the caller spawned it earlier, stopped on
@@ -168,9 +230,18 @@ class StdioTransport(anyio.AsyncContextManagerMixin):
     Enter and exit it in the same task (the connection's owner task does).
     """
 
-    def __init__(self, process: ServerProcess, *, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> None:
+    def __init__(
+        self,
+        process: ServerProcess,
+        *,
+        max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+        max_tools: int | None = None,
+    ) -> None:
+        """``max_tools``: the server's tool cap, so that a huge listing is read only that far
+        (``listing.py``)."""
         self.process = process
         self.max_message_bytes = max_message_bytes
+        self.max_tools = max_tools
         self.reader: MessageReader | None = None
         """Set once the transport is entered; its counters say what the server wrote."""
         self.answered = False
@@ -210,7 +281,7 @@ class StdioTransport(anyio.AsyncContextManagerMixin):
     async def _read_stdout(
         self, stdout_fd: int, read_writer: MemoryObjectSendStream[SessionMessage | Exception]
     ) -> None:
-        reader = self.reader = MessageReader(self.process.server_name, self.max_message_bytes)
+        reader = self.reader = MessageReader(self.process.server_name, self.max_message_bytes, self.max_tools)
         pipe = PipeReader(stdout_fd, read_bytes=STDOUT_READ_BYTES, owner=self.process.server_name)
         try:
             while True:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -263,3 +264,103 @@ async def test_a_backends_sampling_request_is_answered_by_the_client_of_the_call
                 ("new", "user", 2),
                 ("old", "user", 2),
             ]
+
+
+class Asked:
+    """What one session's client was asked, and the answers it gives: ``<what> to <model>``."""
+
+    def __init__(self, model: str) -> None:
+        self.model = model
+        self.questions: list[str] = []
+
+    async def sample(
+        self, context: Any, params: mcp_types.CreateMessageRequestParams
+    ) -> mcp_types.CreateMessageResult:
+        self.questions.append("sample")
+        return await sampling_as(self.model)(context, params)
+
+    async def elicit(self, context: Any, params: mcp_types.ElicitRequestParams) -> mcp_types.ElicitResult:
+        self.questions.append("elicit")
+        return mcp_types.ElicitResult(action="accept", content={"answer": f"secret of {self.model}"})
+
+    async def roots(self, context: Any) -> mcp_types.ListRootsResult:
+        self.questions.append("roots")
+        return mcp_types.ListRootsResult(roots=[mcp_types.Root(uri=f"file:///{self.model}")])
+
+    def callbacks(self) -> dict[str, Any]:
+        return {
+            "sampling_callback": self.sample,
+            "elicitation_callback": self.elicit,
+            "list_roots_callback": self.roots,
+        }
+
+
+async def unprompted_outcomes(report: Path, pid: int) -> dict[str, str]:
+    """Have the asking server (``pid``) ask its three questions outside any call; their outcomes."""
+    os.kill(pid, signal.SIGUSR1)
+    with anyio.fail_after(ANSWER_TIMEOUT_S):
+        while True:
+            path = anyio.Path(report)
+            lines = (await path.read_text()).splitlines() if await path.exists() else []
+            if len(lines) == 3:
+                return {line["asked"]: line["outcome"] for line in map(json.loads, lines)}
+            await anyio.sleep(0.1)
+
+
+def asking_pid(name: str) -> int:
+    with control() as link:
+        (row,) = [row for row in link.control("status")["result"]["servers"] if row["name"] == name]
+    assert isinstance(row["pid"], int), row
+    return row["pid"]
+
+
+async def test_a_shared_servers_question_with_no_call_in_flight_reaches_no_session(
+    isolated_home: Path, start_daemon: StartDaemon, tmp_path: Path
+) -> None:
+    """A user-level server used by sessions of two projects asks for a completion, a password
+    and roots with no call in flight: nobody can tell whose question it is, so each is refused
+    to the server, neither session is asked, and the daemon log says so naming the server."""
+    projects = [tmp_path / "one", tmp_path / "two"]
+    for project in projects:
+        project.mkdir()
+    report = tmp_path / "unprompted.jsonl"
+    user_config({"ask": asking("ask", "--legacy", "--unprompted", str(report))})
+    start_daemon()
+    one, two = Asked("one"), Asked("two")
+    with anyio.fail_after(ANSWER_TIMEOUT_S * 2):
+        async with (
+            daemon_client(fleet_spec(projects[0]), **one.callbacks()) as first,
+            daemon_client(fleet_spec(projects[1]), **two.callbacks()) as second,
+        ):
+            for client in (first, second):
+                await lists_within(client, "ask_sample")
+            # Roots asked when a client connected may have reached the one session there was.
+            answered_before = {"one": list(one.questions), "two": list(two.questions)}
+            outcomes = await unprompted_outcomes(report, asking_pid("ask"))
+            assert one.questions == answered_before["one"] and two.questions == answered_before["two"]
+            assert not {"sample", "elicit"} & {*one.questions, *two.questions}
+    assert sorted(outcomes) == ["elicit", "roots", "sample"]
+    for outcome in outcomes.values():
+        assert outcome.startswith("refused -32600 "), outcomes
+        assert 'the MCP server "ask" asked with no call in flight and 2 sessions use it' in outcome
+    log = paths.log_path().read_text()
+    for method in ("sampling/createMessage", "elicitation/create", "roots/list"):
+        assert f'{method} refused: the MCP server "ask" asked with no call in flight' in log
+
+
+async def test_a_servers_question_with_no_call_in_flight_reaches_the_one_session_that_uses_it(
+    isolated_home: Path, start_daemon: StartDaemon, tmp_path: Path
+) -> None:
+    report = tmp_path / "unprompted.jsonl"
+    user_config({"ask": asking("ask", "--legacy", "--unprompted", str(report))})
+    start_daemon()
+    one = Asked("one")
+    with anyio.fail_after(ANSWER_TIMEOUT_S * 2):
+        async with daemon_client(fleet_spec(tmp_path), **one.callbacks()) as first:
+            await lists_within(first, "ask_sample")
+            outcomes = await unprompted_outcomes(report, asking_pid("ask"))
+    assert outcomes == {
+        "sample": "sampled unprompted! from one",
+        "elicit": 'elicited accept {"answer": "secret of one"}',
+        "roots": 'roots ["file:///one"]',
+    }

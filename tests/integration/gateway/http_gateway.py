@@ -1,9 +1,11 @@
 """Running this checkout's ``mcpfleet serve --http 127.0.0.1:0`` for tests that speak to it with real clients.
 
 ``running_http_gateway(home, servers, *serve_args)`` writes an ``mcpServers`` config, starts the
-gateway in its own process group on a free port, reads the URL from the one line it prints on
-stderr once it listens (``mcpfleet: serving on http://…/mcp``) and, on exit, stops it with
-SIGTERM (SIGKILL after a bound), so no backend outlives the test.
+gateway in its own process group on a free port with a fresh bearer token in
+``MCPFLEET_GATEWAY_TOKEN`` (``HttpGateway.headers`` carry it), reads the URL from the line it
+prints on stderr once it listens (``mcpfleet: serving on http://…/mcp``) and, on exit, stops it
+with SIGTERM (SIGKILL after a bound), so no backend outlives the test. A client that cannot send
+a header (the conformance suite) is served with ``--insecure-no-auth`` in ``serve_args``.
 
 The gateway answers its lists at once, without a backend still starting (and with no cache in a
 fresh home it knows none of that backend's tools yet). ``wait_until_listed(url, tool, resource)``
@@ -16,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import secrets
 import signal
 import subprocess
 import sys
@@ -39,6 +42,12 @@ class HttpGateway:
     url: str
     process: subprocess.Popen[bytes]
     stderr_path: Path
+    token: str
+
+    @property
+    def headers(self) -> dict[str, str]:
+        """What every request to this gateway carries."""
+        return {"Authorization": f"Bearer {self.token}"}
 
     @property
     def stderr(self) -> str:
@@ -55,17 +64,19 @@ def running_http_gateway(
     stderr_path = home / f"http-gateway-{time.monotonic_ns()}.stderr"
     command = [str(MCPFLEET), "--cwd", str(home), "--no-project-config", "--config", str(config)]
     command += ["serve", "--http", "127.0.0.1:0", *serve_args]
+    token = secrets.token_urlsafe(16)
     with stderr_path.open("wb") as stderr:
         process = subprocess.Popen(
             command,
             cwd=home,
+            env={**os.environ, "MCPFLEET_GATEWAY_TOKEN": token},
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=stderr,
             start_new_session=True,
         )
     try:
-        yield HttpGateway(_wait_for_url(process, stderr_path), process, stderr_path)
+        yield HttpGateway(_wait_for_url(process, stderr_path), process, stderr_path, token)
     finally:
         _stop(process)
 
@@ -96,10 +107,11 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
 
 
 def wait_until_listed(
-    url: str, tool: str, resource: str | None = None, timeout_s: float = READY_TIMEOUT_S
+    gateway: HttpGateway, tool: str, resource: str | None = None, timeout_s: float = READY_TIMEOUT_S
 ) -> None:
     """Poll the gateway (an SDK client, handshake era) until it lists ``tool`` and, when given,
     a resource whose URI ends with ``resource``."""
+    import httpx2
     from mcp.client import Client
     from mcp.client.streamable_http import streamable_http_client
 
@@ -111,7 +123,10 @@ def wait_until_listed(
         return any(str(listed.uri).endswith(resource) for listed in (await client.list_resources()).resources)
 
     async def poll() -> None:
-        async with Client(streamable_http_client(url), mode="legacy") as client:
+        http_client = httpx2.AsyncClient(headers=gateway.headers, timeout=httpx2.Timeout(20.0))
+        async with Client(
+            streamable_http_client(gateway.url, http_client=http_client), mode="legacy"
+        ) as client:
             with anyio.fail_after(timeout_s):
                 while True:
                     if await served(client):

@@ -2,12 +2,13 @@
 stdio backend (``fake_server.py``), reached by the SDK's ``Client`` over streamable HTTP in
 both protocol eras, and by raw HTTP where a status code is the point.
 
-One gateway (loopback, ``--auth-token``) serves the tests that only talk to it; the tests
-about starting and stopping run their own.
+One gateway (loopback, ``--auth-token-file``) serves the tests that only talk to it; the tests
+about starting and stopping run their own, with their token in ``MCPFLEET_GATEWAY_TOKEN``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -16,7 +17,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -87,20 +88,31 @@ def backend_config(folder: Path, *backend_flags: str) -> tuple[Path, Path]:
 
 
 def start_gateway(
-    folder: Path, home: Path, *serve_args: str, wait: bool = True, backend_flags: tuple[str, ...] = ()
+    folder: Path,
+    home: Path,
+    *serve_args: str,
+    wait: bool = True,
+    backend_flags: tuple[str, ...] = (),
+    global_args: tuple[str, ...] = (),
+    token: str | None = TOKEN,
+    preexec_fn: Callable[[], None] | None = None,
 ) -> RunningGateway:
-    """``mcpfleet --config <fleet.json> serve <serve_args>``; with ``wait``, until it says where it serves."""
+    """``mcpfleet --config <fleet.json> <global_args> serve <serve_args>``, ``token`` in
+    ``MCPFLEET_GATEWAY_TOKEN`` (``None``: not set); with ``wait``, until it says where it serves."""
     config, pid_file = backend_config(folder, *backend_flags)
     environment = {**os.environ, "HOME": str(home), "XDG_STATE_HOME": str(home / ".local" / "state")}
     environment.pop("MCPFLEET_HOME", None)
+    if token is not None:
+        environment["MCPFLEET_GATEWAY_TOKEN"] = token
     process = subprocess.Popen(
-        [str(MCPFLEET), "--config", str(config), "serve", *serve_args],
+        [str(MCPFLEET), "--config", str(config), *global_args, "serve", *serve_args],
         cwd=folder,
         env=environment,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=preexec_fn,
     )
     gateway = RunningGateway(process, pid_file)
     serving = threading.Event()
@@ -133,9 +145,13 @@ def wait_until_gone(pid: int) -> bool:
 
 @pytest.fixture(scope="module")
 def shared_gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningGateway]:
-    """One gateway on 127.0.0.1 with ``--auth-token``, for the tests that only talk to it."""
+    """One gateway on 127.0.0.1 with ``--auth-token-file``, for the tests that only talk to it."""
     folder = tmp_path_factory.mktemp("gateway")
-    gateway = start_gateway(folder, folder / "home", "--http", "127.0.0.1:0", "--auth-token", TOKEN)
+    token_file = folder / "token"
+    token_file.write_text(TOKEN + "\n")
+    gateway = start_gateway(
+        folder, folder / "home", "--http", "127.0.0.1:0", "--auth-token-file", str(token_file), token=None
+    )
     yield gateway
     gateway.stop()
 
@@ -192,6 +208,9 @@ async def test_clients_of_both_eras_hear_that_the_tool_list_changed(tmp_path: Pa
         "--http",
         "127.0.0.1:0",
         backend_flags=("--start-when-exists", str(joined)),
+        # The first lists wait for a backend with nothing cached; a chosen gate caps that, so
+        # the clients list before it joins.
+        global_args=("--startup-timeout", "1000"),
     )
     legacy_heard = anyio.Event()
 
@@ -202,11 +221,11 @@ async def test_clients_of_both_eras_hear_that_the_tool_list_changed(tmp_path: Pa
     try:
         statuses: list[int] = []
         legacy = Client(
-            streamable_http_client(gateway.url, http_client=http_client(statuses)),
+            streamable_http_client(gateway.url, http_client=http_client(statuses, AUTHORIZED)),
             mode="legacy",
             message_handler=on_message,
         )
-        async with legacy, sdk_client(gateway.url, MODERN) as modern:
+        async with legacy, sdk_client(gateway.url, MODERN, headers=AUTHORIZED) as modern:
             assert "fake_echo" not in [tool.name for tool in (await legacy.list_tools()).tools]
             async with modern.listen(tools_list_changed=True) as changes:
                 joined.touch()
@@ -278,15 +297,14 @@ async def test_an_oversized_body_gets_413_and_the_gateway_serves_on(
 
 async def test_a_non_loopback_bind_without_a_token_generates_one_stored_privately(tmp_path: Path) -> None:
     home = tmp_path / "home"
-    gateway = start_gateway(tmp_path, home, "--http", "0.0.0.0:0")
+    gateway = start_gateway(tmp_path, home, "--http", "0.0.0.0:0", token=None)
     try:
-        generated = [line for line in gateway.stderr_lines if "generated a bearer token" in line]
-        assert len(generated) == 1, gateway.stderr_lines
-        token = generated[0].rsplit(": ", 1)[1]
         token_file = home / ".local" / "state" / "mcpfleet" / "gateway-token.json"
-        assert str(token_file) in generated[0]
+        generated = [line for line in gateway.stderr_lines if "generated a bearer token" in line]
+        assert len(generated) == 1 and str(token_file) in generated[0], gateway.stderr_lines
         assert stat.S_IMODE(token_file.stat().st_mode) == 0o600
-        assert json.loads(token_file.read_text())["bearer_token"] == token
+        token = json.loads(token_file.read_text())["bearer_token"]
+        assert not any(token in line for line in gateway.stderr_lines), "the token itself is never printed"
         # Bound on every interface; reached here through loopback, which still needs the token.
         assert gateway.url.startswith("http://0.0.0.0:")
         refused = httpx2.post(gateway.local_url(), json=INITIALIZE, headers=MCP_HEADERS, timeout=20)
@@ -304,7 +322,7 @@ async def test_a_stop_signal_closes_every_backend_before_the_gateway_exits(
     tmp_path: Path, stop_signal: signal.Signals, exit_code: int
 ) -> None:
     gateway = start_gateway(tmp_path, tmp_path / "home", "--http", "127.0.0.1:0")
-    async with sdk_client(gateway.url, "legacy") as client:
+    async with sdk_client(gateway.url, "legacy", headers=AUTHORIZED) as client:
         assert "through" in text_of(await client.call_tool("fake_echo", {"message": "through"}))
         backend = gateway.backend_pid()
         # The session (and its event stream) is still open when the signal comes.
@@ -330,10 +348,119 @@ def test_a_port_in_use_is_one_line_exit_2_and_starts_no_backend(tmp_path: Path) 
     assert not gateway.backend_pid_file.exists()
 
 
-def test_an_auth_token_without_http_is_a_usage_error(tmp_path: Path) -> None:
-    gateway = start_gateway(tmp_path, tmp_path / "home", "--auth-token", TOKEN, wait=False)
+@pytest.mark.parametrize(
+    "serve_args",
+    [("--http", "127.0.0.1:0", "--auth-token", TOKEN), (f"--auth-token={TOKEN}",)],
+    ids=["with-http", "without-http"],
+)
+def test_a_token_on_the_command_line_is_refused_with_a_pointer_to_the_file_or_the_variable(
+    tmp_path: Path, serve_args: tuple[str, ...]
+) -> None:
+    """``ps`` shows every user every command line: a token there is no secret."""
+    gateway = start_gateway(tmp_path, tmp_path / "home", *serve_args, wait=False, token=None)
+    assert gateway.process.wait(timeout=EXIT_TIMEOUT_S) == 2
+    time.sleep(0.1)  # the stderr reader thread drains the pipe
+    assert gateway.stderr_lines == [
+        "mcpfleet: --auth-token shows the token to every user of this machine (ps): put it in a "
+        "file for --auth-token-file FILE, or in MCPFLEET_GATEWAY_TOKEN"
+    ]
+    assert not gateway.backend_pid_file.exists()
+    assert not (tmp_path / "home" / ".local" / "state" / "mcpfleet" / "gateway-token.json").exists()
+
+
+@pytest.mark.parametrize("option", [("--auth-token-file", "token"), ("--insecure-no-auth",)])
+def test_a_listener_option_without_http_is_a_usage_error(tmp_path: Path, option: tuple[str, ...]) -> None:
+    gateway = start_gateway(tmp_path, tmp_path / "home", *option, wait=False)
     assert gateway.process.wait(timeout=EXIT_TIMEOUT_S) == 2
     time.sleep(0.1)
     assert gateway.stderr_lines == [
-        "mcpfleet: --auth-token applies to --http only: add --http [HOST:]PORT, or drop it"
+        f"mcpfleet: {option[0]} applies to --http only: add --http [HOST:]PORT, or drop it"
     ]
+
+
+def _session_headers(url: str) -> dict[str, str]:
+    """The headers of a handshake-era session opened on ``url`` over raw HTTP."""
+    opened = httpx2.post(url, json=INITIALIZE, headers={**MCP_HEADERS, **AUTHORIZED}, timeout=20)
+    assert opened.status_code == 200, opened.text
+    headers = {
+        **MCP_HEADERS,
+        **AUTHORIZED,
+        "Mcp-Session-Id": opened.headers["mcp-session-id"],
+        "MCP-Protocol-Version": "2025-06-18",
+    }
+    initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    assert httpx2.post(url, json=initialized, headers=headers, timeout=20).status_code == 202
+    return headers
+
+
+@pytest.mark.parametrize(
+    "request_id",
+    [{"an": "object"}, 1.5, None, [1], True],
+    ids=["object", "float", "null", "array", "boolean"],
+)
+def test_a_request_whose_id_is_not_a_string_or_an_integer_gets_minus_32600(
+    shared_gateway: RunningGateway, request_id: Any
+) -> None:
+    """The SDK took these for notifications: 202 and no answer, ever, to a client that waits."""
+    headers = _session_headers(shared_gateway.url)
+    for with_session in (headers, {**MCP_HEADERS, **AUTHORIZED}):
+        answer = httpx2.post(
+            shared_gateway.url,
+            json={"jsonrpc": "2.0", "id": request_id, "method": "tools/list"},
+            headers=with_session,
+            timeout=20,
+        )
+        assert answer.status_code == 400, answer.text
+        assert answer.json() == {
+            "jsonrpc": "2.0",
+            "id": None,
+            "error": {
+                "code": -32600,
+                "message": "Invalid Request: a request's id must be a string or an integer",
+            },
+        }
+    # The same session goes on: a valid id is answered.
+    valid = httpx2.post(
+        shared_gateway.url,
+        json={"jsonrpc": "2.0", "id": 7, "method": "tools/list"},
+        headers=headers,
+        timeout=20,
+    )
+    assert valid.status_code == 200 and '"id":7' in valid.text.replace(" ", "")
+
+
+async def test_sigterm_with_calls_in_flight_exits_0_without_a_warning(tmp_path: Path) -> None:
+    """Each call in flight at SIGTERM used to cost a second and a 'transport write blocked' line."""
+    request_log = tmp_path / "requests.log"
+    gateway = start_gateway(
+        tmp_path,
+        tmp_path / "home",
+        "--http",
+        "127.0.0.1:0",
+        backend_flags=("--request-log", str(request_log)),
+    )
+
+    def wait_for_three_calls_at_the_backend() -> None:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while not (request_log.exists() and request_log.read_text().count("tools/call") >= 3):
+            assert time.monotonic() < deadline, "the calls never reached the backend"
+            time.sleep(0.05)
+
+    async def call_and_wait(client: Client) -> None:
+        with contextlib.suppress(Exception):
+            await client.call_tool("fake_sleep", {"seconds": 60})
+
+    exit_code: int | None = None
+    async with (
+        anyio.create_task_group() as clients,
+        sdk_client(gateway.url, "legacy", headers=AUTHORIZED) as legacy,
+    ):
+        for _ in range(3):
+            clients.start_soon(call_and_wait, legacy)
+        await anyio.to_thread.run_sync(wait_for_three_calls_at_the_backend)
+        exit_code = await anyio.to_thread.run_sync(gateway.stop)
+        clients.cancel_scope.cancel()
+    assert exit_code == 0, gateway.stderr_lines
+    await anyio.sleep(0.1)  # the stderr reader thread drains the pipe
+    assert not [line for line in gateway.stderr_lines if "write blocked" in line], gateway.stderr_lines
+    assert not any("Traceback" in line for line in gateway.stderr_lines), gateway.stderr_lines

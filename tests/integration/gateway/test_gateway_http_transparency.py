@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx2
-from tests.integration.gateway.http_gateway import running_http_gateway, wait_until_listed
+from tests.integration.gateway.http_gateway import HttpGateway, running_http_gateway, wait_until_listed
 from tests.servers.fixtures import FAKE_SERVER
 
 MCP_HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
@@ -37,9 +37,9 @@ class RawSession:
     """A handshake-era client over raw HTTP that, like the conformance suite's, opens no
     standalone GET stream: only what rides a request's own response reaches it."""
 
-    def __init__(self, url: str) -> None:
-        self.url = url
-        self.headers = dict(MCP_HEADERS)
+    def __init__(self, gateway: HttpGateway) -> None:
+        self.url = gateway.url
+        self.headers = {**MCP_HEADERS, **gateway.headers}
         self.next_id = 1
 
     def post(self, method: str, params: dict[str, Any] | None = None) -> list[dict[str, str]]:
@@ -67,7 +67,7 @@ def _messages(events: list[dict[str, str]]) -> list[dict[str, Any]]:
 def test_every_http_stream_starts_with_a_priming_event_and_a_retry(tmp_path: Path) -> None:
     backend = {"command": sys.executable, "args": [str(FAKE_SERVER), "--name", "alpha", "--tool", "echo"]}
     with running_http_gateway(tmp_path, {"alpha": backend}) as gateway:
-        session = RawSession(gateway.url)
+        session = RawSession(gateway)
         session.open()
         events = session.post("tools/list")
     priming = events[0]
@@ -80,8 +80,8 @@ def test_every_http_stream_starts_with_a_priming_event_and_a_retry(tmp_path: Pat
 def test_a_backend_log_written_during_a_call_reaches_the_client_on_the_call_stream(tmp_path: Path) -> None:
     backend = {"command": sys.executable, "args": [str(FAKE_SERVER), "--name", "alpha", "--tool", "log"]}
     with running_http_gateway(tmp_path, {"alpha": backend}) as gateway:
-        wait_until_listed(gateway.url, "alpha_log")
-        session = RawSession(gateway.url)
+        wait_until_listed(gateway, "alpha_log")
+        session = RawSession(gateway)
         session.open()
         calls = [
             session.post("tools/call", {"name": "alpha_log", "arguments": {"message": f"step {index}"}})

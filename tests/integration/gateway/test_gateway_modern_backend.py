@@ -16,6 +16,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
+import httpx2
 import mcp_types
 import pytest
 from mcp import Client
@@ -35,13 +36,15 @@ def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HttpGateway]:
     with running_http_gateway(
         tmp_path_factory.mktemp("modern-backend"), BACKEND, "--prefix", "none"
     ) as served:
-        wait_until_listed(served.url, "test_simple_text")
+        wait_until_listed(served, "test_simple_text")
         yield served
 
 
 @asynccontextmanager
-async def handshake_client(url: str, **callbacks: Any) -> AsyncIterator[Client]:
-    async with Client(streamable_http_client(url), mode="legacy", **callbacks) as client:
+async def handshake_client(gateway: HttpGateway, **callbacks: Any) -> AsyncIterator[Client]:
+    http_client = httpx2.AsyncClient(headers=gateway.headers, timeout=httpx2.Timeout(20.0))
+    transport = streamable_http_client(gateway.url, http_client=http_client)
+    async with Client(transport, mode="legacy", **callbacks) as client:
         yield client
 
 
@@ -60,7 +63,7 @@ async def test_a_modern_backends_form_reaches_a_handshake_era_client_with_its_sc
         asked.append(params)
         return mcp_types.ElicitResult(action="accept", content={"name": "Ada", "age": 36})
 
-    async with handshake_client(gateway.url, elicitation_callback=elicit) as client:
+    async with handshake_client(gateway, elicitation_callback=elicit) as client:
         with anyio.fail_after(SETTLE_S):
             result = await client.call_tool("test_elicitation_sep1034_defaults", {})
     assert not result.is_error, result
@@ -83,7 +86,7 @@ async def test_a_modern_backends_sampling_reaches_a_handshake_era_client(gateway
             model="m",
         )
 
-    async with handshake_client(gateway.url, sampling_callback=sample) as client:
+    async with handshake_client(gateway, sampling_callback=sample) as client:
         with anyio.fail_after(SETTLE_S):
             result = await client.call_tool("test_sampling", {"prompt": "2+2"})
     assert text_of(result) == "LLM response: answer to 2+2"
@@ -95,7 +98,7 @@ async def test_a_modern_backends_logs_of_a_call_reach_the_calling_client(gateway
     async def on_log(params: mcp_types.LoggingMessageNotificationParams) -> None:
         logs.append(str(params.data))
 
-    async with handshake_client(gateway.url, logging_callback=on_log) as client:
+    async with handshake_client(gateway, logging_callback=on_log) as client:
         with anyio.fail_after(SETTLE_S):
             result = await client.call_tool("test_tool_with_logging", {})
     assert text_of(result) == "Tool with logging executed successfully"
@@ -115,7 +118,7 @@ async def test_a_modern_backends_list_changed_reaches_the_client_even_with_the_s
             announced.append(message.method)
             arrived.set()
 
-    async with handshake_client(gateway.url, message_handler=on_message) as client:
+    async with handshake_client(gateway, message_handler=on_message) as client:
         before = (await client.list_tools()).tools
         for trigger, method in (
             ("test_trigger_tool_change", "notifications/tools/list_changed"),

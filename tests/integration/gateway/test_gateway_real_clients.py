@@ -85,7 +85,7 @@ def fleet_home(isolated_home: Path) -> Path:
 def warm_cache(home: Path) -> None:
     """One gateway session that waits for the backend: the next one serves its lists from the cache."""
     with running_http_gateway(home, {}) as gateway:
-        wait_until_listed(gateway.url, f"{BACKEND}_test_simple_text", "test://static-text")
+        wait_until_listed(gateway, f"{BACKEND}_test_simple_text", "test://static-text")
 
 
 @dataclass
@@ -122,8 +122,11 @@ def target(request: pytest.FixtureRequest, with_inspector: None, fleet_home: Pat
         yield Target([str(MCPFLEET), "serve", "--no-daemon"], f"{BACKEND}_")
     else:
         with running_http_gateway(fleet_home, {}) as gateway:
-            wait_until_listed(gateway.url, f"{BACKEND}_test_simple_text", "test://static-text")
-            yield Target([gateway.url, "--transport", "http"], f"{BACKEND}_")
+            wait_until_listed(gateway, f"{BACKEND}_test_simple_text", "test://static-text")
+            # The test's own throw-away token, on the Inspector's command line: a host's is
+            # its own business (in its config, not on its command line, in real use).
+            authorization = f"Authorization: Bearer {gateway.token}"
+            yield Target([gateway.url, "--transport", "http", "--header", authorization], f"{BACKEND}_")
 
 
 def test_the_inspector_lists_and_calls_tools(fleet_home: Path, target: Target) -> None:
@@ -224,5 +227,8 @@ def test_claude_code_reports_the_stdio_gateway_connected(with_claude: None, flee
 
 def test_claude_code_reports_the_http_gateway_connected(with_claude: None, fleet_home: Path) -> None:
     with running_http_gateway(fleet_home, {}) as gateway:
-        claude(fleet_home, "mcp", "add", "--transport", "http", "fleet", gateway.url)
+        authorization = f"Authorization: Bearer {gateway.token}"
+        claude(
+            fleet_home, "mcp", "add", "--transport", "http", "fleet", gateway.url, "--header", authorization
+        )
         assert health(claude(fleet_home, "mcp", "list"), "fleet") == "✔ Connected"

@@ -11,6 +11,7 @@ than one client or a short answer timeout.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sys
 import warnings
@@ -136,6 +137,22 @@ class RootsAsked:
                 await self._changed.wait()
 
 
+class LoggedEvent(logging.Handler):
+    """Set once a record holding ``text`` is logged (from the event loop's thread)."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__()
+        self.text = text
+        self.event = anyio.Event()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if self.text in record.getMessage():
+            self.event.set()
+
+    async def wait(self) -> None:
+        await self.event.wait()
+
+
 def text_of(result: mcp_types.CallToolResult) -> str:
     block = result.content[0]
     assert isinstance(block, mcp_types.TextContent), block
@@ -231,26 +248,40 @@ async def call_at_once(*calls: tuple[Client, str, str]) -> list[str]:
     return texts
 
 
-async def test_client_roots_reach_the_backends_and_the_most_recent_client_answers_outside_calls(
-    isolated_home: Path,
+async def test_client_roots_reach_the_backends_and_outside_calls_only_a_lone_client_is_asked(
+    isolated_home: Path, request: pytest.FixtureRequest
 ) -> None:
     """A client that declares roots makes the backends ask again when it connects and when it
-    says they changed; with no call in flight, the most recently active client answers."""
+    says they changed. With no call in flight, the one client connected answers; with two
+    connected, nobody can tell whose question it is: it is refused to the backend (neither
+    client is asked) and the gateway's log says so, naming the server."""
     asked = RootsAsked()
+    logged = LoggedEvent(
+        'roots/list refused: the MCP server "old" asked with no call in flight and 2 MCP clients'
+    )
+    logging.getLogger("mcpfleet.gateway.relay").addHandler(logged)
+    request.addfinalizer(lambda: logging.getLogger("mcpfleet.gateway.relay").removeHandler(logged))
     async with (
         gateway_in_process(isolated_home) as server,
         Client(server, mode="legacy", list_roots_callback=asked.callback("file:///a")) as a,
     ):
         await asked.until(1)
         async with Client(server, mode="legacy", list_roots_callback=asked.callback("file:///b")) as b:
-            await asked.until(2)
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                await a.session.send_roots_list_changed()
-            await asked.until(3)
-            old = await wait_for_text(b, "old_roots_changes", 'roots changed 3 times, last ["file:///a"]')
-            new = await b.call_tool("new_roots_changes", {})
-    assert asked.uris == ["file:///a", "file:///b", "file:///a"]
+            # No call meanwhile: a call in flight on the backend would make its caller the one asked.
+            with anyio.fail_after(SETTLE_S):
+                await logged.wait()
+            refused = text_of(await b.call_tool("old_roots_changes", {}))
+            assert refused.startswith('roots changed 2 times, last "refused -32600 roots/list refused: '), (
+                refused
+            )
+            assert asked.uris == ["file:///a"]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            await a.session.send_roots_list_changed()
+        await asked.until(2)
+        old = await wait_for_text(a, "old_roots_changes", 'roots changed 3 times, last ["file:///a"]')
+        new = await a.call_tool("new_roots_changes", {})
+    assert asked.uris == ["file:///a", "file:///a"]
     assert old == 'roots changed 3 times, last ["file:///a"]'
     # 2026-07-28 has no roots/list_changed: that backend asks within each call instead.
     assert text_of(new) == "roots changed 0 times, last null"
@@ -316,13 +347,14 @@ async def test_a_modern_clients_rounds_carry_the_backends_questions_until_the_re
             assert text_of(final) == "elicited decline null"
 
 
-async def wait_for_text(client: Client, tool: str, expected: str) -> str:
-    """The tool's text once it is ``expected``, or the last one after ``SETTLE_S``."""
+async def wait_for_text(client: Client, tool: str, expected: str, *, prefix: bool = False) -> str:
+    """The tool's text once it is ``expected`` (or starts with it, with ``prefix``), or the last
+    one after ``SETTLE_S``."""
     text = ""
     with anyio.move_on_after(SETTLE_S):
         while True:
             text = text_of(await client.call_tool(tool, {}))
-            if text == expected:
+            if text == expected or (prefix and text.startswith(expected)):
                 break
             await anyio.sleep(0.05)
     return text

@@ -8,11 +8,16 @@ HTTP status codes the SDK client received. ``sdk_client`` is shared with that fi
 
 from __future__ import annotations
 
+import contextlib
+import json
+import os
+import re
 import socket
 import stat
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -25,6 +30,7 @@ from mcp.server.lowlevel.server import Server
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 from mcpfleet.errors import ServeAddressError
+from mcpfleet.gateway.connections import ACCEPT_BURST, ListenerBounds
 from mcpfleet.gateway.http import (
     SHUTDOWN_GRACE_S,
     HttpListener,
@@ -66,13 +72,17 @@ async def serving(
     auth_token: str | None = None,
     **options: Any,
 ) -> AsyncIterator[str]:
-    """A fresh ``echo_server()`` served at ``bind`` in this task group, as the CLI does; yields its URL."""
+    """A fresh ``echo_server()`` served at ``bind`` in this task group, as the CLI does; yields its URL.
+
+    ``auth_token`` is what requests must carry; ``None`` serves without one, as
+    ``--insecure-no-auth`` does (where the token comes from is ``resolve_auth_token``'s, tested
+    on its own below).
+    """
     told = notices if notices is not None else []
     listener = HttpListener.open(parse_bind(bind))
-    token = resolve_auth_token(auth_token, loopback=listener.loopback, notice=told.append)
     async with anyio.create_task_group() as task_group:
         url = await task_group.start(
-            partial(serve_http, echo_server(), listener, auth_token=token, notice=told.append, **options)
+            partial(serve_http, echo_server(), listener, auth_token=auth_token, notice=told.append, **options)
         )
         yield url
         task_group.cancel_scope.cancel()
@@ -147,41 +157,118 @@ async def test_a_request_without_the_right_bearer_token_gets_401(era: str) -> No
             assert [tool.name for tool in (await client.list_tools()).tools] == ["echo"]
 
 
-async def test_a_loopback_bind_needs_no_token_unless_one_is_given() -> None:
-    notices: list[str] = []
-    async with serving(notices=notices) as url, sdk_client(url, "legacy") as client:
-        await client.list_tools()
-    assert not gateway_token_file().exists()
-    assert notices == [f"serving on {url}"]
+def resolved_token(
+    notices: list[str],
+    *,
+    environment: dict[str, str] | None = None,
+    token_file: Path | None = None,
+    loopback: bool = True,
+    insecure_no_auth: bool = False,
+) -> str | None:
+    return resolve_auth_token(
+        token_file=token_file,
+        insecure_no_auth=insecure_no_auth,
+        loopback=loopback,
+        environment=environment if environment is not None else {},
+        notice=notices.append,
+    )
 
 
-async def test_a_non_loopback_bind_generates_a_private_token_once_and_reuses_it() -> None:
-    first: list[str] = []
-    async with serving("0.0.0.0:0", notices=first) as url:
+@pytest.mark.parametrize("bind", ["127.0.0.1:0", "0.0.0.0:0"])
+async def test_without_a_token_given_one_is_generated_privately_once_and_reused(bind: str) -> None:
+    """Loopback too: every local user can reach 127.0.0.1. Under umask 000, the file is 0600 in
+    a 0700 folder; stderr says where the token is, never what it is; the next start reuses it."""
+    previous = os.umask(0)
+    try:
+        first: list[str] = []
+        token = resolved_token(first, loopback=bind.startswith("127."))
+    finally:
+        os.umask(previous)
+    assert token is not None
+    token_file = gateway_token_file()
+    assert stat.S_IMODE(token_file.stat().st_mode) == 0o600
+    assert stat.S_IMODE(token_file.parent.stat().st_mode) == 0o700
+    assert json.loads(token_file.read_text()) == {"bearer_token": token}
+    assert len(first) == 1 and "generated a bearer token" in first[0] and str(token_file) in first[0]
+    assert token not in first[0]
+
+    async with serving(bind, auth_token=token) as url:
         port = url.rsplit(":", 1)[1].split("/")[0]
         local_url = f"http://127.0.0.1:{port}/mcp"
-        token_file = gateway_token_file()
-        assert stat.S_IMODE(token_file.stat().st_mode) == 0o600
-        assert stat.S_IMODE(token_file.parent.stat().st_mode) == 0o700
-        token = token_file.read_text()
-        generated = [line for line in first if "generated a bearer token" in line]
-        assert len(generated) == 1 and str(token_file) in generated[0]
-        stored = generated[0].rsplit(": ", 1)[1]
-        assert f'"{stored}"' in token
         statuses: list[int] = []
         with pytest.raises(Exception):  # noqa: B017
             async with sdk_client(local_url, "legacy", statuses=statuses) as client:
                 await client.list_tools()
         assert set(statuses) == {401}
-        async with sdk_client(local_url, "legacy", headers={"Authorization": f"Bearer {stored}"}) as client:
+        async with sdk_client(local_url, "legacy", headers={"Authorization": f"Bearer {token}"}) as client:
             assert [tool.name for tool in (await client.list_tools()).tools] == ["echo"]
 
     second: list[str] = []
-    async with serving("0.0.0.0:0", notices=second):
-        pass
-    assert gateway_token_file().read_text() == token
-    assert not any(stored in line for line in second), "a stored token is printed once, when generated"
-    assert any(str(token_file) in line for line in second)
+    assert resolved_token(second) == token
+    assert gateway_token_file().read_text() == token_file.read_text()
+    assert len(second) == 1 and str(token_file) in second[0] and "generated" not in second[0]
+    assert token not in second[0]
+
+
+def test_a_token_file_wins_and_the_variable_leaves_the_environment_anyway(tmp_path: Path) -> None:
+    plain = tmp_path / "token"
+    plain.write_text("from-the-file\n")
+    environment = {"MCPFLEET_GATEWAY_TOKEN": "from-the-variable", "PATH": "/bin"}
+    notices: list[str] = []
+    assert resolved_token(notices, environment=environment, token_file=plain) == "from-the-file"
+    # Backends inherit this environment: the variable is gone from it whichever token won.
+    assert environment == {"PATH": "/bin"}
+    assert notices == [f"clients must send the gateway's bearer token, the one in {plain}"]
+    # The generated file may be given as it is.
+    stored = tmp_path / "gateway-token.json"
+    stored.write_text(json.dumps({"bearer_token": "from-json"}))
+    assert resolved_token([], token_file=stored) == "from-json"
+    assert not gateway_token_file().exists()
+
+
+def test_the_variable_is_used_without_a_file_and_taken_out_of_the_environment() -> None:
+    environment = {"MCPFLEET_GATEWAY_TOKEN": " from-the-variable\n"}
+    notices: list[str] = []
+    assert resolved_token(notices, environment=environment) == "from-the-variable"
+    assert environment == {}
+    assert notices == ["clients must send the gateway's bearer token, the one in MCPFLEET_GATEWAY_TOKEN"]
+    assert not gateway_token_file().exists()
+
+
+@pytest.mark.parametrize(
+    ("content", "complaint"),
+    [
+        (None, "cannot read it"),
+        (b"", "visible ASCII"),
+        (b"two words", "visible ASCII"),
+        (b"\xff\xfe", "not UTF-8"),
+        (b"x" * 5000, "larger than 4096 bytes"),
+    ],
+    ids=["missing", "empty", "spaces", "binary", "huge"],
+)
+def test_a_token_file_that_cannot_give_a_token_is_one_line_naming_it(
+    tmp_path: Path, content: bytes | None, complaint: str
+) -> None:
+    token_file = tmp_path / "token"
+    if content is not None:
+        token_file.write_bytes(content)
+    with pytest.raises(ServeAddressError, match=complaint) as raised:
+        resolved_token([], token_file=token_file)
+    assert str(raised.value).startswith(f"--auth-token-file {token_file}: ")
+    assert "\n" not in str(raised.value)
+
+
+def test_insecure_no_auth_serves_loopback_only_and_says_so() -> None:
+    notices: list[str] = []
+    environment = {"MCPFLEET_GATEWAY_TOKEN": "ignored"}
+    assert resolved_token(notices, environment=environment, insecure_no_auth=True) is None
+    assert environment == {}
+    assert len(notices) == 1 and "WITHOUT a bearer token" in notices[0] and "throw-away" in notices[0]
+    with pytest.raises(ServeAddressError, match="loopback binds only"):
+        resolved_token([], insecure_no_auth=True, loopback=False)
+    with pytest.raises(ServeAddressError, match="contradict"):
+        resolved_token([], insecure_no_auth=True, token_file=Path("/dev/null"))
+    assert not gateway_token_file().exists()
 
 
 @pytest.mark.parametrize("era", ERAS)
@@ -255,3 +342,84 @@ async def test_cancelling_ends_open_sessions_promptly_and_closes_the_port() -> N
     port = int(url.rsplit(":", 1)[1].split("/")[0])
     with pytest.raises(ConnectionRefusedError):
         socket.create_connection(("127.0.0.1", port), timeout=5).close()
+
+
+SHORT_BOUNDS = ListenerBounds(
+    max_connections=6,
+    max_connections_per_peer=3,
+    max_lingering_refusals=4,
+    header_deadline_s=1.0,
+    body_deadline_s=1.0,
+)
+"""Small caps and short deadlines, so the in-process tests below need few sockets and little time."""
+
+
+def _raw_exchange(port: int, sent: bytes, *, source: str = "127.0.0.1", timeout_s: float = 30.0) -> bytes:
+    """Send ``sent`` on a new connection and read until the gateway closes it (bounded)."""
+    with socket.socket() as client:
+        client.bind((source, 0))
+        client.settimeout(timeout_s)
+        client.connect(("127.0.0.1", port))
+        client.sendall(sent)
+        received = b""
+        with contextlib.suppress(ConnectionResetError):
+            while chunk := client.recv(65536):
+                received += chunk
+        return received
+
+
+async def test_a_body_that_never_completes_gets_408_and_the_connection_is_closed() -> None:
+    async with serving(bounds=SHORT_BOUNDS) as url:
+        port = int(url.rsplit(":", 1)[1].split("/")[0])
+        head = (
+            f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n"
+            'Accept: application/json, text/event-stream\r\nContent-Length: 100\r\n\r\n{"jsonrpc":'
+        ).encode()
+        answer = await anyio.to_thread.run_sync(_raw_exchange, port, head)
+        assert answer.startswith(b"HTTP/1.1 408 "), answer
+        assert answer.endswith(b"the request's body did not arrive within 1 s")
+        # The gateway serves on.
+        async with sdk_client(url, "legacy") as client:
+            assert [tool.name for tool in (await client.list_tools()).tools] == ["echo"]
+
+
+async def test_a_kept_alive_connection_gets_the_header_deadline_again_for_its_next_request() -> None:
+    """A first request answered does not buy the connection unbounded time for the next one."""
+    async with serving(bounds=SHORT_BOUNDS) as url:
+        port = int(url.rsplit(":", 1)[1].split("/")[0])
+        first = f"GET /elsewhere HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n".encode()
+        second_half = f"GET /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n".encode()
+        answer = await anyio.to_thread.run_sync(_raw_exchange, port, first + second_half)
+        statuses = re.findall(rb"HTTP/1\.1 (\d{3}) ", answer)
+        assert statuses == [b"404", b"408"], answer
+
+
+async def test_connections_past_the_per_peer_cap_get_503_and_another_peer_is_served() -> None:
+    async with serving(bounds=SHORT_BOUNDS) as url:
+        port = int(url.rsplit(":", 1)[1].split("/")[0])
+        held: list[socket.socket] = []
+        try:
+            for _ in range(SHORT_BOUNDS.max_connections_per_peer):
+                idle = socket.create_connection(
+                    ("127.0.0.1", port), timeout=30, source_address=("127.0.0.2", 0)
+                )
+                held.append(idle)
+            await anyio.sleep(0.2)  # the gateway accepts them (they send nothing)
+            past_the_cap = await anyio.to_thread.run_sync(
+                partial(_raw_exchange, port, b"GET /mcp HTTP/1.1\r\n\r\n", source="127.0.0.2")
+            )
+            assert past_the_cap.startswith(b"HTTP/1.1 503 "), past_the_cap
+            async with sdk_client(url, "legacy") as client:  # from 127.0.0.1
+                assert [tool.name for tool in (await client.list_tools()).tools] == ["echo"]
+        finally:
+            for idle in held:
+                idle.close()
+
+
+def test_the_caps_stay_below_the_descriptor_limit() -> None:
+    import resource
+
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    bounds = ListenerBounds.for_this_process()
+    assert 0 < bounds.max_connections_per_peer < bounds.max_connections
+    assert bounds.max_connections + bounds.max_lingering_refusals + 2 * ACCEPT_BURST < soft

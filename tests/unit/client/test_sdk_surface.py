@@ -29,6 +29,7 @@ from mcpfleet.client._sdk import (
     oauth_apply_refresh,
     oauth_is_initialized,
     oauth_refresh_request,
+    open_http_sessions,
     pending_request_ids,
     server_connection_of,
 )
@@ -84,6 +85,19 @@ async def test_every_request_of_one_client_reaches_the_gateway_on_one_connection
 def test_a_moved_server_session_attribute_is_reported_by_name() -> None:
     with pytest.raises(PrivateApiMovedError, match=r"the mcp SDK no longer has ServerSession\._connection"):
         server_connection_of(object())  # type: ignore[arg-type]
+
+
+def test_the_http_session_manager_lists_its_sessions() -> None:
+    from mcp.server.lowlevel import Server
+
+    server: Server[Any] = Server("canary")
+    server.streamable_http_app()
+    assert open_http_sessions(server.session_manager) == []
+    with pytest.raises(
+        PrivateApiMovedError,
+        match=r"the mcp SDK no longer has StreamableHTTPSessionManager\._server_instances",
+    ):
+        open_http_sessions(object())  # type: ignore[arg-type]
 
 
 class MemoryTokens:

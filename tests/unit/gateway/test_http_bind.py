@@ -1,4 +1,4 @@
-"""What ``--http [HOST:]PORT`` and ``--auth-token`` accept, which Host/Origin values a bind allows, and
+"""What ``--http [HOST:]PORT`` and a bearer token accept, which Host/Origin values a bind allows, and
 what the bearer gate lets through (driven as the ASGI app it is, without a socket)."""
 
 from __future__ import annotations
@@ -46,8 +46,9 @@ def test_a_malformed_bind_is_one_line_that_says_what_to_write(text: str, complai
 
 @pytest.mark.parametrize("token", ["", "with space", "tab\there", "naïve", "line\nbreak"])
 def test_a_token_that_cannot_travel_in_a_header_is_refused(token: str) -> None:
-    with pytest.raises(ServeAddressError, match="visible ASCII"):
-        check_token_shape(token)
+    with pytest.raises(ServeAddressError, match=r"^MCPFLEET_GATEWAY_TOKEN: .*visible ASCII") as raised:
+        check_token_shape(token, "MCPFLEET_GATEWAY_TOKEN")
+    assert "\n" not in str(raised.value)
 
 
 def test_a_loopback_bind_allows_the_loopback_names_at_its_own_port_only() -> None:
@@ -91,7 +92,7 @@ async def _status_from(gate: BearerGate, headers: list[tuple[bytes, bytes]], sco
     async def send(message: Any) -> None:
         sent.append(message)
 
-    await gate({"type": scope_type, "headers": headers}, receive, send)
+    await gate({"type": scope_type, "method": "POST", "headers": headers}, receive, send)
     return int(sent[0]["status"])
 
 
@@ -126,3 +127,10 @@ async def test_the_gate_answers_503_once_stopping_even_with_the_right_token() ->
     gate.stopping = True
     assert await _status_from(gate, [(b"authorization", b"Bearer right")]) == 503
     assert await _status_from(BearerGate(_inner_app, None), []) == 200
+
+
+def test_the_token_variable_has_one_name() -> None:
+    from mcpfleet.cli import serve_commands
+    from mcpfleet.gateway import http
+
+    assert serve_commands.TOKEN_VARIABLE == http.TOKEN_VARIABLE == "MCPFLEET_GATEWAY_TOKEN"

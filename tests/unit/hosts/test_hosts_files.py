@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from mcpfleet.config.gateway_entry import REPLACED_KEY
+from mcpfleet.config.gateway_entry import MOVED_SERVERS_KEY, REPLACED_KEY, moved_entries_file
 from mcpfleet.config.readers import parse_text
 from mcpfleet.errors import ConfigError, UnsafeConfigPathError
 from mcpfleet.hosts import Host, find_host, host_status, install_gateway, uninstall_gateway
@@ -148,7 +148,15 @@ def test_replace_moves_served_entries_aside_and_uninstall_restores_exactly(host:
     assert report.moved_aside == ["github"]
     after = _data(host)
     assert "github" not in after[host.servers_key]
-    assert after[REPLACED_KEY]["github"] == before[host.servers_key]["github"]
+    record = moved_entries_file(host.id, host.path)
+    if host.id == "codex":  # Codex warns about a table it does not know: mcpfleet's state keeps them
+        assert REPLACED_KEY not in after
+        assert (
+            json.loads(record.read_text())[MOVED_SERVERS_KEY]["github"] == before[host.servers_key]["github"]
+        )
+    else:
+        assert after[REPLACED_KEY]["github"] == before[host.servers_key]["github"]
+        assert not record.exists()
     unserved = set(before[host.servers_key]) - SERVED
     assert set(after[host.servers_key]) == unserved | {"mcpfleet"}, "what the gateway does not serve stays"
     assert host_status(host).replaced == ("github",)
@@ -156,6 +164,7 @@ def test_replace_moves_served_entries_aside_and_uninstall_restores_exactly(host:
     restored = uninstall_gateway(host)
     assert restored.restored == ["github"] and restored.removed == ["mcpfleet"]
     assert host.path.read_bytes() == ORIGINALS[host.id].encode("utf-8")
+    assert not record.exists()
 
 
 def test_install_then_replace_then_uninstall_restores_exactly(host: Host) -> None:
@@ -287,3 +296,20 @@ def test_a_claude_json_of_megabytes_is_edited_and_restored_exactly(isolated_home
     assert _data(claude)["projects"] == data["projects"]
     uninstall_gateway(claude)
     assert claude.path.read_text() == original
+
+
+def test_codex_tables_moved_aside_come_back_after_the_file_changed(isolated_home: Path) -> None:
+    """Edited since the move, the file cannot take the cut text back in its place: the tables
+    go at the end, the edit kept; tables an older mcpfleet renamed in place come back too."""
+    codex = find_host("codex")
+    _write(codex, ORIGINALS["codex"] + '\n[replaced_by_mcpfleet.old]\ncommand = "old-mcp"\n')
+    install_gateway(codex, COMMAND, replace=True, served=SERVED)
+    assert host_status(codex).replaced == ("old", "github")
+    codex.path.write_text('model = "o4"\n' + codex.path.read_text().split("\n", 1)[1])
+    report = uninstall_gateway(codex)
+    assert sorted(report.restored) == ["github", "old"]
+    data = _data(codex)
+    assert data["model"] == "o4"
+    assert data["mcp_servers"]["github"] == tomllib.loads(ORIGINALS["codex"])["mcp_servers"]["github"]
+    assert data["mcp_servers"]["old"] == {"command": "old-mcp"} and REPLACED_KEY not in data
+    assert not moved_entries_file(codex.id, codex.path).exists()

@@ -46,15 +46,17 @@ def runtime_dir() -> Path:
 
 
 def _home_digest() -> str:
-    """Twelve hex digits naming the user's home (its real path): the same for every host
+    """Eight hex digits naming the user's home (its real path): the same for every host
     session of the user, whichever variables it has, and another for another home (which
-    reads other config files, so must not share the daemon)."""
-    import hashlib
+    reads other config files, so must not share the daemon). A CRC, not a hash: it only
+    tells homes apart (the folder's checks, not its name, keep others out), and ``zlib``
+    loads in a fraction of what ``hashlib`` costs every shim."""
+    import zlib
 
     from mcpfleet.daemon.wire import config_folders
 
     home = config_folders(os.environ)["HOME"] or "/"
-    return hashlib.sha256(os.fsencode(home)).hexdigest()[:12]
+    return f"{zlib.crc32(os.fsencode(home)):08x}"
 
 
 def socket_path() -> Path:

@@ -32,7 +32,7 @@ keep running, and the error says so.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -129,13 +129,16 @@ def load_all_mcp_configs(
     trust_project: bool = False,
     approvals: ApprovalStore | None = None,
     last_good: LastGoodFiles | None = None,
+    environ: Mapping[str, str] | None = None,
 ) -> DiscoveryResult:
     """Discover every MCP server configured for the project at ``cwd``.
 
     ``trust_project`` approves project servers for this call only; ``approvals`` defaults
     to the store in the user state dir; ``entry_filter`` is the host's hook (see
     ``EntryFilter``); ``last_good`` is updated with every file read, and a file that cannot
-    be read is taken from it as it last parsed (see ``LastGoodFiles``). Raises
+    be read is taken from it as it last parsed (see ``LastGoodFiles``); ``environ`` is what
+    ``${VAR}`` placeholders are substituted from (this process's environment by default; the
+    daemon passes each session's own). Raises
     ``ConfigError`` only for an ``extra_config_paths`` file that is missing or malformed.
     ``mcpfleet.load_all_mcp_configs`` is this with the agent's own filter (Exa) applied by
     default.
@@ -170,6 +173,7 @@ def load_all_mcp_configs(
     if enable_project_config and not trust_project:
         # `mcpfleet approve` and `revoke` change what runs: a watcher reloads for them too.
         result.config_paths.append(str(store.path))
+    context = SubstitutionContext.current(root, locations.home, environ)
     _Resolver(
         result,
         enable_project_config=enable_project_config,
@@ -178,9 +182,10 @@ def load_all_mcp_configs(
         approved=store.approved_keys(),
         deny=deny,
         force=force,
-        context=SubstitutionContext.current(root, locations.home),
+        context=context,
         gateway_endpoints=running_gateway_endpoints(),
     ).resolve(candidates)
+    result.referenced_variables = context.referenced
     _apply_tool_cap(documents, result)
     return result
 

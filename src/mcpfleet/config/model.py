@@ -205,3 +205,5 @@ class DiscoveryResult:
     config_paths: list[str] = field(default_factory=list)
     """Every config file that was read (existing or not), for watching and reload; the
     approvals store too when its approvals decide which project servers are active."""
+    referenced_variables: set[str] = field(default_factory=set)
+    """Every environment variable the substitutions of its entries asked for, set or not."""

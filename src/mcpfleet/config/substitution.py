@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
@@ -59,13 +59,20 @@ class SubstitutionContext:
     environ: Mapping[str, str]
     home: str
     workspace: str
+    referenced: set[str] = field(default_factory=set)
+    """Every variable a placeholder asked for, set or not: what the daemon asks a session for."""
 
     @classmethod
-    def current(cls, workspace: Path, home: Path) -> SubstitutionContext:
-        return cls(environ=dict(os.environ), home=str(home), workspace=str(workspace))
+    def current(
+        cls, workspace: Path, home: Path, environ: Mapping[str, str] | None = None
+    ) -> SubstitutionContext:
+        """Substitution from ``environ`` (this process's environment by default)."""
+        values = dict(os.environ if environ is None else environ)
+        return cls(environ=values, home=str(home), workspace=str(workspace))
 
     def variable(self, name: str) -> str | None:
         """The value of environment variable ``name``, remembered as a secret when it is one."""
+        self.referenced.add(name)
         value = self.environ.get(name)
         if value and name not in NOT_SECRET_VARIABLES and not name.startswith("XDG_"):
             remember_secret(value)

@@ -33,6 +33,7 @@ from mcpfleet.daemon.client import (
     check_peer,
     control_hello,
     encode_request,
+    needs_in,
     parse_control_line,
     parse_welcome,
 )
@@ -120,6 +121,10 @@ class AsyncControlClient:
                 with anyio.fail_after(HELLO_TIMEOUT_S):
                     await stream.send(control_hello(host=host).encode())
                     line = await _receive_line(receive, wire.MAX_HELLO_BYTES) + b"\n"
+                    asked = needs_in(line)
+                    if asked is not None:
+                        await stream.send(wire.env_values(asked))
+                        line = await _receive_line(receive, wire.MAX_HELLO_BYTES) + b"\n"
             except (TimeoutError, *_CONNECTION_ERRORS) as error:
                 raise DaemonLost(
                     f"the daemon did not answer the hello: {error!r}", request_sent=True

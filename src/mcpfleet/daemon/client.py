@@ -110,10 +110,19 @@ def control_hello(*, host: str | None) -> wire.Hello:
         kind="control",
         version=__version__,
         fleet=None,
-        env=wire.config_environment(),
+        env=wire.hello_environment(),
         host=host,
         pid=os.getpid(),
     )
+
+
+def needs_in(line: bytes) -> list[str] | None:
+    """The variables the daemon asks for before its answer (``wire.needs``), when ``line``
+    is that question; None when it is the answer (or unreadable: ``parse_welcome`` says so)."""
+    try:
+        return wire.needed_names(wire.decode_line(line, limit=wire.MAX_HELLO_BYTES))
+    except wire.WireError:
+        return None
 
 
 def parse_welcome(line: bytes) -> Welcome:
@@ -202,6 +211,10 @@ class ControlClient:
             try:
                 sock.sendall(control_hello(host=host).encode())
                 line = reader.readline(wire.MAX_HELLO_BYTES + 1)
+                asked = needs_in(line)
+                if asked is not None:
+                    sock.sendall(wire.env_values(asked))
+                    line = reader.readline(wire.MAX_HELLO_BYTES + 1)
             except OSError as error:
                 reader.close()
                 raise DaemonLost(

@@ -118,6 +118,8 @@ class Operation:
                 # A control request stands for a CLI command or an agent session: it sees the
                 # fleet as they do in-process, Exa servers left to the agent's native integration.
                 entry_filter=agent_entry_filter(filter_exa=True),
+                # Resolved with what the command's process sent, never the daemon's own values.
+                environment=self.client.environment,
             ) as view,
             view,
         ):

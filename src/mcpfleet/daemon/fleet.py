@@ -1,12 +1,18 @@
 """The daemon's fleet, shared by every host session it serves (B9).
 
-``SharedFleet`` holds the scopes (``daemon.scopes``): one **user scope** for the user-level
-servers every session shares, run in the neutral folder; one **project scope** per project
+``SharedFleet`` holds the scopes (``daemon.scopes``): **user scopes** for the user-level
+servers every session shares, run in the neutral folder; **project scopes** per project
 root (real path) and approval mode, for that project's servers, run in the project; one
 **session scope** per attached session for the servers it must have to itself. Which entry
 goes where is ``daemon.sharing``'s decision, from two discoveries: the project's (what a
 session there sees, its profile applied, with its precedence: a project entry wins over a
 user entry of the same name) and the user's own (how a user-level entry runs when shared).
+
+A server's identity is its resolved entry. Each session's discoveries substitute its own
+values (``environment``: what its shim sent, never the daemon's environment), and within a
+share a backend is used by the sessions whose resolved entries for it are equal
+(``scopes.place``): two sessions with another ``${TOKEN}`` get two backends of one name, each
+in a scope of its own; a third with the first one's value shares the first one's.
 
 ``attach(spec, ...)`` gives one session a ``FleetView`` (``daemon.view``) over its routes and
 starts what it needs (lazily: nothing runs before a session needs it; a server is served
@@ -28,9 +34,9 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Self
@@ -46,8 +52,14 @@ from mcpfleet.config.model import DiscoveryResult, ServerConfig
 from mcpfleet.config.profiles import DaemonSettings, Profile
 from mcpfleet.daemon.memory import process_tree
 from mcpfleet.daemon.routing import RequestRouter
-from mcpfleet.daemon.scopes import Scope, Wanted
-from mcpfleet.daemon.sharing import PER_SESSION_FILE, PerSessionServers, assign, user_servers
+from mcpfleet.daemon.scopes import Scope, Wanted, place
+from mcpfleet.daemon.sharing import (
+    PER_SESSION_FILE,
+    PerSessionServers,
+    assign,
+    bind_session_values,
+    referenced_names,
+)
 from mcpfleet.daemon.view import FleetView, Route
 from mcpfleet.errors import Failure
 from mcpfleet.fleet import settings as defaults
@@ -65,6 +77,16 @@ logger = logging.getLogger(__name__)
 ProjectKey = tuple[str, bool, bool]
 """A project's real path, whether its servers are trusted without approval, and whether its
 project files are read at all: sessions that agree on all three share its backends."""
+EnvKey = frozenset[tuple[str, str]]
+"""A session's environment values (what its shim sent): sessions with equal ones resolve
+every entry alike, so they share their discoveries."""
+
+
+NO_ENVIRONMENT: EnvKey = frozenset()
+
+
+def environment_key(environ: Mapping[str, str]) -> EnvKey:
+    return frozenset(environ.items())
 
 
 @dataclass(frozen=True)
@@ -91,22 +113,33 @@ class SessionFilter:
 NO_FILTER = SessionFilter()
 
 
+DiscoveryKey = tuple[SessionFilter, EnvKey]
+
+
 @dataclass(eq=False)
 class _Project:
-    """One project in use: its discoveries and its scope."""
+    """One project in use: its discoveries and its scopes."""
 
     key: ProjectKey
-    scope: Scope
-    discoveries: dict[SessionFilter, DiscoveryResult] = field(default_factory=dict)
-    """The project's discovery (under ``NO_FILTER``), and one per filter its sessions use: what
-    a session does not see is left out by discovery itself, as in-process, so an entry it does
-    not serve never shadows a twin it does (same connection, another name)."""
-    sessions: dict[str, SessionFilter] = field(default_factory=dict)
-    """The attached sessions, and each one's filter."""
+    reference: DiscoveryResult
+    """Its discovery with no values: which variables its entries name, which files to watch,
+    each entry's fingerprint."""
+    scopes: list[Scope] = field(default_factory=list)
+    """Each holds at most one backend per name: a name whose sessions resolve it differently
+    runs in as many scopes (``scopes.place``)."""
+    discoveries: dict[DiscoveryKey, DiscoveryResult] = field(default_factory=dict)
+    """One per filter and environment its sessions use: what a session does not see is left
+    out by discovery itself, as in-process, so an entry it does not serve never shadows a twin
+    it does (same connection, another name); its placeholders are its own values."""
+    sessions: dict[str, DiscoveryKey] = field(default_factory=dict)
+    """The attached sessions, and each one's filter and environment."""
 
     @property
     def root(self) -> str:
         return self.key[0]
+
+    def new_scope(self) -> Scope:
+        return Scope("project", Path(self.root), self.root)
 
 
 class SharedFleet(anyio.AsyncContextManagerMixin):
@@ -128,8 +161,12 @@ class SharedFleet(anyio.AsyncContextManagerMixin):
         self._task_group: anyio.abc.TaskGroup | None = None
         self._views: dict[str, FleetView] = {}
         self._projects: dict[ProjectKey, _Project] = {}
-        self._user_scope: Scope | None = None
-        self._user_discovery = DiscoveryResult()
+        self._user_scopes: list[Scope] = []
+        self._user_discoveries: dict[EnvKey, DiscoveryResult] = {}
+        """The user's own discovery (the neutral folder, no project files), per environment."""
+        self._user_reference = DiscoveryResult()
+        """The user's discovery with no values: which files to watch, which variables its
+        entries name, and each entry's fingerprint (which names the unresolved entry)."""
         self._watcher = ConfigWatcher(watch_interval_s)
         self._config_changes = 0
         """How many config changes were taken: a discovery read across one is read again."""
@@ -147,9 +184,8 @@ class SharedFleet(anyio.AsyncContextManagerMixin):
     async def __asynccontextmanager__(self) -> AsyncIterator[Self]:
         self._cache = MCPToolCache.open_default() if self._cache_setting == "default" else self._cache_setting
         self._per_session = PerSessionServers(paths.user_state_dir() / PER_SESSION_FILE)
-        self._user_scope = Scope("user", paths.neutral_working_dir(), None)
         self._wake_reaper = anyio.Event()
-        self._take_user_discovery(await _discover_user(self._last_good))
+        self._user_reference = await _discover_user(NO_ENVIRONMENT, self._last_good)
         self._watch_discovered()
         self._note_config_errors()
         try:
@@ -206,6 +242,7 @@ class SharedFleet(anyio.AsyncContextManagerMixin):
         profile: Profile | None,
         entry_filter: EntryFilter | None = None,
         relay: Relay | None = None,
+        environment: Mapping[str, str] | None = None,
     ) -> AbstractAsyncContextManager[FleetView]:
         """The view of one session on the fleet ``spec`` describes, for as long as the block
         runs; its servers start now (those not running yet). ``profile`` is the one
@@ -213,14 +250,27 @@ class SharedFleet(anyio.AsyncContextManagerMixin):
         (the view sees its servers only). ``entry_filter`` leaves out more, as discovery's
         hook of the same name does in-process (the agent's Exa filter, for a CLI command or
         an agent session). ``relay`` must be the one its ``Gateway`` is given: the backends'
-        questions caused by this session go there."""
+        questions caused by this session go there. ``environment`` is what the session's
+        entries are resolved with (the values its client sent; this process's environment
+        by default)."""
         return self._attached(
             spec,
             session_id=session_id,
             host=host,
             session_filter=SessionFilter(profile, entry_filter),
             relay=relay,
+            environment=environment_key(os.environ if environment is None else environment),
         )
+
+    async def variables_of(self, spec: FleetSpec | None) -> frozenset[str]:
+        """The variables whose values a connection's client is asked for: those the configs
+        of ``spec``'s fleet reference, or with no fleet (a control connection) those of every
+        fleet in use (which variables an entry names does not depend on their values)."""
+        if spec is None:
+            references = [self._user_reference, *(project.reference for project in self._projects.values())]
+            return frozenset(name for reference in references for name in reference.referenced_variables)
+        project = await self._project(_key_of(spec))
+        return frozenset(project.reference.referenced_variables)
 
     @asynccontextmanager
     async def _attached(
@@ -231,12 +281,13 @@ class SharedFleet(anyio.AsyncContextManagerMixin):
         host: str | None,
         session_filter: SessionFilter,
         relay: Relay | None,
+        environment: EnvKey,
     ) -> AsyncIterator[FleetView]:
         self._running()
         if session_id in self._views:
             raise ValueError(f"session {session_id!r} is attached already")
-        project = await self._project_for(spec, session_filter)
-        project.sessions[session_id] = session_filter
+        project = await self._project_for(spec, session_filter, environment)
+        project.sessions[session_id] = (session_filter, environment)
         try:
             async with anyio.create_task_group() as view_tasks:
                 view = FleetView(
@@ -249,6 +300,7 @@ class SharedFleet(anyio.AsyncContextManagerMixin):
                     relay=relay,
                     session_scope=Scope("session", Path(project.root), project.root),
                     task_group=view_tasks,
+                    environment=environment,
                 )
                 self._views[session_id] = view
                 try:
@@ -260,6 +312,8 @@ class SharedFleet(anyio.AsyncContextManagerMixin):
                         await self._detach(view)
                     view_tasks.cancel_scope.cancel()
         finally:
+            # Its discoveries are kept (until the next config change, or the project closes):
+            # a host that opens its session again gets it without reading the files again.
             project.sessions.pop(session_id, None)
             self._wake()
 
@@ -290,40 +344,68 @@ class SharedFleet(anyio.AsyncContextManagerMixin):
 
     # -- who runs what ---------------------------------------------------------------------------------------
 
-    async def _project_for(self, spec: FleetSpec, session_filter: SessionFilter) -> _Project:
-        """The project ``spec`` names, with its own discovery and that of ``session_filter``."""
+    async def _project_for(
+        self, spec: FleetSpec, session_filter: SessionFilter, environment: EnvKey
+    ) -> _Project:
+        """The project ``spec`` names, with its discovery for ``session_filter`` and
+        ``environment``, and the user's own discovery for ``environment``."""
         key = _key_of(spec)
-        filters = list(dict.fromkeys((NO_FILTER, session_filter)))
+        wanted: DiscoveryKey = (session_filter, environment)
         while True:
-            project = self._projects.get(key)
-            missing = [each for each in filters if project is None or each not in project.discoveries]
-            if project is not None and not missing:
+            project = await self._project(key)
+            if wanted in project.discoveries and environment in self._user_discoveries:
                 # No await since it was looked up: the reaper closes only a project without
                 # sessions, and the caller adds its own at once.
                 return project
             changes = self._config_changes
-            found = {each: await _discover_project(key, each, self._last_good) for each in missing}
-            if changes != self._config_changes:
-                continue  # the files changed while they were read
-            # Meanwhile another session may have opened it, or the reaper closed it.
-            project = self._projects.get(key)
-            if project is None:
-                project = self._projects[key] = _Project(key, Scope("project", Path(key[0]), key[0]))
-            for each, discovery in found.items():
-                project.discoveries.setdefault(each, discovery)
-            self._refresh_project_servers(project)
+            found = await _discover_project(key, session_filter, environment, self._last_good)
+            user = self._user_discoveries.get(environment) or await _discover_user(
+                environment, self._last_good
+            )
+            if changes != self._config_changes or self._projects.get(key) is not project:
+                continue  # the files changed while they were read, or the reaper closed it
+            project.discoveries.setdefault(wanted, found)
+            self._user_discoveries.setdefault(environment, user)
             self._watch_discovered()
             self._note_config_errors()
 
+    async def _project(self, key: ProjectKey) -> _Project:
+        """The project in use at ``key``, opened with its reference discovery if it is not."""
+        while (project := self._projects.get(key)) is None:
+            changes = self._config_changes
+            reference = await _discover_project(key, NO_FILTER, NO_ENVIRONMENT, self._last_good)
+            if changes == self._config_changes and key not in self._projects:
+                self._projects[key] = _Project(key, reference)
+                self._watch_discovered()
+        return project
+
     def _route(self, view: FleetView, project: _Project) -> None:
-        """Compute ``view``'s routes from the current discoveries (its filter's)."""
-        assert self._user_scope is not None and self._per_session is not None
-        discovery = project.discoveries[view.session_filter]
-        assignments = assign(discovery, self._user_discovery, self._per_session.known)
-        scopes = {"user": self._user_scope, "project": project.scope, "session": view.session_scope}
-        routes = {
-            name: Route(scopes[assignment.share], assignment) for name, assignment in assignments.items()
-        }
+        """Compute ``view``'s routes from the current discoveries (its filter's and
+        environment's): each server to the scope of its share that runs it as this session
+        resolves it."""
+        assert self._per_session is not None
+        discovery = project.discoveries[view.session_filter, view.environment]
+        assignments = assign(discovery, self._user_discoveries[view.environment], self._per_session.known)
+        routes: dict[str, Route] = {}
+        for name, assignment in assignments.items():
+            current = view.routes.get(name)
+            if assignment.share == "session":
+                scope = view.session_scope
+            else:
+                family, new_scope = (
+                    (self._user_scopes, self._new_user_scope)
+                    if assignment.share == "user"
+                    else (project.scopes, project.new_scope)
+                )
+                scope = place(
+                    family,
+                    name,
+                    Wanted(assignment.config, assignment.source),
+                    session=view.session_id,
+                    current=current.scope if current is not None else None,
+                    new_scope=new_scope,
+                )
+            routes[name] = Route(scope, assignment)
         view.session_scope.available = {
             name: Wanted(route.assignment.config, route.assignment.source)
             for name, route in routes.items()
@@ -332,24 +414,8 @@ class SharedFleet(anyio.AsyncContextManagerMixin):
         view.set_routes(routes)
         view.discovery = discovery
 
-    def _refresh_project_servers(self, project: _Project) -> None:
-        # Without the per-session servers: those move the sessions away, and the backend they
-        # leave may still finish the calls it runs. A name is the same entry in every
-        # discovery that has it active (a filter only leaves entries out).
-        available: dict[str, Wanted] = {}
-        for discovery in project.discoveries.values():
-            for name, assignment in assign(discovery, self._user_discovery).items():
-                if assignment.share == "project":
-                    available.setdefault(name, Wanted(assignment.config, assignment.source))
-        project.scope.available = available
-
-    def _take_user_discovery(self, discovery: DiscoveryResult) -> None:
-        self._user_discovery = discovery
-        assert self._user_scope is not None
-        self._user_scope.available = {
-            name: Wanted(assignment.config, assignment.source)
-            for name, assignment in user_servers(self._user_discovery).items()
-        }
+    def _new_user_scope(self) -> Scope:
+        return Scope("user", paths.neutral_working_dir(), None)
 
     async def _open(self, scope: Scope) -> None:
         await scope.open(
@@ -381,10 +447,9 @@ class SharedFleet(anyio.AsyncContextManagerMixin):
                 converging.start_soon(_converge_logged, scope)
 
     def _scopes(self) -> Iterator[Scope]:
-        if self._user_scope is not None:
-            yield self._user_scope
+        yield from self._user_scopes
         for project in self._projects.values():
-            yield project.scope
+            yield from project.scopes
         for view in self._views.values():
             yield view.session_scope
 
@@ -397,10 +462,7 @@ class SharedFleet(anyio.AsyncContextManagerMixin):
 
     def _watch_discovered(self) -> None:
         """Watch the files of every discovery in use (a project's include the user's)."""
-        discoveries = [self._user_discovery]
-        for project in self._projects.values():
-            discoveries.extend(project.discoveries.values())
-        self._watcher.watch(path for discovery in discoveries for path in discovery.config_paths)
+        self._watcher.watch(path for discovery in self._all_discoveries() for path in discovery.config_paths)
 
     async def _config_changed(self) -> None:
         """A watched file changed. Every discovery is read again, the user's and each
@@ -408,33 +470,40 @@ class SharedFleet(anyio.AsyncContextManagerMixin):
         on both (a user-level entry is shared only if the project resolves it as the user
         scope does), and a half-updated pair would start a server in the wrong scope."""
         self._config_changes += 1
-        user = await _discover_user(self._last_good)
-        found = {
-            (key, session_filter): await _discover_project(key, session_filter, self._last_good)
-            for key, filters in self._filters_in_use().items()
-            for session_filter in filters
+        user_reference = await _discover_user(NO_ENVIRONMENT, self._last_good)
+        references = {
+            key: await _discover_project(key, NO_FILTER, NO_ENVIRONMENT, self._last_good)
+            for key in list(self._projects)
         }
-        self._take_user_discovery(user)
-        in_use = self._filters_in_use()
+        user = {
+            environment: await _discover_user(environment, self._last_good)
+            for environment in self._environments_in_use()
+        }
+        found = {
+            (key, discovery_key): await _discover_project(key, *discovery_key, self._last_good)
+            for key, discovery_keys in self._discoveries_in_use().items()
+            for discovery_key in discovery_keys
+        }
+        # A session that attached while these were read brought its own, read after this change.
+        self._user_discoveries.update(user)
+        self._user_reference = user_reference
         for key, project in self._projects.items():
-            for session_filter in list(project.discoveries):
-                if session_filter not in in_use[key]:
-                    del project.discoveries[session_filter]  # its sessions are gone
-                elif (key, session_filter) in found:
-                    project.discoveries[session_filter] = found[key, session_filter]
-                # else: a session brought it while these were read, read after this change
-            self._refresh_project_servers(project)
+            if key in references:
+                project.reference = references[key]
+            for discovery_key in project.discoveries:
+                if (key, discovery_key) in found:
+                    project.discoveries[discovery_key] = found[key, discovery_key]
+        self._forget_unused_discoveries()
         self._watch_discovered()
         self._note_config_errors()
-        await self._reroute()
+        await self._reroute(config_changed=True)
 
     def _note_config_errors(self) -> None:
         """Log each config error of the discoveries in use once, when it first appears: the
         daemon has no terminal, its log and ``daemon status`` are where a typo shows."""
-        discoveries = [self._user_discovery]
-        for project in self._projects.values():
-            discoveries.extend(project.discoveries.values())
-        current = {failure.message: failure for discovery in discoveries for failure in discovery.errors}
+        current = {
+            failure.message: failure for discovery in self._all_discoveries() for failure in discovery.errors
+        }
         log_new_config_errors(self._config_errors, current.values())
         self._config_errors = list(current.values())
 
@@ -442,17 +511,70 @@ class SharedFleet(anyio.AsyncContextManagerMixin):
         """The ``errors`` rows of ``daemon status --json``: what the config files in use say wrong."""
         return [failure.to_dict() for failure in self._config_errors]
 
-    def _filters_in_use(self) -> dict[ProjectKey, set[SessionFilter]]:
-        """Per project, the filters of its discoveries in use: ``NO_FILTER`` (its own) and
-        those of its sessions."""
-        return {key: {NO_FILTER, *project.sessions.values()} for key, project in self._projects.items()}
+    def _discoveries_in_use(self) -> dict[ProjectKey, set[DiscoveryKey]]:
+        """Per project, the filters and environments of its attached sessions."""
+        return {key: set(project.sessions.values()) for key, project in self._projects.items()}
 
-    async def _reroute(self) -> None:
-        """Recompute every view's routes, then bring every scope to what it should run now."""
+    def _environments_in_use(self) -> set[EnvKey]:
+        return {
+            environment for project in self._projects.values() for _, environment in project.sessions.values()
+        }
+
+    def _forget_unused_discoveries(self) -> None:
+        """Drop the discoveries no attached session uses (after a config change: read again,
+        they would be read for nobody)."""
+        in_use = self._discoveries_in_use()
+        for key, project in self._projects.items():
+            for discovery_key in list(project.discoveries):
+                if discovery_key not in in_use[key]:
+                    del project.discoveries[discovery_key]
+        environments = self._environments_in_use()
+        for environment in list(self._user_discoveries):
+            if environment not in environments:
+                del self._user_discoveries[environment]
+
+    def _refresh_idle_servers(self) -> None:
+        """After a config change, the servers no session uses: one whose entry was edited or
+        removed stops (its sessions' values are gone, so it cannot be resolved again; the next
+        session that needs it starts it as edited); the others take the entry's new daemon
+        keys (``keepWarm``, ``idleTimeout``), which change how long they run, not what runs."""
+        current = {
+            (name, config.fingerprint): config
+            for discovery in self._all_discoveries()
+            for name, config in discovery.configs.items()
+        }
+        for scope in self._scopes():
+            if scope.kind == "session":
+                continue
+            for name in list(scope.lingering):
+                wanted = scope.available.get(name)
+                edited = None if wanted is None else current.get((name, wanted.config.fingerprint))
+                if wanted is None or edited is None:
+                    del scope.lingering[name]
+                    scope.available.pop(name, None)
+                    continue
+                scope.available[name] = Wanted(
+                    replace(wanted.config, keep_warm=edited.keep_warm, idle_timeout_s=edited.idle_timeout_s),
+                    wanted.source,
+                )
+
+    def _all_discoveries(self) -> list[DiscoveryResult]:
+        """Every discovery held: the references and those of the sessions' environments."""
+        discoveries = [self._user_reference, *self._user_discoveries.values()]
+        for project in self._projects.values():
+            discoveries.append(project.reference)
+            discoveries.extend(project.discoveries.values())
+        return discoveries
+
+    async def _reroute(self, *, config_changed: bool = False) -> None:
+        """Recompute every view's routes, then bring every scope to what it should run now
+        (``config_changed``: after a config change, see ``_refresh_idle_servers``)."""
         for view in list(self._views.values()):
             project = self._projects.get(_key_of(view.spec))
             if project is not None:
                 self._route(view, project)
+        if config_changed:
+            self._refresh_idle_servers()
         touched = set(self._scopes())
         for view in list(self._views.values()):
             await self._open_routed(view)
@@ -514,11 +636,18 @@ class SharedFleet(anyio.AsyncContextManagerMixin):
 
     async def _close_unused_projects(self) -> None:
         for key, project in list(self._projects.items()):
-            if project.sessions or not project.scope.empty:
+            if project.sessions or not all(scope.empty for scope in project.scopes):
+                await _close_empty(project.scopes)
                 continue
             del self._projects[key]
+            # The user's discoveries of environments no project holds any more go with it.
+            held = {environment for each in self._projects.values() for _, environment in each.discoveries}
+            for environment in [each for each in self._user_discoveries if each not in held]:
+                del self._user_discoveries[environment]
             self._watch_discovered()
-            await project.scope.close()
+            for scope in project.scopes:
+                await scope.close()
+        await _close_empty(self._user_scopes)
 
     # -- status ----------------------------------------------------------------------------------------------
 
@@ -552,6 +681,14 @@ class SharedFleet(anyio.AsyncContextManagerMixin):
         return rows
 
 
+async def _close_empty(scopes: list[Scope]) -> None:
+    """Close the scopes of ``scopes`` that run and hold nothing (one of a name's other
+    resolutions, whose sessions are gone); a session that needs one again opens a new one."""
+    for scope in [scope for scope in scopes if scope.empty]:
+        scopes.remove(scope)  # no await before it closes: nothing is placed in it meanwhile
+        await scope.close()
+
+
 async def _converge_logged(scope: Scope) -> None:
     try:
         await scope.converge()
@@ -563,18 +700,25 @@ def _key_of(spec: FleetSpec) -> ProjectKey:
     return (os.path.realpath(spec.cwd), spec.trust_project, spec.enable_project_config)
 
 
-async def _discover_user(last_good: LastGoodFiles | None = None) -> DiscoveryResult:
-    """The discovery the user scope runs: no project files, in the neutral folder."""
-    return await _discover(paths.neutral_working_dir(), enable_project_config=False, last_good=last_good)
+async def _discover_user(environment: EnvKey, last_good: LastGoodFiles | None = None) -> DiscoveryResult:
+    """The discovery the user scopes run, with a session's values: no project files, in the
+    neutral folder."""
+    return await _discover(
+        paths.neutral_working_dir(), environment, enable_project_config=False, last_good=last_good
+    )
 
 
 async def _discover_project(
-    key: ProjectKey, session_filter: SessionFilter, last_good: LastGoodFiles | None = None
+    key: ProjectKey,
+    session_filter: SessionFilter,
+    environment: EnvKey,
+    last_good: LastGoodFiles | None = None,
 ) -> DiscoveryResult:
-    """The project's discovery as the sessions with ``session_filter`` see it."""
+    """The project's discovery as the sessions with ``session_filter`` and ``environment`` see it."""
     root, trust_project, enable_project_config = key
     return await _discover(
         root,
+        environment,
         enable_project_config=enable_project_config,
         trust_project=trust_project,
         entry_filter=session_filter.entry_filter(),
@@ -584,21 +728,30 @@ async def _discover_project(
 
 async def _discover(
     cwd: str | Path,
+    environment: EnvKey,
     *,
     enable_project_config: bool,
     trust_project: bool = False,
     entry_filter: EntryFilter | None = None,
     last_good: LastGoodFiles | None = None,
 ) -> DiscoveryResult:
+    """A discovery whose entries are resolved with ``environment`` alone (placeholders and the
+    connect-time variable lookups, ``sharing.bind_session_values``); its
+    ``referenced_variables`` are every variable its entries name either way."""
+    values = dict(environment)
     # Off the event loop: a large ~/.claude.json takes a good part of a second to read,
     # and every session's calls wait meanwhile.
-    return await anyio.to_thread.run_sync(
+    found = await anyio.to_thread.run_sync(
         partial(
             load_all_mcp_configs,
             cwd,
             enable_project_config=enable_project_config,
             trust_project=trust_project,
             entry_filter=entry_filter,
+            environ=values,
             last_good=last_good,
         )
     )
+    bound = bind_session_values(found, values)
+    bound.referenced_variables = referenced_names(found)
+    return bound

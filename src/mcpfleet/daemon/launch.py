@@ -27,10 +27,10 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
-from mcpfleet.daemon import paths
+from mcpfleet.daemon import paths, wire
 from mcpfleet.daemon.peer import require_same_user
 
 NO_DAEMON_ENV = "MCPFLEET_NO_DAEMON"
@@ -82,6 +82,19 @@ def daemon_command() -> list[str]:
     ``mcpfleet`` folder that happens to sit where the daemon runs.
     """
     return [sys.executable, "-P", "-m", "mcpfleet", "daemon", "run"]
+
+
+def daemon_environment(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment the daemon runs with, taken from ``environ`` (this process's by
+    default): the fixed base (``wire.BASE_ENVIRONMENT``), the variables that locate config
+    files (the daemon reads the same files as its sessions) and the runtime folder's
+    override. Nothing else of the host that started it: no API key or token of one host's
+    environment ever reaches a server that another host's session uses."""
+    source = os.environ if environ is None else environ
+    kept = wire.hello_environment(source)
+    if paths.RUNTIME_DIR_ENV in source:
+        kept[paths.RUNTIME_DIR_ENV] = source[paths.RUNTIME_DIR_ENV]
+    return kept
 
 
 def connect() -> socket.socket | None:
@@ -199,6 +212,7 @@ def _spawn_and_wait(command: list[str], timeout_s: float) -> socket.socket:
             start_new_session=True,
             # Never the host's folder: nothing of a project runs as the user's daemon.
             cwd=_neutral_folder(),
+            env=daemon_environment(),
             close_fds=True,
         )
     except OSError as error:

@@ -1,11 +1,15 @@
 """Where the daemon's socket, lock and log live, and the checks that keep them private.
 
 The socket and the lock sit in a runtime folder of the user's own: ``$MCPFLEET_RUNTIME_DIR``
-when set, else ``$XDG_RUNTIME_DIR/mcpfleet`` (a tmpfs only the user can enter, emptied at
-logout), else ``/tmp/mcpfleet-<uid>``. That last one is in a folder every user can write, so
-it is trusted only if it is a real folder (not a symbolic link), owned by the user and closed
-to others; anyone else could have created it first. The log goes under the state folder: it
-must survive the runtime folder being emptied.
+when set (tests), else ``mcpfleet-<uid>-<home>`` in ``/run/user/<uid>`` (the tmpfs only the
+user can enter, emptied at logout) when that is the user's own folder, else in ``/tmp``;
+``<home>`` is a short digest of the real path of the user's home. The folder depends on the
+uid and the home only, never on what else a host passes: a host that strips its servers'
+environment (Codex, the TypeScript SDK's default, which drop ``XDG_RUNTIME_DIR``) reaches
+the same daemon as the user's shell. ``/tmp`` is a folder every user can write, so the
+folder is trusted only if it is a real folder (not a symbolic link), owned by the user and
+closed to others; anyone else could have created it first. The log goes under the state
+folder: it must survive the runtime folder being emptied.
 
 Standard library only: the shim imports this.
 """
@@ -35,10 +39,24 @@ def runtime_dir() -> Path:
     override = os.environ.get(RUNTIME_DIR_ENV)
     if override:
         return Path(override).expanduser()
-    xdg = os.environ.get("XDG_RUNTIME_DIR")
-    if xdg and _owned_private_folder(Path(xdg)):
-        return Path(xdg) / "mcpfleet"
-    return Path("/tmp") / f"mcpfleet-{os.getuid()}"
+    uid = os.getuid()
+    user_runtime = Path("/run/user") / str(uid)
+    parent = user_runtime if _owned_private_folder(user_runtime) else Path("/tmp")
+    return parent / f"mcpfleet-{uid}-{_home_digest()}"
+
+
+def _home_digest() -> str:
+    """Eight hex digits naming the user's home (its real path): the same for every host
+    session of the user, whichever variables it has, and another for another home (which
+    reads other config files, so must not share the daemon). A CRC, not a hash: it only
+    tells homes apart (the folder's checks, not its name, keep others out), and ``zlib``
+    loads in a fraction of what ``hashlib`` costs every shim."""
+    import zlib
+
+    from mcpfleet.daemon.wire import config_folders
+
+    home = config_folders(os.environ)["HOME"] or "/"
+    return f"{zlib.crc32(os.fsencode(home)):08x}"
 
 
 def socket_path() -> Path:

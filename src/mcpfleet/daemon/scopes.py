@@ -194,6 +194,44 @@ class Scope:
                 await self.manager.reload()
 
 
+def place(
+    scopes: list[Scope],
+    name: str,
+    wanted: Wanted,
+    *,
+    session: str,
+    current: Scope | None,
+    new_scope: Callable[[], Scope],
+) -> Scope:
+    """The scope of ``scopes`` (one share's, each holding at most one backend per name) that
+    runs ``name`` for ``session`` as ``wanted`` resolves it, which may run it now.
+
+    A server's identity is its resolved entry: the scope that has ``name`` with the very same
+    entry is shared (``current``, where the session runs it now, first); else the first scope
+    where no other session uses ``name`` nor does it linger there takes it (a session whose
+    entry changed restarts its own backend in place); else a new scope is added. Two sessions
+    whose entries differ (another ``${TOKEN}``) get two backends of the same name.
+    """
+    from mcpfleet.daemon.sharing import same_backend
+
+    open_scopes = [scope for scope in scopes if not scope.closed]
+    if current in open_scopes:
+        open_scopes.remove(current)
+        open_scopes.insert(0, current)
+    for scope in open_scopes:
+        held = scope.available.get(name)
+        if held is not None and same_backend(held.config, wanted.config) and name not in scope.unshared:
+            return scope
+    for scope in open_scopes:
+        if not (scope.users.get(name, set()) - {session}) and name not in scope.lingering:
+            scope.available[name] = wanted
+            return scope
+    scope = new_scope()
+    scopes.append(scope)
+    scope.available[name] = wanted
+    return scope
+
+
 class ScopeManager(MCPManager):
     """The manager of one scope: its "discovery" is what the scope wants running, so the
     manager's reload by difference converges on it."""

@@ -13,7 +13,12 @@ is stopped, every connection made to the socket:
   the client runs another mcpfleet version or protocol (``version-mismatch``: the daemon
   also starts to drain, so that the client can start a daemon of its own version), when the
   daemon is draining (``draining``), or when the client reads other config files than the
-  daemon does (``environment-mismatch``: ``wire.CONFIG_ENVIRONMENT`` differs).
+  daemon does (``environment-mismatch``: the folders ``wire.CONFIG_ENVIRONMENT`` names
+  differ, after defaults and real paths).
+* **The values.** The daemon asks the client for the variables its fleet's configs
+  reference (``wire.needs``) and resolves the connection's entries with those and the
+  hello's base alone (``Client.environment``): never its own environment, which is the fixed
+  base only (``scrub_environment``).
 * **A session** is a host's MCP connection: a view of the shared fleet for the session's
   project and options (``SharedFleet.attach``), served by a gateway of its own (the same
   ``Gateway`` and ``build_server`` as ``mcpfleet serve --no-daemon``) on the socket, one
@@ -44,7 +49,7 @@ import signal
 import socket
 import stat
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, MutableMapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -202,6 +207,9 @@ class Client:
     since: float = field(default_factory=time.time)
     project: str | None = None
     """A session's project folder (its ``cwd``, resolved)."""
+    environment: dict[str, str] = field(default_factory=dict)
+    """What the client sent of its environment (the hello's base and config folders, and the
+    values the daemon asked for): what its fleet's entries are resolved with."""
 
     @property
     def id(self) -> str:
@@ -242,7 +250,7 @@ class DaemonService:
         self.daemon_idle_timeout_s = daemon_idle_timeout_s
         self.pid = os.getpid()
         self.started = time.time()
-        self.environment = wire.config_environment()
+        self.config_folders = wire.config_folders(os.environ)
         self.clients: dict[int, Client] = {}
         self.draining = False
         self._ids = itertools.count(1)
@@ -460,6 +468,11 @@ class DaemonService:
                 return
             client.kind, client.host, client.since = hello.kind, hello.host, time.time()
             client.pid = hello.pid or client.pid
+            values = await self._ask_values(connection, hello, already_read)
+            if values is None:
+                logger.info("pid %d did not send the values the daemon asked for", credentials.pid)
+                return
+            client.environment, already_read = values
             if hello.kind == "session":
                 assert hello.fleet is not None, "parse_hello requires a session's fleet"
                 client.project = str(await anyio.Path(hello.fleet.cwd).resolve())
@@ -491,9 +504,8 @@ class DaemonService:
             raise HelloRefused("bad-hello", str(error)) from None
         if self.draining:
             raise HelloRefused("draining", "this daemon is stopping; start a new one")
-        differing = [
-            name for name in wire.CONFIG_ENVIRONMENT if hello.env.get(name) != self.environment.get(name)
-        ]
+        folders = wire.config_folders(hello.env)
+        differing = [name for name in wire.CONFIG_ENVIRONMENT if folders[name] != self.config_folders[name]]
         if differing:
             raise HelloRefused(
                 "environment-mismatch",
@@ -501,6 +513,30 @@ class DaemonService:
                 "files, so it is not served from this daemon's fleet",
             )
         return hello
+
+    async def _ask_values(
+        self, connection: socket.socket, hello: wire.Hello, already_read: bytes
+    ) -> tuple[dict[str, str], bytes] | None:
+        """The connection's environment: the hello's base and config folders, and the values
+        of the variables its fleet's configs reference, asked for when the hello lacks them;
+        with the bytes read after the client's answer. None when the client does not answer."""
+        environment = wire.hello_environment(hello.env)
+        missing = sorted(set(await self.fleet.variables_of(hello.fleet)) - environment.keys())
+        if not missing:
+            return environment, already_read
+        await send_all(connection, wire.needs(missing))
+        received: tuple[bytes, bytes] | None = None
+        with anyio.move_on_after(HELLO_TIMEOUT_S):
+            received = await _read_hello(connection, already_read)
+        if received is None:
+            return None
+        line, rest = received
+        try:
+            environment.update(wire.parse_env_values(line, missing))
+        except wire.WireError as error:
+            await send_all(connection, wire.refused("bad-hello", f"the answer to the daemon's need: {error}"))
+            return None
+        return environment, rest
 
     def _accepted(self, client: Client) -> bytes:
         return wire.accepted(pid=self.pid, version=__version__, session=client.id)
@@ -559,7 +595,12 @@ class DaemonService:
         relay = Relay()
         async with (
             self.fleet.attach(
-                spec, session_id=client.id, host=client.host, profile=budget.profile, relay=relay
+                spec,
+                session_id=client.id,
+                host=client.host,
+                profile=budget.profile,
+                relay=relay,
+                environment=client.environment,
             ) as view,
             Gateway(
                 view,
@@ -580,11 +621,15 @@ def _choice(value: str, choices: tuple[Choice, ...], option: str) -> Choice:
     raise ConfigError(f"{option} must be one of {', '.join(choices)}, not {value!r}")
 
 
-async def _read_hello(connection: socket.socket) -> tuple[bytes, bytes] | None:
+async def _read_hello(connection: socket.socket, already_read: bytes = b"") -> tuple[bytes, bytes] | None:
     """The hello line (without its newline) and the bytes read after it (the start of what
     follows: a client may send its first messages right behind its hello); None when the peer
-    closes first. A line over the limit is cut there (its parsing then says it is too long)."""
-    received = bytearray()
+    closes first. A line over the limit is cut there (its parsing then says it is too long).
+    ``already_read``: bytes of the connection read before, where the line starts."""
+    received = bytearray(already_read)
+    end = received.find(b"\n")
+    if end >= 0:
+        return bytes(received[:end]), bytes(received[end + 1 :])
     while True:
         chunk = await receive(connection)
         if not chunk:
@@ -616,6 +661,9 @@ def run_daemon(options: DaemonOptions) -> int:
     from mcpfleet.config.gateway_entry import mark_gateway_environment
     from mcpfleet.daemon.logs import log_to_file
 
+    # First: nothing the daemon starts (a server, a `!command`) may see the environment of
+    # whichever host's shim started it.
+    scrub_environment(os.environ)
     try:
         log_to_file(paths.log_path(), level=logging.DEBUG if options.verbose else logging.INFO)
     except OSError as error:
@@ -641,6 +689,16 @@ def run_daemon(options: DaemonOptions) -> int:
         daemon_socket.close()
         logger.info("daemon (pid %d) stopped", os.getpid())
     return 0
+
+
+def scrub_environment(environ: MutableMapping[str, str]) -> None:
+    """Keep of ``environ`` only what the daemon itself needs (``launch.daemon_environment``:
+    the fixed base, the config folders' variables, the runtime folder's override)."""
+    from mcpfleet.daemon.launch import daemon_environment
+
+    kept = daemon_environment(environ)
+    for name in [name for name in environ if name not in kept]:
+        del environ[name]
 
 
 async def _run(daemon_socket: DaemonSocket, options: DaemonOptions) -> None:

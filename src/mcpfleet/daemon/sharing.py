@@ -20,12 +20,14 @@ No I/O here: the fleet feeds it discoveries and reads the routes back.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from mcpfleet.config.model import DiscoveryResult, ServerConfig, Share, SourceInfo
+from mcpfleet.redaction import remember_secret
 
 PER_SESSION_FILE = "daemon-per-session.json"
 """In the user state folder: the servers the daemon gives one backend per session after one
@@ -64,22 +66,76 @@ def assign(
     return assignments
 
 
-def user_servers(user: DiscoveryResult) -> dict[str, Assignment]:
-    """The entries the user scope may run: user-level, shared by every session unless learnt
-    otherwise (which moves the sessions, not what the scope may still finish running)."""
-    return {
-        name: assignment
-        for name, assignment in assign(user, user).items()
-        if assignment.share == "user" and assignment.source.level == "user"
-    }
-
-
 def same_backend(config: ServerConfig, other: ServerConfig | None) -> bool:
-    """Whether two resolved entries would run the very same server (command, arguments,
-    environment, folder, URL, headers, limits)."""
+    """Whether two resolved entries would run the very same server: a server's identity is
+    its resolved launch spec (command, arguments, environment, folder, URL, headers, limits,
+    protocol settings, and which values are final text)."""
     return (
-        other is not None and config.fingerprint == other.fingerprint and config.to_dict() == other.to_dict()
+        other is not None
+        and config.fingerprint == other.fingerprint
+        and config.to_dict() == other.to_dict()
+        and config.literal_env_keys == other.literal_env_keys
+        and config.literal_header_keys == other.literal_header_keys
     )
+
+
+_VARIABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def referenced_names(discovery: DiscoveryResult) -> set[str]:
+    """The variables a session's values are asked for: those its entries' placeholders name
+    (``${VAR}``…), and those an ``env`` or ``header`` value names whole, which the client
+    looks up when it connects (``client/secrets.py``)."""
+    names = set(discovery.referenced_variables)
+    for config in discovery.configs.values():
+        names.update(_bare_names(config.env, config.literal_env_keys))
+        names.update(_bare_names(config.headers, config.literal_header_keys))
+    return names
+
+
+def bind_session_values(discovery: DiscoveryResult, environ: Mapping[str, str]) -> DiscoveryResult:
+    """``discovery`` with the connect-time variable lookups done from a session's values
+    (``environ``), not the daemon's: an ``env`` or header value that is exactly the name of
+    one of its variables becomes that value, and every value but a ``!command`` becomes final
+    text, so the daemon's own environment is never looked into."""
+    bound: dict[str, ServerConfig] = {}
+    for name, config in discovery.configs.items():
+        env = _bound(config.env, config.literal_env_keys, environ)
+        headers = _bound(config.headers, config.literal_header_keys, environ)
+        bound[name] = replace(
+            config,
+            env=env,
+            headers=headers,
+            literal_env_keys=frozenset(key for key, value in env.items() if not _is_command(config, key)),
+            literal_header_keys=frozenset(key for key in headers if not _is_header_command(config, key)),
+        )
+    return replace(discovery, configs=bound)
+
+
+def _bare_names(values: Mapping[str, str], literal: frozenset[str]) -> set[str]:
+    return {value for key, value in values.items() if key not in literal and _VARIABLE_NAME.fullmatch(value)}
+
+
+def _bound(values: Mapping[str, str], literal: frozenset[str], environ: Mapping[str, str]) -> dict[str, str]:
+    result: dict[str, str] = {}
+    for key, value in values.items():
+        if key in literal or value.startswith("!") or not _VARIABLE_NAME.fullmatch(value):
+            result[key] = value
+        elif value in environ:
+            if environ[value]:  # an empty result drops the key, as at connect time
+                result[key] = environ[value]
+                remember_secret(environ[value])
+        else:
+            result[key] = value
+    return result
+
+
+def _is_command(config: ServerConfig, key: str) -> bool:
+    return key not in config.literal_env_keys and config.env.get(key, "").startswith("!")
+
+
+def _is_header_command(config: ServerConfig, key: str) -> bool:
+    return key not in config.literal_header_keys and config.headers.get(key, "").startswith("!")
 
 
 class PerSessionServers:

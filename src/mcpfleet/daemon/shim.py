@@ -228,7 +228,7 @@ def _hello(connection: socket.socket, fleet: wire.FleetSpec) -> Session:
         kind="session",
         version=__version__,
         fleet=fleet,
-        env=wire.config_environment(),
+        env=wire.hello_environment(),
         host=_parent_name(),
         pid=os.getpid(),
     )
@@ -238,6 +238,7 @@ def _hello(connection: socket.socket, fleet: wire.FleetSpec) -> Session:
         connection.sendall(hello.encode())
         line, leftover = _read_answer_while_alive(connection, timeout_s)
         answer = wire.decode_line(line, limit=wire.MAX_HELLO_BYTES)
+        answer, leftover = _give_values(connection, answer, leftover, timeout_s)
     except TimeoutError:
         raise ShimError(f"the mcpfleet daemon did not answer within {timeout_s:.0f} s") from None
     except (OSError, wire.WireError) as error:
@@ -249,13 +250,29 @@ def _hello(connection: socket.socket, fleet: wire.FleetSpec) -> Session:
     raise Refused(code if isinstance(code, str) else "refused", str(message))
 
 
-def _read_answer_while_alive(connection: socket.socket, timeout_s: float | None) -> tuple[bytes, bytes]:
+def _give_values(
+    connection: socket.socket, answer: dict[str, Any], leftover: bytes, timeout_s: float | None
+) -> tuple[dict[str, Any], bytes]:
+    """The daemon's answer to the hello, after sending it the values of the variables it
+    asked for (``wire.needs``: those this session's configs reference), if it asked."""
+    asked = wire.needed_names(answer)
+    if asked is None:
+        return answer, leftover
+    connection.sendall(wire.env_values(asked))
+    line, leftover = _read_answer_while_alive(connection, timeout_s, leftover)
+    return wire.decode_line(line, limit=wire.MAX_HELLO_BYTES), leftover
+
+
+def _read_answer_while_alive(
+    connection: socket.socket, timeout_s: float | None, received_before: bytes = b""
+) -> tuple[bytes, bytes]:
     """The hello's answer line and what came after it, within ``timeout_s`` (None: as long as
     the daemon takes). The answer waits for the session's start-up gate, so silence alone says
     nothing: after each ``PROBE_AFTER_S`` of it the daemon is asked whether it runs, and one
-    that does not say so (stopped, wedged) is a ``ShimError``, even with no time limit."""
+    that does not say so (stopped, wedged) is a ``ShimError``, even with no time limit.
+    ``received_before``: bytes already read where the line starts."""
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
-    received = bytearray()
+    received = bytearray(received_before)
     while b"\n" not in received:
         if len(received) > wire.MAX_HELLO_BYTES:
             raise wire.WireError(f"no line within {wire.MAX_HELLO_BYTES} bytes")

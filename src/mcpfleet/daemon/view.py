@@ -28,7 +28,7 @@ from mcpfleet.fleet.server import Phase, ServerState
 if TYPE_CHECKING:
     from mcpfleet.client.connection import ProgressCallback, ServerConnection
     from mcpfleet.config.model import DiscoveryResult, ServerConfig, SourceInfo
-    from mcpfleet.daemon.fleet import SessionFilter, SharedFleet
+    from mcpfleet.daemon.fleet import EnvKey, SessionFilter, SharedFleet
     from mcpfleet.daemon.scopes import Scope
     from mcpfleet.daemon.sharing import Assignment
     from mcpfleet.daemon.wire import FleetSpec
@@ -67,6 +67,7 @@ class FleetView(anyio.AsyncContextManagerMixin):
         relay: Relay | None,
         session_scope: Scope,
         task_group: anyio.abc.TaskGroup,
+        environment: EnvKey = frozenset(),
     ) -> None:
         self.spec = spec
         self.session_id = session_id
@@ -78,6 +79,8 @@ class FleetView(anyio.AsyncContextManagerMixin):
         self.relay = relay
         """The relay of this session's gateway: where its backends' questions go."""
         self.session_scope = session_scope
+        self.environment = environment
+        """The values the session's entries are resolved with (what its client sent)."""
         self.since = time.time()
         self.routes: dict[str, Route] = {}
         self.discovery: DiscoveryResult | None = None

@@ -17,8 +17,17 @@ the exit code a command should end with), in any order, and events the daemon pu
 when its connection closes is cancelled; ``cancel`` cancels one and keeps the connection.
 
 ``env`` carries the variables that decide which config files a fleet reads
-(``CONFIG_ENVIRONMENT``): a session whose values differ from the daemon's would see other
-servers, so the daemon refuses it (``environment-mismatch``) and the shim serves in-process.
+(``CONFIG_ENVIRONMENT``) and a fixed base (``BASE_ENVIRONMENT``: ``PATH``, ``HOME``, ``USER``,
+``LANG``, ``LC_*``, ``TERM``, ``TZ``), never the client's whole environment. A session whose
+config folders differ from the daemon's (compared after defaults and real paths,
+``config_folders``) would see other servers, so the daemon refuses it
+(``environment-mismatch``) and the shim serves in-process.
+
+Before its answer the daemon may ask for more (``needs``): ``{"need": ["GITHUB_TOKEN", ...]}``
+names the variables the connection's configs reference that the hello did not carry; the
+client answers ``{"env": {...}}`` with the values of those it has (``env_values``), and only
+then gets the answer. A server's entry is resolved with these values, the session's own:
+never the daemon's environment, nor another session's.
 
 Standard library only: the shim imports this.
 """
@@ -27,11 +36,11 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-PROTOCOL = 1
+PROTOCOL = 2
 """Bumped whenever a hello, an answer or a control message changes shape."""
 MAX_HELLO_BYTES = 1024 * 1024
 """The longest hello line either side reads."""
@@ -52,6 +61,21 @@ CONFIG_ENVIRONMENT: tuple[str, ...] = (
     "CLAUDE_CONFIG_DIR",
 )
 """Variables that decide which config, approval and cache files a fleet uses."""
+
+BASE_ENVIRONMENT: tuple[str, ...] = ("PATH", "HOME", "USER", "LANG", "TERM", "TZ")
+"""What every client sends and the daemon itself keeps, besides ``LC_*`` (``BASE_PREFIXES``):
+the values a server needs to run at all, none of them a secret."""
+BASE_PREFIXES: tuple[str, ...] = ("LC_",)
+
+_DEFAULT_FOLDERS: dict[str, tuple[str, ...]] = {
+    "XDG_CONFIG_HOME": (".config",),
+    "XDG_STATE_HOME": (".local", "state"),
+    "XDG_CACHE_HOME": (".cache",),
+    "XDG_DATA_HOME": (".local", "share"),
+    "CODEX_HOME": (".codex",),
+}
+"""The folder each variable means when it is unset, under ``HOME``; ``MCPFLEET_HOME`` and
+``CLAUDE_CONFIG_DIR`` mean nothing when unset (their tools then use other variables)."""
 
 REFUSAL_CODES = {
     "version-mismatch": "the daemon runs another mcpfleet version; it drains and exits, start a new one",
@@ -169,6 +193,86 @@ def config_environment(environ: Mapping[str, str] | None = None) -> dict[str, st
     """The ``CONFIG_ENVIRONMENT`` variables of ``environ`` (this process's by default)."""
     source = os.environ if environ is None else environ
     return {name: source[name] for name in CONFIG_ENVIRONMENT if name in source}
+
+
+def is_base_variable(name: str) -> bool:
+    return name in BASE_ENVIRONMENT or name.startswith(BASE_PREFIXES)
+
+
+def hello_environment(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """What a hello carries of ``environ`` (this process's by default): the config folders'
+    variables and the fixed base, nothing else."""
+    source = os.environ if environ is None else environ
+    return {
+        name: value for name, value in source.items() if name in CONFIG_ENVIRONMENT or is_base_variable(name)
+    }
+
+
+def config_folders(environ: Mapping[str, str]) -> dict[str, str | None]:
+    """The folder each ``CONFIG_ENVIRONMENT`` variable of ``environ`` names, as the tools
+    that read it take it: an unset or relative XDG folder is its default under ``HOME``, a
+    missing ``HOME`` the user's home of the password database, every folder its real path.
+    Two environments read the same config files when these are equal."""
+    home = environ.get("HOME") or _password_home()
+    folders: dict[str, str | None] = {"HOME": _real(home)}
+    for name in CONFIG_ENVIRONMENT:
+        if name == "HOME":
+            continue
+        value = environ.get(name) or None
+        if value is not None and not os.path.isabs(value) and name.startswith("XDG_"):
+            value = None  # the XDG specification: a relative path is ignored
+        default = _DEFAULT_FOLDERS.get(name)
+        if value is None and default is not None:
+            value = os.path.join(home, *default)
+        folders[name] = None if value is None else _real(value)
+    return folders
+
+
+def _real(path: str) -> str:
+    return os.path.realpath(os.path.expanduser(path))
+
+
+def _password_home() -> str:
+    import pwd
+
+    try:
+        return pwd.getpwuid(os.getuid()).pw_dir
+    except KeyError:
+        return "/"
+
+
+def needs(names: Iterable[str]) -> bytes:
+    """The daemon's request for the values of ``names`` before it answers the hello."""
+    return encode_line({"need": sorted(set(names))})
+
+
+def needed_names(document: Mapping[str, Any]) -> list[str] | None:
+    """The names a ``needs`` line asks for; None when ``document`` is the answer itself."""
+    names = document.get("need")
+    if names is None or "ok" in document:
+        return None
+    if not isinstance(names, list) or not all(isinstance(name, str) for name in names):
+        raise WireError('"need" must be a list of variable names')
+    return names
+
+
+def env_values(names: Iterable[str], environ: Mapping[str, str] | None = None) -> bytes:
+    """The client's answer to ``needs``: the values it has of ``names`` (the others are unset
+    for it, and so for its servers)."""
+    source = os.environ if environ is None else environ
+    return encode_line({"env": {name: source[name] for name in names if name in source}})
+
+
+def parse_env_values(line: bytes, asked: Iterable[str]) -> dict[str, str]:
+    """The values of a client's ``env_values`` line, only of the names ``asked`` for."""
+    document = decode_line(line, limit=MAX_HELLO_BYTES)
+    values = document.get("env")
+    if not isinstance(values, Mapping) or not all(
+        isinstance(name, str) and isinstance(value, str) for name, value in values.items()
+    ):
+        raise WireError('the answer to "need" must be {"env": an object of strings}')
+    wanted = set(asked)
+    return {name: value for name, value in values.items() if name in wanted}
 
 
 def parse_hello(line: bytes | Mapping[str, Any]) -> Hello:

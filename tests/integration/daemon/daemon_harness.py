@@ -211,12 +211,20 @@ def connect(
     env: Mapping[str, str] | None = None,
     host: str | None = "pytest",
     socket_file: Path | None = None,
+    values: Mapping[str, str] | None = None,
 ) -> Connection:
-    """A connection whose hello the daemon answered (``Connection.answer``, accepted or not)."""
+    """A connection whose hello the daemon answered (``Connection.answer``, accepted or not).
+
+    The variables the daemon asks for before its answer get their values from ``values``
+    (this process's environment by default), as a shim's from its own."""
     sock = raw_connect(socket_file)
     connection = Connection(sock, {})
     sock.sendall(hello(kind, fleet, version=version, env=env, host=host))
     connection.answer = connection.receive()
+    asked = wire.needed_names(connection.answer)
+    if asked is not None:
+        sock.sendall(wire.env_values(asked, os.environ if values is None else values))
+        connection.answer = connection.receive()
     return connection
 
 

@@ -65,8 +65,13 @@ class ScriptedDaemon:
         silent_initialize: int = 0,
         failed_replays: int = 0,
         answer_delay_s: float = 0.0,
+        needs: tuple[str, ...] = (),
     ) -> None:
         self.socket_path = socket_path
+        self.needs = needs
+        """The variables asked for before the answer (``wire.needs``), as the daemon asks for
+        those its configs reference; the shim's answers go to ``values``."""
+        self.values: list[dict[str, Any]] = []
         self.answer_delay_s = answer_delay_s
         """How long the hello's answer waits (a daemon whose session waits for every server)."""
         self.silent_initialize = silent_initialize
@@ -159,6 +164,9 @@ class ScriptedDaemon:
             self.hellos.append(hello)
             self.timeline.append("hello")
             self.changed.notify_all()
+        if self.needs:
+            connection.sendall(json.dumps({"need": list(self.needs)}).encode() + b"\n")
+            self.values.append(json.loads(reader.readline()))
         if self.refusals:
             code = self.refusals.pop(0)
             connection.sendall(

@@ -90,14 +90,14 @@ def test_another_user_cannot_reach_the_daemon(
         (b"hello\n", "not JSON"),
         (b"[1, 2]\n", "not a JSON object"),
         (b"[" * 200_000 + b"\n", "not JSON: maximum recursion depth exceeded"),
-        (b'{"mcpfleet": 1, "version": "%s", "kind": "shell"}\n', '"kind" must be one of session, control'),
-        (b'{"mcpfleet": 1, "version": "%s", "kind": "session"}\n', 'a session hello needs "fleet"'),
+        (b'{"mcpfleet": 2, "version": "%s", "kind": "shell"}\n', '"kind" must be one of session, control'),
+        (b'{"mcpfleet": 2, "version": "%s", "kind": "session"}\n', 'a session hello needs "fleet"'),
         (
-            b'{"mcpfleet": 1, "version": "%s", "kind": "session", "fleet": {"cwd": "project"}}\n',
+            b'{"mcpfleet": 2, "version": "%s", "kind": "session", "fleet": {"cwd": "project"}}\n',
             '"fleet.cwd" must be an absolute path',
         ),
         (
-            b'{"mcpfleet": 1, "version": "%s", "kind": "session", "fleet": {"cwd": "/tmp/a\\u0000b"}}\n',
+            b'{"mcpfleet": 2, "version": "%s", "kind": "session", "fleet": {"cwd": "/tmp/a\\u0000b"}}\n',
             '"fleet.cwd" must be an absolute path',
         ),
     ],

@@ -436,8 +436,9 @@ async def _listed(each: Session, tool: str) -> bool:
 async def test_one_config_edit_reads_each_discovery_once_off_the_event_loop(
     isolated_home: Path, tmp_path: Path, projects: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Two projects in use: an edit of the user's file, which all three discoveries read
-    (the user's and each project's), reads each of them once, in a worker thread (a large
+    """Two projects in use: an edit of the user's file, which all six discoveries read
+    (the user's and each project's, each once with no values, its reference, and once with
+    the sessions' values), reads each of them once, in a worker thread (a large
     ``~/.claude.json`` would stall every session for the time it takes)."""
     alpha, beta = projects
     pids = tmp_path / "pids"
@@ -457,12 +458,12 @@ async def test_one_config_edit_reads_each_discovery_once_off_the_event_loop(
         session(fleet, alpha, "a") as a,
         session(fleet, beta, "b") as b,
     ):
-        assert len(discovered_on) == 3
+        assert len(discovered_on) == 6
         write_user_servers({"common": common, "later": fake("later", pids / "later")})
         await wait_until(lambda: _listed(a, "later_echo"))
         await wait_until(lambda: _listed(b, "later_echo"))
         await anyio.sleep(40 * interval_s)  # time for any other reload of the same edit
-        assert len(discovered_on) == 3 + 3
+        assert len(discovered_on) == 6 + 6
     assert event_loop_thread not in discovered_on
 
 

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 from tests.integration.daemon.shim_harness import MCPFLEET, WAIT_S, ScriptedDaemon, ShimHost
 
+from mcpfleet.daemon import wire
 from mcpfleet.daemon.launch import RECONNECT_LIMIT
 from mcpfleet.daemon.shim import (
     ANSWER_TIMEOUT_S,
@@ -70,7 +71,7 @@ def test_the_shim_relays_both_ways_and_says_which_fleet(daemon_runtime: Path, tm
         assert big["result"]["content"][0]["text"] == "x" * (3 * 1024 * 1024)
 
     hello = daemon.hellos[0]
-    assert hello["kind"] == "session" and hello["mcpfleet"] == 1
+    assert hello["kind"] == "session" and hello["mcpfleet"] == wire.PROTOCOL
     assert hello["fleet"] == {
         "cwd": str(project.resolve()),
         "trust_project": True,

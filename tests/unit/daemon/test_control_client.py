@@ -52,6 +52,7 @@ def test_a_socket_nobody_listens_on_means_no_daemon(runtime_dir: Path) -> None:
 
 def test_the_hello_is_a_control_hello_with_the_config_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CLAUDE_CONFIG_DIR", "/somewhere/claude")
+    monkeypatch.setenv("HOST_A_API_KEY", "never-sent-unasked")
     with control_peer(paths.socket_path(), echo) as peer, connect_if_running(host="mcpfleet tools") as client:
         assert client is not None
         assert client.welcome.pid == os.getpid()
@@ -64,8 +65,9 @@ def test_the_hello_is_a_control_hello_with_the_config_environment(monkeypatch: p
     assert parsed.version == __version__
     assert parsed.pid == os.getpid()
     assert parsed.host == "mcpfleet tools"
-    assert parsed.env == wire.config_environment()
+    assert parsed.env == wire.hello_environment()
     assert parsed.env["CLAUDE_CONFIG_DIR"] == "/somewhere/claude"
+    assert "HOST_A_API_KEY" not in parsed.env
 
 
 def test_answers_are_matched_by_id_and_events_are_kept() -> None:

@@ -158,13 +158,19 @@ def _write_failed(error: ConfigWriteError) -> int:
 
 
 def run_remove(args: argparse.Namespace) -> int:
-    from mcpfleet.config.writer import own_config_file, own_config_root, remove_server
+    from mcpfleet.config.writer import confined_target, own_config_file, own_config_root, remove_server
     from mcpfleet.errors import ConfigWriteError
 
     scope: Scope = "project" if args.project else "user"
     options = FleetOptions.from_args(args)
     root = options.project_root
     path = own_config_file(scope, root)
+    try:
+        # A planted link is refused as such first: discovery reads a link to a user-level file
+        # as that user file, so "no server named" would hide what is wrong with the project.
+        confined_target(path, own_config_root(scope, root))
+    except ConfigWriteError as error:
+        return _write_failed(error)
     discovery = options.discover(all_project_entries=True)
     # An unreadable file is left to remove_server, whose error says what is wrong with it.
     readable = all(error.path != str(path) for error in discovery.errors)

@@ -10,7 +10,6 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,34 +17,18 @@ from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from tests.integration.credentials_fleet import (
     CREDENTIAL_ARGS,
-    HTTP_FLAGS,
     MASKED_ARGS,
     PACKAGES,
     QUERY_LITERAL,
     assert_no_literal,
     assert_servers_got_the_real_values,
     http_entry,
-    write_credentials_fleet,
 )
-from tests.servers.fixtures import FAKE_SERVER, HttpServer, start_http_server
+from tests.servers.fixtures import FAKE_SERVER, HttpServer
 
 from mcpfleet.paths import project_config_file
 
 MCPFLEET = Path(sys.executable).parent / "mcpfleet"
-
-
-@pytest.fixture
-def http_server() -> Iterator[HttpServer]:
-    server = start_http_server(*HTTP_FLAGS)
-    yield server
-    server.stop()
-
-
-@pytest.fixture
-def record_file(tmp_path: Path, http_server: HttpServer) -> Path:
-    record = tmp_path / "argv-received.json"
-    write_credentials_fleet(http_server.port, record)
-    return record
 
 
 def run(project: Path, *arguments: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
@@ -61,7 +44,7 @@ def run(project: Path, *arguments: str, stdin: str | None = None) -> subprocess.
 
 
 def test_status_json_masks_literal_credentials_and_keeps_the_rest(
-    tmp_path: Path, record_file: Path, http_server: HttpServer
+    tmp_path: Path, record_file: Path, credentials_server: HttpServer
 ) -> None:
     completed = run(tmp_path, "--json", "status")
     assert completed.returncode == 0, completed.stderr
@@ -72,28 +55,31 @@ def test_status_json_masks_literal_credentials_and_keeps_the_rest(
     assert_servers_got_the_real_values(record_file)
     assert f"{FAKE_SERVER} --name cli {MASKED_ARGS})" in rows["cli"]["error"]
     assert f"unrecognized arguments: {MASKED_ARGS}" in rows["cli"]["error"]  # the server's own echo
-    assert f"HTTP 404 at http://127.0.0.1:{http_server.port}/nope?api_key=***&x=***;" in rows["down"]["error"]
+    assert (
+        f"HTTP 404 at http://127.0.0.1:{credentials_server.port}/nope?api_key=***&x=***;"
+        in rows["down"]["error"]
+    )
 
 
 def test_the_debug_log_and_the_table_mask_literal_credentials(
-    tmp_path: Path, record_file: Path, http_server: HttpServer
+    tmp_path: Path, record_file: Path, credentials_server: HttpServer
 ) -> None:
     verbose = run(tmp_path, "-vv", "status")
     assert verbose.returncode == 0, verbose.stderr
     assert_no_literal(verbose.stdout + verbose.stderr)
     # The SDK's and the HTTP client's own request lines, readable up to the query's values.
-    assert f"127.0.0.1:{http_server.port}/mcp?api_key=***&x=***" in verbose.stderr
+    assert f"127.0.0.1:{credentials_server.port}/mcp?api_key=***&x=***" in verbose.stderr
     assert "--token" in verbose.stdout and "HTTP 404" in verbose.stdout
 
 
 def test_the_shell_and_tools_mask_literal_credentials(
-    tmp_path: Path, record_file: Path, http_server: HttpServer
+    tmp_path: Path, record_file: Path, credentials_server: HttpServer
 ) -> None:
     shell = run(tmp_path, "--startup-timeout", "120000", "shell", stdin="/mcp list\n/exit\n")
     assert shell.returncode == 0, shell.stderr
     assert_no_literal(shell.stdout + shell.stderr)
     assert f"--name cli {MASKED_ARGS})" in shell.stdout and "✗ down: failed" in shell.stdout
-    assert f"127.0.0.1:{http_server.port}/nope?api_key=***&x=***" in shell.stdout
+    assert f"127.0.0.1:{credentials_server.port}/nope?api_key=***&x=***" in shell.stdout
 
     tools = run(tmp_path, "--startup-timeout", "120000", "--json", "tools")
     assert tools.returncode == 0, tools.stderr
@@ -135,7 +121,7 @@ def test_config_json_shows_a_pending_entry_with_its_credentials_masked(tmp_path:
 
 @pytest.mark.anyio
 async def test_served_instructions_mask_literal_credentials(
-    tmp_path: Path, record_file: Path, http_server: HttpServer
+    tmp_path: Path, record_file: Path, credentials_server: HttpServer
 ) -> None:
     # The start-up gate waits for every server (a generous bound): the instructions then name each.
     arguments = ["--startup-timeout", "120000", "serve", "--no-daemon"]
@@ -153,7 +139,7 @@ async def test_served_instructions_mask_literal_credentials(
         f'cli: failed (MCP server "cli" ({sys.executable} {FAKE_SERVER} --name cli {MASKED_ARGS})'
         in instructions
     )
-    assert f"http://127.0.0.1:{http_server.port}/nope?api_key=***&x=***" in instructions
+    assert f"http://127.0.0.1:{credentials_server.port}/nope?api_key=***&x=***" in instructions
     assert_servers_got_the_real_values(record_file)
     # A tool's own answer is the server's, not a printed command line: it is not masked.
     assert answer.structured_content == {"message": QUERY_LITERAL}

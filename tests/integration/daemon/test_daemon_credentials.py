@@ -8,37 +8,20 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from tests.integration.credentials_fleet import (
-    HTTP_FLAGS,
     MASKED_ARGS,
     assert_no_literal,
     assert_servers_got_the_real_values,
-    write_credentials_fleet,
 )
 from tests.integration.daemon.daemon_harness import MCPFLEET, DaemonProcess
-from tests.servers.fixtures import HttpServer, start_http_server
+from tests.servers.fixtures import HttpServer
 
 from mcpfleet.daemon import paths
-
-
-@pytest.fixture
-def http_server() -> Iterator[HttpServer]:
-    server = start_http_server(*HTTP_FLAGS)
-    yield server
-    server.stop()
-
-
-@pytest.fixture
-def record_file(tmp_path: Path, http_server: HttpServer) -> Path:
-    record = tmp_path / "argv-received.json"
-    write_credentials_fleet(http_server.port, record)
-    return record
 
 
 def start_verbose_daemon(isolated_home: Path) -> DaemonProcess:
@@ -70,7 +53,7 @@ def mcpfleet(project: Path, *arguments: str) -> subprocess.CompletedProcess[str]
 
 @pytest.mark.anyio
 async def test_the_daemon_log_and_its_reports_mask_literal_credentials(
-    isolated_home: Path, tmp_path: Path, record_file: Path, http_server: HttpServer
+    isolated_home: Path, tmp_path: Path, record_file: Path, credentials_server: HttpServer
 ) -> None:
     daemon = start_verbose_daemon(isolated_home)
     try:
@@ -95,8 +78,10 @@ async def test_the_daemon_log_and_its_reports_mask_literal_credentials(
         rows = {row["name"]: row for row in json.loads(status.stdout)["servers"]}
         assert rows["web"]["status"] == rows["argv"]["status"] == "connected"
         assert f"--name cli {MASKED_ARGS})" in rows["cli"]["error"]
-        assert f"127.0.0.1:{http_server.port}/nope?api_key=***&x=***" in rows["down"]["error"]
-        assert f"127.0.0.1:{http_server.port}/mcp?api_key=***&x=***" in log  # the HTTP client's debug lines
+        assert f"127.0.0.1:{credentials_server.port}/nope?api_key=***&x=***" in rows["down"]["error"]
+        assert (
+            f"127.0.0.1:{credentials_server.port}/mcp?api_key=***&x=***" in log
+        )  # the HTTP client's debug lines
         assert {row["name"] for row in json.loads(daemon_status.stdout)["servers"]} >= {"argv", "web"}
         # Masked for display only: the servers got every value as written.
         assert_servers_got_the_real_values(record_file)

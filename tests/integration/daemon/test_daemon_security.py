@@ -5,7 +5,6 @@ version's, or one that reads other config files is refused with one line."""
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import pwd
 import socket
@@ -21,6 +20,7 @@ from tests.integration.daemon.daemon_harness import (
     session,
     user_config,
 )
+from tests.integration.other_user import as_nobody
 
 from mcpfleet.daemon import paths, wire
 
@@ -28,41 +28,25 @@ from mcpfleet.daemon import paths, wire
 def _as_other_user(hello_line: bytes) -> dict[str, str]:
     """Connect as ``nobody`` (a forked child that drops root), send ``hello_line``, and say what
     came back before the daemon closed the connection."""
-    nobody = pwd.getpwnam("nobody")
     socket_file = os.fsencode(paths.socket_path())
-    read_end, write_end = os.pipe()
-    child = os.fork()
-    if child == 0:  # pragma: no cover - the child process
-        outcome: dict[str, str]
+
+    def connect(outcome: dict[str, str]) -> None:
+        client = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        client.settimeout(30)
         try:
-            os.close(read_end)
-            os.setgroups([])
-            os.setgid(nobody.pw_gid)
-            os.setuid(nobody.pw_uid)
-            client = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            client.settimeout(30)
-            try:
-                client.connect(socket_file)
-            except PermissionError:
-                outcome = {"connect": "permission denied"}
-            else:
-                answer = b""
-                # The daemon may close before the hello is even written: that is its answer too.
-                with contextlib.suppress(BrokenPipeError, ConnectionResetError):
-                    client.sendall(hello_line)
-                    while chunk := client.recv(65536):
-                        answer += chunk
-                outcome = {"connect": "ok", "answer": answer.decode()}
-        except BaseException as error:
-            outcome = {"error": repr(error)}
-        os.write(write_end, json.dumps(outcome).encode())
-        os._exit(0)
-    os.close(write_end)
-    with os.fdopen(read_end, "rb") as reader:
-        report = reader.read()
-    os.waitpid(child, 0)
-    result: dict[str, str] = json.loads(report)
-    return result
+            client.connect(socket_file)
+        except PermissionError:
+            outcome["connect"] = "permission denied"
+            return
+        answer = b""
+        # The daemon may close before the hello is even written: that is its answer too.
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+            client.sendall(hello_line)
+            while chunk := client.recv(65536):
+                answer += chunk
+        outcome.update(connect="ok", answer=answer.decode())
+
+    return as_nobody(connect)
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root, to run a client as another user (nobody)")

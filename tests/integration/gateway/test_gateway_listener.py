@@ -19,7 +19,6 @@ import encodings.idna  # noqa: F401  (loaded before the fork: nobody cannot read
 import http.client
 import json
 import os
-import pwd
 import resource
 import secrets
 import subprocess
@@ -39,6 +38,7 @@ from tests.integration.gateway.test_gateway_http import (
     backend_config,
     start_gateway,
 )
+from tests.integration.other_user import as_nobody
 
 from mcpfleet.gateway.connections import HEADER_DEADLINE_S
 
@@ -84,58 +84,42 @@ def _result(body: str) -> dict[str, object]:
 
 def _as_nobody(port: int, token_file: Path, gateway_pid: int) -> dict[str, object]:
     """What ``nobody`` gets from the gateway and the token's places, from a forked child."""
-    nobody = pwd.getpwnam("nobody")
-    read_end, write_end = os.pipe()
-    child = os.fork()
-    if child == 0:  # pragma: no cover - the child process
-        outcome: dict[str, object] = {}
-        try:
-            os.close(read_end)
-            os.setgroups([])
-            os.setgid(nobody.pw_gid)
-            os.setuid(nobody.pw_uid)
-            for name, path in (
-                ("token_file", token_file),
-                ("gateway_environ", f"/proc/{gateway_pid}/environ"),
-            ):
-                try:
-                    with open(path, "rb") as handle:
-                        outcome[name] = f"read {len(handle.read())} bytes"
-                except OSError as error:
-                    outcome[name] = type(error).__name__
-            statuses = []
-            calls = [
-                ({}, INITIALIZE),
-                ({}, {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}),
-                (
-                    {},
-                    {
-                        "jsonrpc": "2.0",
-                        "id": 3,
-                        "method": "tools/call",
-                        "params": {"name": "fake_echo", "arguments": {}},
-                    },
-                ),
-                ({"Authorization": "Bearer guessed"}, INITIALIZE),
-            ]
-            for extra, message in calls:
-                connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-                connection.request("POST", "/mcp", json.dumps(message), {**MCP_HEADERS, **extra})
-                answer = connection.getresponse()
-                statuses.append(answer.status)
-                answer.read()
-                connection.close()
-            outcome["statuses"] = statuses
-        except BaseException as error:
-            outcome["error"] = repr(error)
-        os.write(write_end, json.dumps(outcome).encode())
-        os._exit(0)
-    os.close(write_end)
-    with os.fdopen(read_end, "rb") as reader:
-        report = reader.read()
-    os.waitpid(child, 0)
-    result: dict[str, object] = json.loads(report)
-    return result
+
+    def probe(outcome: dict[str, object]) -> None:
+        for name, path in (
+            ("token_file", token_file),
+            ("gateway_environ", f"/proc/{gateway_pid}/environ"),
+        ):
+            try:
+                with open(path, "rb") as handle:
+                    outcome[name] = f"read {len(handle.read())} bytes"
+            except OSError as error:
+                outcome[name] = type(error).__name__
+        statuses = []
+        calls = [
+            ({}, INITIALIZE),
+            ({}, {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}),
+            (
+                {},
+                {
+                    "jsonrpc": "2.0",
+                    "id": 3,
+                    "method": "tools/call",
+                    "params": {"name": "fake_echo", "arguments": {}},
+                },
+            ),
+            ({"Authorization": "Bearer guessed"}, INITIALIZE),
+        ]
+        for extra, message in calls:
+            connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+            connection.request("POST", "/mcp", json.dumps(message), {**MCP_HEADERS, **extra})
+            answer = connection.getresponse()
+            statuses.append(answer.status)
+            answer.read()
+            connection.close()
+        outcome["statuses"] = statuses
+
+    return as_nobody(probe)
 
 
 @NEEDS_ROOT

@@ -8,25 +8,12 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 from tests.conftest import PYTHON
-from tests.servers.fixtures import FAKE_SERVER
-
-from mcpfleet.paths import user_config_file
+from tests.integration.user_fleet import fake_entry, write_user_config
 
 CLI = [sys.executable, "-m", "mcpfleet.cli.main"]
-
-
-def write_user_config(servers: dict[str, dict[str, Any]]) -> None:
-    path = user_config_file()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"mcpServers": servers}))
-
-
-def fake_entry(name: str, *flags: str) -> dict[str, Any]:
-    return {"command": PYTHON, "args": [str(FAKE_SERVER), "--name", name, *flags]}
 
 
 def run(

@@ -57,9 +57,11 @@ def test_an_idle_timeout_edited_while_the_daemon_runs_stops_a_lingering_server(
     with session(fleet_spec(isolated_home, startup_timeout_ms=0)) as host:
         assert host.tool_names() == ["alpha_echo"]
     [server] = server_processes(isolated_home, "alpha")
-    with control() as connection:
-        [row] = connection.control("status")["result"]["servers"]
-    assert row["name"] == "alpha" and row["sessions"] == 0  # no session uses it: it lingers
+    # The session's end reaches the daemon when it reads the closed socket, which may be after
+    # the control request below arrives: wait for that event, then see the server linger.
+    row = _status_row_once_unused("alpha")
+    assert row["state"] == "connected"
+    assert server_processes(isolated_home, "alpha") == [server]  # no session uses it: it lingers
 
     _with_daemon_settings(config, idleTimeout=1)
     # Read with the config, and applied to the server lingering already: not 600 s from now.
@@ -86,6 +88,18 @@ def test_a_bad_edit_of_the_daemon_settings_keeps_them(isolated_home: Path, start
     assert daemon.process.poll() is None
     with control() as connection:
         assert connection.control("ping")["result"]["pid"] == daemon.pid
+
+
+def _status_row_once_unused(name: str) -> dict[str, object]:
+    deadline = time.monotonic() + ANSWER_TIMEOUT_S
+    while True:
+        with control() as connection:
+            [row] = connection.control("status")["result"]["servers"]
+        assert row["name"] == name
+        if row["sessions"] == 0:
+            return dict(row)
+        assert time.monotonic() < deadline, f"the daemon still counts a session on {name}: {row}"
+        time.sleep(0.05)
 
 
 def wait_for_log(text: str) -> None:

@@ -11,8 +11,11 @@ docs/integrity.md ("Poisoning warnings").
 
 Every field a host passes to the model is read: ``name``, ``title``, ``description``,
 ``annotations`` and every string in ``inputSchema`` and ``outputSchema`` (the descriptions of
-the arguments included). Text rules look at a normalised copy of each string (NFKC, invisible
-characters dropped, curly apostrophes straightened, whitespace collapsed), so
+the arguments included). A prompt's or a resource's definition reads the same way (a prompt's
+``arguments`` too), with the server's other prompts or resources as its peers.
+
+Text rules look at a normalised copy of each string (NFKC, invisible characters dropped,
+curly apostrophes straightened, whitespace collapsed), so
 ``ig\\u200bnore previous instructions`` (a zero-width space inside the word) or full-width
 letters do not slip past them; the invisible characters themselves have their own rule.
 
@@ -164,6 +167,10 @@ def _fields(definition: Mapping[str, Any]) -> Iterator[_Field]:
     if isinstance(annotations, Mapping):
         for key, value in annotations.items():
             yield from _schema_fields(value, f"annotations.{_label(str(key))}")
+    # A prompt's definition reads the same, with its arguments' names and descriptions.
+    arguments = definition.get("arguments")
+    if isinstance(arguments, list):
+        yield from _schema_fields(arguments, "arguments")
 
 
 # --- characters ---------------------------------------------------------------------------------

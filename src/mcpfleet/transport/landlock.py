@@ -24,6 +24,7 @@ when Landlock is its only back-end. See docs/integrity.md ("The Landlock back-en
 from __future__ import annotations
 
 import functools
+import importlib.util
 import os
 import sys
 from collections.abc import Sequence
@@ -36,10 +37,11 @@ __all__ = [
     "access_rights",
     "landlock_abi",
     "landlock_command",
+    "launcher_file",
 ]
 
 LAUNCHER: Final = Path(__file__).with_name("landlock_launcher.py")
-"""The launcher's file, run as a script: it imports nothing of mcpfleet."""
+"""The launcher's source: a script that imports nothing of mcpfleet (see ``launcher_file``)."""
 
 _SYS_LANDLOCK_CREATE_RULESET: Final = 444
 _LANDLOCK_CREATE_RULESET_VERSION: Final = 1 << 0
@@ -121,6 +123,54 @@ def _encoded_paths(paths: Sequence[Path]) -> str:
     return ",".join(encoded)
 
 
+def _is_fresh(compiled: Path, source: Path) -> bool:
+    """Whether ``compiled`` is ``source`` compiled by this Python, by the check the import system
+    makes on a timestamp-based ``.pyc``: magic number, flags 0, the source's mtime and size."""
+    try:
+        with compiled.open("rb") as file:
+            header = file.read(16)
+        status = source.stat()
+    except OSError:
+        return False
+    return (
+        len(header) == 16
+        and header[:4] == importlib.util.MAGIC_NUMBER
+        and header[4:8] == bytes(4)
+        and int.from_bytes(header[8:12], "little") == int(status.st_mtime) & 0xFFFFFFFF
+        and int.from_bytes(header[12:16], "little") == status.st_size & 0xFFFFFFFF
+    )
+
+
+@functools.cache
+def launcher_file(source: Path = LAUNCHER) -> Path:
+    """The file the interpreter runs as the launcher: its compiled form while that is fresh,
+    else ``source`` itself. Decided once per process.
+
+    Python compiles a script named on its command line at every run and never caches it, which
+    is about half the launcher's own start-up; so its bytecode is kept where Python keeps a
+    module's (``__pycache__``), written here once unless writing bytecode is off
+    (``PYTHONDONTWRITEBYTECODE``, ``-B``) or the folder is read-only. A copy that no longer
+    matches the source is never run: it would confine by rules that are not the code's.
+    """
+    compiled = Path(importlib.util.cache_from_source(os.fspath(source)))
+    if _is_fresh(compiled, source):
+        return compiled
+    if sys.dont_write_bytecode:
+        return source
+    import py_compile  # here: only the first sandboxed start of a process compiles
+
+    try:
+        py_compile.compile(
+            os.fspath(source),
+            cfile=os.fspath(compiled),
+            doraise=True,
+            invalidation_mode=py_compile.PycInvalidationMode.TIMESTAMP,
+        )
+    except (OSError, py_compile.PyCompileError):
+        return source
+    return compiled if _is_fresh(compiled, source) else source
+
+
 def landlock_command(
     argv: Sequence[str], *, read_only: Sequence[Path], read_write: Sequence[Path]
 ) -> list[str]:
@@ -143,4 +193,4 @@ def landlock_command(
             _encoded_paths(read_write),
         ]
     )
-    return [sys.executable, "-I", "-S", str(LAUNCHER), rules, "--", *argv]
+    return [sys.executable, "-I", "-S", str(launcher_file()), rules, "--", *argv]

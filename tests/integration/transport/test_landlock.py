@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from mcpfleet.transport.landlock import LAUNCHER, landlock_abi, landlock_command
+from mcpfleet.transport.landlock import LAUNCHER, landlock_abi, landlock_command, launcher_file
 
 pytestmark = pytest.mark.skipif(
     landlock_abi() == 0,
@@ -299,3 +299,50 @@ def test_a_launcher_without_its_separator_refuses_to_run(machine: Machine) -> No
     assert result.returncode == 126
     assert "usage:" in result.stderr
     assert not witness.exists()
+
+
+@pytest.fixture
+def launcher_copy(tmp_path: Path) -> Path:
+    copy = tmp_path / "launcher" / "landlock_launcher.py"
+    copy.parent.mkdir()
+    copy.write_bytes(LAUNCHER.read_bytes())
+    launcher_file.cache_clear()
+    return copy
+
+
+def test_the_launcher_runs_compiled_once_its_bytecode_is_written(
+    machine: Machine, launcher_copy: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    command = landlock_command(
+        ["cat", str(machine.home / ".ssh" / "id_rsa")], read_only=system_folders(), read_write=[]
+    )
+    monkeypatch.setattr(sys, "dont_write_bytecode", False)
+
+    chosen = launcher_file(launcher_copy)
+
+    assert chosen.suffix == ".pyc" and chosen.parent == launcher_copy.parent / "__pycache__"
+    command[3] = str(chosen)
+    result = subprocess.run(command, capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
+    assert result.returncode == 1
+    assert "Permission denied" in result.stderr
+    assert SECRET not in result.stdout
+
+
+def test_a_stale_compiled_launcher_is_never_run(launcher_copy: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sys, "dont_write_bytecode", False)
+    compiled = launcher_file(launcher_copy)
+    launcher_copy.write_text(launcher_copy.read_text() + "\n# changed\n")
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)
+    launcher_file.cache_clear()
+
+    assert compiled.exists()
+    assert launcher_file(launcher_copy) == launcher_copy
+
+
+def test_without_bytecode_writing_the_source_is_run(
+    launcher_copy: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)
+
+    assert launcher_file(launcher_copy) == launcher_copy
+    assert not (launcher_copy.parent / "__pycache__").exists()

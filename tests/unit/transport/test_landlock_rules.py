@@ -4,6 +4,7 @@ tested with real processes in tests/integration/transport/test_landlock.py)."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import sys
 from pathlib import Path
@@ -24,6 +25,7 @@ from mcpfleet.transport.landlock import (
     LandlockUnavailableError,
     access_rights,
     landlock_command,
+    launcher_file,
 )
 
 READ_ONLY = ACCESS_FS_EXECUTE | ACCESS_FS_READ_FILE | ACCESS_FS_READ_DIR
@@ -70,7 +72,9 @@ def test_the_command_runs_the_launcher_in_an_isolated_python_before_the_servers_
 
     command = landlock_command(["node", "server.js", "--"], read_only=[Path("/usr"), odd], read_write=[])
 
-    assert command[:4] == [sys.executable, "-I", "-S", str(LAUNCHER)]
+    assert command[:3] == [sys.executable, "-I", "-S"]
+    assert command[3] == str(launcher_file())
+    assert launcher_file() in (LAUNCHER, Path(importlib.util.cache_from_source(str(LAUNCHER))))
     assert command[5:] == ["--", "node", "server.js", "--"]
     handled, read_only, read_write, read_only_paths, read_write_paths = command[4].split(":")
     assert (int(handled, 16), int(read_only, 16), int(read_write, 16)) == access_rights(3)

@@ -7,7 +7,7 @@ a watched config edit), and lets sub-agents share the parent's connections.
 
 A session's life is one ``async with``: ``open_agent_session(cwd)`` builds it, entering
 it discovers and connects the fleet, leaving it closes every server. With ``daemon=True``
-the fleet is the user's daemon's (``mcpfleet.daemon.remote``): the session lists its tools
+the fleet is the user's daemon's (``mcpfleet.agent.remote``): the session lists its tools
 there and follows their changes, and leaving it closes nothing but the connection.
 """
 
@@ -463,10 +463,10 @@ async def _daemon_session(
     ``cwd`` is resolved already: what the daemon keys the project by.
     """
     # The daemon's modules sit above the agent's; only this keyword reaches for them.
-    from mcpfleet.daemon.client import DaemonUnavailable
-    from mcpfleet.daemon.launch import NO_DAEMON_ENV, daemon_disabled, start_daemon
-    from mcpfleet.daemon.remote import DaemonFleet
-    from mcpfleet.daemon.wire import FleetSpec
+    from mcpfleet.agent.remote import DaemonFleet
+    from mcpfleet.contract.wire import FleetSpec
+    from mcpfleet.daemon_client.control import DaemonUnavailable
+    from mcpfleet.daemon_client.launch import NO_DAEMON_ENV, daemon_disabled, start_daemon
 
     spec = FleetSpec(
         cwd=str(cwd),

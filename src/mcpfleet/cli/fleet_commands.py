@@ -98,8 +98,8 @@ async def _connect_with_progress(
     gives each server's final state rather than the cache's picture of it. ``only`` starts
     those servers and no other (``tools --server``, ``call``).
     """
-    from mcpfleet.cli import documents
     from mcpfleet.cli.progress import live_progress
+    from mcpfleet.reports import status as documents
 
     configs = {name: config for name, config in discovery.configs.items() if only is None or name in only}
     with live_progress(manager, enabled=not args.json and sys.stderr.isatty()):
@@ -143,7 +143,7 @@ def _report_document(
 
 async def status_document(args: argparse.Namespace) -> dict[str, Any]:
     """The ``status --json`` document of the fleet, started in this process."""
-    from mcpfleet.cli import documents
+    from mcpfleet.reports import status as documents
 
     manager = FleetOptions.from_args(args).manager()
     # Discovery first, outside the manager's task group: a bad --config file is a usage
@@ -179,7 +179,7 @@ def tools_command(args: argparse.Namespace) -> int:
 async def tools_document(args: argparse.Namespace) -> dict[str, Any]:
     """The ``tools --json`` document of the fleet, started in this process: as the start-up
     gate answers (``--live``: once every server settled); ``--server`` starts that one only."""
-    from mcpfleet.cli import documents
+    from mcpfleet.reports import status as documents
 
     manager = FleetOptions.from_args(args).manager()
     discovery = manager.discover()
@@ -197,7 +197,7 @@ async def tools_document(args: argparse.Namespace) -> dict[str, Any]:
 def known_server(name: str, discovery: DiscoveryResult, exit_code: int) -> str:
     """``name``, when a config file declares a server by that name; else ``CommandFailed``
     at once, with the names it may have meant."""
-    from mcpfleet.cli import documents
+    from mcpfleet.reports import status as documents
 
     declared = [entry.name for entry in discovery.entries]
     if name not in declared:
@@ -258,8 +258,8 @@ async def call_document(args: argparse.Namespace, arguments: dict[str, Any]) -> 
     """The ``call --json`` document of one call, in this process: only the server the tool's
     name spells out is started (every server, for a bare tool name), behind the start-up
     gate, so a tool the cache does not know of that server fails without waiting for it."""
-    from mcpfleet.cli import documents
     from mcpfleet.fleet.tools import resolve_tool_name, servers_named_by
+    from mcpfleet.reports import status as documents
 
     manager = FleetOptions.from_args(args).manager()
     discovery = manager.discover()

@@ -3,7 +3,7 @@
 Each row is a frozen record with ``to_json()``, its ``--json`` shape (key order included,
 which the CLI contract fixes). The ``status`` and ``tools`` reports are drawn from that JSON
 document, not from the rows, because the document may come from the daemon
-(``mcpfleet.daemon.client``): ``server_cells`` and ``tool_cells`` make a table line of one
+(``mcpfleet.daemon_client.control``): ``server_cells`` and ``tool_cells`` make a table line of one
 JSON row, and ``print_status`` / ``print_tools`` draw a whole document (``daemon status``'s
 too: ``daemon_session_cells``, ``daemon_server_cells``, ``print_daemon_status``). A ``config`` row
 draws itself (``cells()``). ``render_table`` turns lines into a table.

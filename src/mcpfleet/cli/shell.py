@@ -185,7 +185,7 @@ class ShellOutput:
 
     def result(self, result: ToolResult) -> None:
         if self.as_json:
-            from mcpfleet.cli.documents import call_document
+            from mcpfleet.reports.status import call_document
 
             emit_json(call_document(result), one_line=True)
         else:

@@ -22,9 +22,9 @@ from typing import Any
 
 from mcpfleet.cli.options import FLEET_CHANGING_OPTIONS, FleetOptions
 from mcpfleet.cli.output import EXIT_FAILED
-from mcpfleet.daemon.client import DaemonLost, DaemonUnavailable, OperationFailed, connect_if_running
-from mcpfleet.daemon.launch import daemon_disabled
-from mcpfleet.daemon.wire import FleetSpec
+from mcpfleet.contract.wire import FleetSpec
+from mcpfleet.daemon_client.control import DaemonLost, DaemonUnavailable, OperationFailed, connect_if_running
+from mcpfleet.daemon_client.launch import daemon_disabled
 
 logger = logging.getLogger(__name__)
 

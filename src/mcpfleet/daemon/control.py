@@ -8,7 +8,7 @@ failed). Requests run at once, each in its own task, so a slow ``call`` never ho
 still runs on it (a ``call`` is cancelled at its backend, a ``watch`` ends).
 
 ``fleet_status``, ``tools`` and ``call`` build the documents ``mcpfleet status/tools/call
---json`` print in-process, with the same code (``cli.documents``), on a view of the shared
+--json`` print in-process, with the same code (``reports.status``), on a view of the shared
 fleet for the request's ``fleet`` (a ``FleetSpec``) that leaves out what the agent's
 discovery does (Exa servers): the CLI prints what it is given.
 ``watch`` keeps such a view for as long as it runs and pushes ``{"event": "tools_changed",
@@ -31,7 +31,7 @@ import anyio
 
 from mcpfleet.agent.loader import agent_entry_filter
 from mcpfleet.config.profiles import Profile, read_gateway_settings
-from mcpfleet.daemon import wire
+from mcpfleet.contract import wire
 from mcpfleet.daemon.socket_io import receive, send_all
 from mcpfleet.errors import ConfigError
 from mcpfleet.transport.framing import LineFramer, OversizedLine, describe_size
@@ -106,7 +106,7 @@ class Operation:
         would be (see ``documents.settle``), with its discovery and the gate's report.
         ``settle_deferred`` also waits for the servers the gate served from the cache (what
         ``status`` reports on), in the same parallel wait."""
-        from mcpfleet.cli import documents
+        from mcpfleet.reports import status as documents
 
         spec = self.fleet_spec()
         async with (
@@ -235,7 +235,7 @@ async def _stop(operation: Operation) -> dict[str, Any]:
 
 
 async def _fleet_status(operation: Operation) -> dict[str, Any]:
-    from mcpfleet.cli import documents
+    from mcpfleet.reports import status as documents
 
     async with operation.view(settle_deferred=True) as (view, discovery, result):
         rows = documents.server_rows(discovery, view, result)
@@ -243,7 +243,7 @@ async def _fleet_status(operation: Operation) -> dict[str, Any]:
 
 
 async def _tools(operation: Operation) -> dict[str, Any]:
-    from mcpfleet.cli import documents
+    from mcpfleet.reports import status as documents
 
     server = operation.request.get("server")
     if server is not None and not isinstance(server, str):
@@ -257,8 +257,8 @@ async def _tools(operation: Operation) -> dict[str, Any]:
 
 
 async def _call(operation: Operation) -> dict[str, Any]:
-    from mcpfleet.cli import documents
     from mcpfleet.fleet.tools import resolve_tool_name
+    from mcpfleet.reports import status as documents
 
     name, arguments = operation.request.get("tool"), operation.request.get("arguments", {})
     if not isinstance(name, str):

@@ -2,10 +2,10 @@
 
 ``run_daemon`` is ``mcpfleet daemon run``, what the shim starts (detached) when no daemon
 answers. It logs to a rotated file (``daemon.logs``), binds the socket of the runtime folder
-(0600 in a 0700 folder, ``daemon.paths``), holds one ``SharedFleet`` and serves, until it
+(0600 in a 0700 folder, ``daemon_client.paths``), holds one ``SharedFleet`` and serves, until it
 is stopped, every connection made to the socket:
 
-* **Who.** Before a byte is read, the peer's uid (``SO_PEERCRED``, ``daemon.peer``) must be
+* **Who.** Before a byte is read, the peer's uid (``SO_PEERCRED``, ``daemon_client.peer``) must be
   the daemon's own; any other peer is closed without an answer, and logged.
 * **The hello.** The first line (at most ``wire.MAX_HELLO_BYTES``, within
   ``HELLO_TIMEOUT_S``) says what the connection is (``wire.parse_hello``). It is refused
@@ -61,10 +61,11 @@ import anyio.abc
 import anyio.to_thread
 
 from mcpfleet import __version__
-from mcpfleet.daemon import paths, wire
+from mcpfleet.contract import wire
 from mcpfleet.daemon.memory import process_tree, resident_bytes
-from mcpfleet.daemon.peer import peer_credentials
 from mcpfleet.daemon.socket_io import receive, send_all
+from mcpfleet.daemon_client import paths
+from mcpfleet.daemon_client.peer import peer_credentials
 from mcpfleet.errors import ConfigError, first_leaf
 
 if TYPE_CHECKING:
@@ -694,7 +695,7 @@ def run_daemon(options: DaemonOptions) -> int:
 def scrub_environment(environ: MutableMapping[str, str]) -> None:
     """Keep of ``environ`` only what the daemon itself needs (``launch.daemon_environment``:
     the fixed base, the config folders' variables, the runtime folder's override)."""
-    from mcpfleet.daemon.launch import daemon_environment
+    from mcpfleet.daemon_client.launch import daemon_environment
 
     kept = daemon_environment(environ)
     for name in [name for name in environ if name not in kept]:

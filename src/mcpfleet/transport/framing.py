@@ -2,7 +2,7 @@
 long to hold.
 
 Every wire of JSON-RPC lines uses it: a stdio server's stdout (``transport.stdio``), the
-gateway's stdin (``gateway.stdio``) and the daemon's shim (``daemon.shim``). Standard library
+gateway's stdin (``gateway.stdio``) and the daemon's shim (``daemon_client.shim``). Standard library
 only: the shim imports this, and it must start without the SDK.
 """
 

@@ -24,7 +24,8 @@ from tests.integration.daemon.daemon_harness import (
 )
 
 from mcpfleet import __version__
-from mcpfleet.daemon import paths, wire
+from mcpfleet.contract import wire
+from mcpfleet.daemon_client import paths
 
 
 def in_process(home: Path, *args: str) -> subprocess.CompletedProcess[str]:

@@ -26,7 +26,7 @@ from tests.integration.daemon.daemon_harness import (
     wait_until_gone,
 )
 
-from mcpfleet.daemon import paths
+from mcpfleet.daemon_client import paths
 from mcpfleet.transport.watchdog import GROUP_TERM_GRACE_S
 
 FLEET_CLOSED_BOUND_S = 0.3

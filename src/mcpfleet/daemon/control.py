@@ -32,9 +32,9 @@ import anyio
 from mcpfleet.agent.loader import agent_entry_filter
 from mcpfleet.config.profiles import Profile, read_gateway_settings
 from mcpfleet.contract import wire
+from mcpfleet.contract.framing import LineFramer, OversizedLine, describe_size
 from mcpfleet.daemon.socket_io import receive, send_all
 from mcpfleet.errors import ConfigError
-from mcpfleet.transport.framing import LineFramer, OversizedLine, describe_size
 
 if TYPE_CHECKING:
     from mcpfleet.config.model import DiscoveryResult

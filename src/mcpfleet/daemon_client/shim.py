@@ -60,15 +60,15 @@ from typing import TYPE_CHECKING, Any
 
 from mcpfleet import __version__
 from mcpfleet.contract import wire
-from mcpfleet.daemon_client import launch, paths
-from mcpfleet.daemon_client.peer import peer_credentials
-from mcpfleet.transport.framing import (
+from mcpfleet.contract.framing import (
     LineFramer,
     OversizedLine,
     edge_members,
     oversized_refusal,
     oversized_request_id,
 )
+from mcpfleet.daemon_client import launch, paths
+from mcpfleet.daemon_client.peer import peer_credentials
 
 if TYPE_CHECKING:
     import subprocess

@@ -90,15 +90,20 @@ def _seconds(text: str) -> float:
 
 
 def run_command(args: argparse.Namespace) -> int:
-    from mcpfleet.daemon.service import DaemonOptions, run_daemon
+    from mcpfleet.daemon.service import DaemonNotStarted, DaemonOptions, run_daemon
 
-    return run_daemon(
-        DaemonOptions(
-            idle_timeout_s=args.idle_timeout,
-            daemon_idle_timeout_s=args.daemon_idle_timeout,
-            verbose=args.verbose,
+    try:
+        run_daemon(
+            DaemonOptions(
+                idle_timeout_s=args.idle_timeout,
+                daemon_idle_timeout_s=args.daemon_idle_timeout,
+                verbose=args.verbose,
+            )
         )
-    )
+    except DaemonNotStarted as error:
+        error_line(str(error))
+        return EXIT_FAILED
+    return EXIT_OK
 
 
 def start_command(args: argparse.Namespace) -> int:

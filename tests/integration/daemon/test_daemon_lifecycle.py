@@ -151,6 +151,20 @@ def test_a_drained_daemon_with_no_session_answers_then_exits(start_daemon: Start
     assert not paths.socket_path().exists()
 
 
+def test_a_daemon_that_cannot_open_its_log_says_why_on_stderr_and_exits_1(
+    isolated_home: Path, start_daemon: StartDaemon
+) -> None:
+    # The daemon's state folder is a file: its log cannot be opened, and nothing is served.
+    paths.log_path().parent.parent.mkdir(parents=True, exist_ok=True)
+    paths.log_path().parent.write_text("not a folder", encoding="utf-8")
+    daemon = start_daemon(wait=False)
+    assert daemon.wait_exit() == 1
+    assert f"mcpfleet: daemon not started: cannot open its log {paths.log_path()}" in daemon.stderr
+    assert "set MCPFLEET_HOME to a folder you can write" in daemon.stderr  # what to do
+    assert "Traceback" not in daemon.stderr
+    assert not paths.socket_path().exists()
+
+
 def test_a_second_daemon_does_not_take_the_socket(isolated_home: Path, start_daemon: StartDaemon) -> None:
     first = start_daemon()
     second = start_daemon(wait=False)

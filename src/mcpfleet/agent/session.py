@@ -19,8 +19,8 @@ from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from mcpfleet.agent.exa import exa_api_keys, exa_entry_filter
-from mcpfleet.agent.loader import load_tools_into, start_and_load
+from mcpfleet.agent.loader import agent_entry_filters, load_tools_into, start_and_load
+from mcpfleet.config.exa import exa_api_keys, exa_entry_filter
 from mcpfleet.errors import ConfigError, Failure, ToolNotFoundError
 from mcpfleet.fleet.cache import MCPToolCache
 from mcpfleet.fleet.manager import AnyTool, ManagerEvent, MCPLoadResult, MCPManager, UncachedPolicy
@@ -473,6 +473,7 @@ async def _daemon_session(
         trust_project=trust_project,
         enable_project_config=enable_project_config,
         startup_timeout_ms=startup_timeout_ms,
+        entry_filters=agent_entry_filters(filter_exa=True),
     )
     async with AsyncExitStack() as stack:
         try:

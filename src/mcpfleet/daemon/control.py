@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from mcpfleet.agent.loader import agent_entry_filter
+from mcpfleet.config.entry_filters import named_entry_filter
 from mcpfleet.config.profiles import Profile, read_gateway_settings
 from mcpfleet.contract import wire
 from mcpfleet.contract.framing import LineFramer, OversizedLine, describe_size
@@ -116,8 +116,9 @@ class Operation:
                 host=self.client.host,
                 profile=self.profile(spec),
                 # A control request stands for a CLI command or an agent session: it sees the
-                # fleet as they do in-process, Exa servers left to the agent's native integration.
-                entry_filter=agent_entry_filter(filter_exa=True),
+                # fleet as they do in-process, with the filters their side named (the agent's
+                # Exa filter), applied here as data.
+                entry_filter=named_entry_filter(spec.entry_filters),
                 # Resolved with what the command's process sent, never the daemon's own values.
                 environment=self.client.environment,
             ) as view,

@@ -462,7 +462,8 @@ async def _daemon_session(
 
     ``cwd`` is resolved already: what the daemon keys the project by.
     """
-    # The daemon's modules sit above the agent's; only this keyword reaches for them.
+    # Only this keyword reaches for the daemon, through its client side (below the agent) and
+    # the remote session beside it: nothing of the daemon's serving side is imported.
     from mcpfleet.agent.remote import DaemonFleet
     from mcpfleet.contract.wire import FleetSpec
     from mcpfleet.daemon_client.control import DaemonUnavailable

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
 # Standard library only, as this module: the shim's route (``cli.entry``) builds its spec here.
-from mcpfleet.contract.wire import EXA_ENTRY_FILTER, FleetSpec
+from mcpfleet.contract.wire import FleetSpec
 
 if TYPE_CHECKING:
     from contextlib import AbstractAsyncContextManager
@@ -243,9 +243,6 @@ class FleetOptions:
             trust_project=self.trust_project,
             enable_project_config=self.enable_project_config,
             startup_timeout_ms=self.startup_timeout_ms,
-            # What a CLI command sees, in-process or not: the agent's discovery (its Exa
-            # filter, ``agent.loader.agent_entry_filters``), named here without loading it.
-            entry_filters=(EXA_ENTRY_FILTER,),
         )
 
     def discovery_settings(self, *, all_project_entries: bool = False) -> DiscoverySettings:

@@ -131,7 +131,7 @@ class FleetSpec:
     Exa filter for a CLI command or an agent session; a host's session names none."""
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        document: dict[str, Any] = {
             "cwd": self.cwd,
             "trust_project": self.trust_project,
             "enable_project_config": self.enable_project_config,
@@ -141,8 +141,10 @@ class FleetSpec:
             "max_name_length": self.max_name_length,
             "tools": self.tools,
             "max_tools": self.max_tools,
-            "entry_filters": list(self.entry_filters),
         }
+        if self.entry_filters:  # a host session's hello stays what it was: it names none
+            document["entry_filters"] = list(self.entry_filters)
+        return document
 
     @classmethod
     def from_json(cls, raw: Any) -> FleetSpec:

@@ -9,7 +9,9 @@ from pathlib import Path
 import pytest
 
 from mcpfleet.agent.loader import agent_entry_filter, agent_entry_filters
-from mcpfleet.cli.options import FleetOptions
+from mcpfleet.cli.main import build_parser
+from mcpfleet.cli.options import serve_fleet_spec
+from mcpfleet.cli.through_daemon import daemon_fleet
 from mcpfleet.config import ServerConfig
 from mcpfleet.config import entry_filters as module
 from mcpfleet.config.entry_filters import ENTRY_FILTERS, named_entry_filter
@@ -30,14 +32,19 @@ def test_the_same_names_give_the_same_hook() -> None:
     assert named_entry_filter(("exa",)) is named_entry_filter(("exa",))
 
 
-def test_the_agent_decides_and_the_cli_names_the_same_filters(tmp_path: Path) -> None:
+def test_the_agent_decides_and_the_cli_names_the_same_filters(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     assert agent_entry_filters(filter_exa=True) == ("exa",)
     assert agent_entry_filters(filter_exa=False) == ()
     assert agent_entry_filter(filter_exa=True) is exa_entry_filter
-    # A CLI command through the daemon sees what the agent's discovery would show it.
-    assert FleetOptions(project_root=tmp_path).fleet_spec().entry_filters == agent_entry_filters(
-        filter_exa=True
-    )
+    # A CLI command through the daemon sees what the agent's discovery would show it; a host's
+    # session (``serve``, the shim's spec) names none, as it does in-process.
+    monkeypatch.delenv("MCPFLEET_NO_DAEMON", raising=False)
+    command = daemon_fleet(build_parser().parse_args(["--cwd", str(tmp_path), "status"]))
+    assert command is not None and command.entry_filters == agent_entry_filters(filter_exa=True)
+    served = serve_fleet_spec(build_parser().parse_args(["--cwd", str(tmp_path), "serve"]))
+    assert served.entry_filters == ()
 
 
 def test_filters_apply_in_order_and_the_first_reason_is_the_entrys(monkeypatch: pytest.MonkeyPatch) -> None:

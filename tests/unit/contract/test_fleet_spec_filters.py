@@ -18,7 +18,7 @@ def test_the_filters_a_spec_names_come_back_from_its_json() -> None:
 def test_a_spec_without_filters_names_none() -> None:
     # What a host's session sends (the shim's spec), and what an older client's JSON means.
     assert wire.FleetSpec.from_json({"cwd": "/work/project"}).entry_filters == ()
-    assert wire.FleetSpec(cwd="/work/project").to_json()["entry_filters"] == []
+    assert "entry_filters" not in wire.FleetSpec(cwd="/work/project").to_json()
 
 
 @pytest.mark.parametrize(

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.harness.peers import BENCH_DIR, PEERS_DIR, Peer
-from mcpfleet.daemon.wire import CONFIG_ENVIRONMENT
+from mcpfleet.contract.wire import CONFIG_ENVIRONMENT
 
 SERVER_SCRIPT = BENCH_DIR / "servers" / "synthetic_server.py"
 SERVER_COMMAND = [os.path.realpath(sys.executable), "-S", str(SERVER_SCRIPT)]

@@ -126,7 +126,7 @@ def test_no_command_under_json_is_a_json_error(tmp_path: Path) -> None:
 
 
 def test_daemon_logs_json_holds_the_last_lines(tmp_path: Path) -> None:
-    from mcpfleet.daemon import paths
+    from mcpfleet.daemon_client import paths
 
     log = paths.log_path()
     log.parent.mkdir(parents=True, exist_ok=True)

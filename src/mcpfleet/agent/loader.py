@@ -20,9 +20,11 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Literal
 
-from mcpfleet.agent.exa import exa_api_keys, exa_entry_filter
 from mcpfleet.config import ApprovalStore, DiscoveryResult, EntryFilter
 from mcpfleet.config import load_all_mcp_configs as discover_configs
+from mcpfleet.config.entry_filters import named_entry_filter
+from mcpfleet.config.exa import exa_api_keys
+from mcpfleet.contract.wire import EXA_ENTRY_FILTER
 from mcpfleet.errors import ConfigError, Failure
 from mcpfleet.fleet.cache import MCPToolCache
 from mcpfleet.fleet.manager import AnyTool, MCPManager, UncachedPolicy
@@ -61,9 +63,15 @@ class AgentDiscoveryResult(DiscoveryResult):
     exa_api_keys: list[str] = field(default_factory=list)
 
 
+def agent_entry_filters(filter_exa: bool) -> tuple[str, ...]:
+    """The discovery filters the agent layer asks for, by name (``contract.wire.ENTRY_FILTERS``):
+    its Exa filter, unless turned off. A fleet the daemon runs is told these as data."""
+    return (EXA_ENTRY_FILTER,) if filter_exa else ()
+
+
 def agent_entry_filter(filter_exa: bool) -> EntryFilter | None:
     """The discovery hook the agent layer supplies: its Exa filter, unless turned off."""
-    return exa_entry_filter if filter_exa else None
+    return named_entry_filter(agent_entry_filters(filter_exa))
 
 
 def load_all_mcp_configs(

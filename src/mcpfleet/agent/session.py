@@ -7,7 +7,7 @@ a watched config edit), and lets sub-agents share the parent's connections.
 
 A session's life is one ``async with``: ``open_agent_session(cwd)`` builds it, entering
 it discovers and connects the fleet, leaving it closes every server. With ``daemon=True``
-the fleet is the user's daemon's (``mcpfleet.daemon.remote``): the session lists its tools
+the fleet is the user's daemon's (``mcpfleet.agent.remote``): the session lists its tools
 there and follows their changes, and leaving it closes nothing but the connection.
 """
 
@@ -19,8 +19,8 @@ from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from mcpfleet.agent.exa import exa_api_keys, exa_entry_filter
-from mcpfleet.agent.loader import load_tools_into, start_and_load
+from mcpfleet.agent.loader import agent_entry_filters, load_tools_into, start_and_load
+from mcpfleet.config.exa import exa_api_keys, exa_entry_filter
 from mcpfleet.errors import ConfigError, Failure, ToolNotFoundError
 from mcpfleet.fleet.cache import MCPToolCache
 from mcpfleet.fleet.manager import AnyTool, ManagerEvent, MCPLoadResult, MCPManager, UncachedPolicy
@@ -462,17 +462,19 @@ async def _daemon_session(
 
     ``cwd`` is resolved already: what the daemon keys the project by.
     """
-    # The daemon's modules sit above the agent's; only this keyword reaches for them.
-    from mcpfleet.daemon.client import DaemonUnavailable
-    from mcpfleet.daemon.launch import NO_DAEMON_ENV, daemon_disabled, start_daemon
-    from mcpfleet.daemon.remote import DaemonFleet
-    from mcpfleet.daemon.wire import FleetSpec
+    # Only this keyword reaches for the daemon, through its client side (below the agent) and
+    # the remote session beside it: nothing of the daemon's serving side is imported.
+    from mcpfleet.agent.remote import DaemonFleet
+    from mcpfleet.contract.wire import FleetSpec
+    from mcpfleet.daemon_client.control import DaemonUnavailable
+    from mcpfleet.daemon_client.launch import NO_DAEMON_ENV, daemon_disabled, start_daemon
 
     spec = FleetSpec(
         cwd=str(cwd),
         trust_project=trust_project,
         enable_project_config=enable_project_config,
         startup_timeout_ms=startup_timeout_ms,
+        entry_filters=agent_entry_filters(filter_exa=True),
     )
     async with AsyncExitStack() as stack:
         try:

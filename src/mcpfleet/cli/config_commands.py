@@ -71,7 +71,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def run_config(args: argparse.Namespace) -> int:
-    from mcpfleet.cli.render import EntryRow, ErrorRow
+    from mcpfleet.cli.render import EntryRow
+    from mcpfleet.reports.rows import ErrorRow
 
     options = FleetOptions.from_args(args)
     result = options.discover()

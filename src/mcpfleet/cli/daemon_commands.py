@@ -19,7 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from mcpfleet.cli.output import EXIT_FAILED, EXIT_OK, emit_json, error_line, output_line
-from mcpfleet.daemon.client import DaemonLost, DaemonUnavailable, OperationFailed
+from mcpfleet.daemon_client.control import DaemonLost, DaemonUnavailable, OperationFailed
 
 STOP_WAIT_S = 30.0
 """How long ``daemon stop`` waits for the daemon to be gone: the fleet's shutdown deadline
@@ -90,19 +90,24 @@ def _seconds(text: str) -> float:
 
 
 def run_command(args: argparse.Namespace) -> int:
-    from mcpfleet.daemon.service import DaemonOptions, run_daemon
+    from mcpfleet.daemon.service import DaemonNotStarted, DaemonOptions, run_daemon
 
-    return run_daemon(
-        DaemonOptions(
-            idle_timeout_s=args.idle_timeout,
-            daemon_idle_timeout_s=args.daemon_idle_timeout,
-            verbose=args.verbose,
+    try:
+        run_daemon(
+            DaemonOptions(
+                idle_timeout_s=args.idle_timeout,
+                daemon_idle_timeout_s=args.daemon_idle_timeout,
+                verbose=args.verbose,
+            )
         )
-    )
+    except DaemonNotStarted as error:
+        error_line(str(error))
+        return EXIT_FAILED
+    return EXIT_OK
 
 
 def start_command(args: argparse.Namespace) -> int:
-    from mcpfleet.daemon.launch import start_daemon
+    from mcpfleet.daemon_client.launch import start_daemon
 
     try:
         started = start_daemon()
@@ -169,8 +174,8 @@ def status_command(args: argparse.Namespace) -> int:
 
 
 def logs_command(args: argparse.Namespace) -> int:
-    from mcpfleet.daemon import paths
     from mcpfleet.daemon.logs import follow, last_lines
+    from mcpfleet.daemon_client import paths
 
     path = paths.log_path()
     if not path.exists() and not args.follow:
@@ -192,7 +197,7 @@ def logs_command(args: argparse.Namespace) -> int:
 
 
 def _report_none(args: argparse.Namespace) -> None:
-    from mcpfleet.daemon import paths
+    from mcpfleet.daemon_client import paths
 
     if args.json:
         emit_json({"running": False, "socket": str(paths.socket_path()), "log": str(paths.log_path())})
@@ -222,8 +227,8 @@ class NoDaemon(Exception):
 
 def _ask(op: str) -> dict[str, Any]:
     """The result of one control operation on the running daemon; ``NoDaemon`` when none runs."""
-    from mcpfleet.daemon import paths
-    from mcpfleet.daemon.client import connect_if_running
+    from mcpfleet.daemon_client import paths
+    from mcpfleet.daemon_client.control import connect_if_running
 
     client = connect_if_running(host="mcpfleet daemon")
     if client is None:

@@ -1,7 +1,7 @@
 """The ``mcpfleet`` console script: ``serve`` through the user's daemon when it can, else the CLI.
 
 Hosts launch ``mcpfleet serve`` for every session, so that command must start at once: it
-becomes the shim (``mcpfleet.daemon.shim``), which loads neither the SDK nor the CLI's
+becomes the shim (``mcpfleet.daemon_client.shim``), which loads neither the SDK nor the CLI's
 modules. Everything else, and ``serve`` whenever the daemon cannot serve it, goes to
 ``mcpfleet.cli.main``. ``serve`` stays in this process when
 
@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, NoReturn
 
 if TYPE_CHECKING:
-    from mcpfleet.daemon.shim import ShimSettings
+    from mcpfleet.daemon_client.shim import ShimSettings
 
 SERVE = "serve"
 MIN_NAME_LENGTH = 10
@@ -62,7 +62,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if SERVE in arguments:
         route = serve_route(arguments)
         if route.settings is not None:
-            from mcpfleet.daemon.shim import run_shim
+            from mcpfleet.daemon_client.shim import run_shim
 
             return run_shim(route.settings, in_process=lambda: _cli_main([*arguments, "--no-daemon"]))
         if route.notice is not None:
@@ -79,7 +79,7 @@ def _cli_main(arguments: list[str]) -> int:
 def serve_route(arguments: Sequence[str]) -> ServeRoute:
     """Whether ``mcpfleet <arguments>`` is a ``serve`` the daemon can take (see the module)."""
     from mcpfleet.cli.options import FLEET_CHANGING_OPTIONS, merge_global_options
-    from mcpfleet.daemon.launch import daemon_disabled
+    from mcpfleet.daemon_client.launch import daemon_disabled
 
     try:
         args = merge_global_options(build_parser().parse_args(arguments))
@@ -107,7 +107,7 @@ def serve_route(arguments: Sequence[str]) -> ServeRoute:
 
 def _shim_settings(args: argparse.Namespace) -> ShimSettings:
     from mcpfleet.cli.options import serve_fleet_spec
-    from mcpfleet.daemon.shim import ShimSettings
+    from mcpfleet.daemon_client.shim import ShimSettings
 
     return ShimSettings(fleet=serve_fleet_spec(args), verbose=args.verbose > 0)
 

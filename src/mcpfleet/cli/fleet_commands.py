@@ -98,14 +98,14 @@ async def _connect_with_progress(
     gives each server's final state rather than the cache's picture of it. ``only`` starts
     those servers and no other (``tools --server``, ``call``).
     """
-    from mcpfleet.cli import documents
     from mcpfleet.cli.progress import live_progress
+    from mcpfleet.reports import status as status_report
 
     configs = {name: config for name, config in discovery.configs.items() if only is None or name in only}
     with live_progress(manager, enabled=not args.json and sys.stderr.isatty()):
         result = await manager.connect_servers(configs, discovery.sources)
         if settle:
-            await documents.settle(manager, result)
+            await status_report.settle(manager, result)
     return result
 
 
@@ -143,7 +143,7 @@ def _report_document(
 
 async def status_document(args: argparse.Namespace) -> dict[str, Any]:
     """The ``status --json`` document of the fleet, started in this process."""
-    from mcpfleet.cli import documents
+    from mcpfleet.reports import status as status_report
 
     manager = FleetOptions.from_args(args).manager()
     # Discovery first, outside the manager's task group: a bad --config file is a usage
@@ -151,8 +151,8 @@ async def status_document(args: argparse.Namespace) -> dict[str, Any]:
     discovery = manager.discover()
     async with manager:
         result = await _connect_with_progress(args, manager, discovery, settle=True)
-        rows = documents.server_rows(discovery, manager, result)
-    return documents.status_document(rows, documents.error_rows(discovery.errors))
+        rows = status_report.server_rows(discovery, manager, result)
+    return status_report.status_document(rows, status_report.error_rows(discovery.errors))
 
 
 def tools_command(args: argparse.Namespace) -> int:
@@ -179,29 +179,30 @@ def tools_command(args: argparse.Namespace) -> int:
 async def tools_document(args: argparse.Namespace) -> dict[str, Any]:
     """The ``tools --json`` document of the fleet, started in this process: as the start-up
     gate answers (``--live``: once every server settled); ``--server`` starts that one only."""
-    from mcpfleet.cli import documents
+    from mcpfleet.reports import status as status_report
+    from mcpfleet.reports import tools as tool_report
 
     manager = FleetOptions.from_args(args).manager()
     discovery = manager.discover()
     only = None if args.server is None else {known_server(args.server, discovery, EXIT_USAGE)}
     async with manager:
         result = await _connect_with_progress(args, manager, discovery, settle=args.live, only=only)
-        tools = documents.tool_rows(manager.get_tools(), server=args.server)
+        tools = tool_report.tool_rows(manager.get_tools(), server=args.server)
     if only is not None:
         # The one server asked for, when it cannot start, says why (approval, invalid entry).
         result.complete_from(discovery)
     failures = [failure for failure in result.failures if only is None or failure.subject in only]
-    return documents.tools_document(tools, documents.error_rows([*discovery.errors, *failures]))
+    return tool_report.tools_document(tools, status_report.error_rows([*discovery.errors, *failures]))
 
 
 def known_server(name: str, discovery: DiscoveryResult, exit_code: int) -> str:
     """``name``, when a config file declares a server by that name; else ``CommandFailed``
     at once, with the names it may have meant."""
-    from mcpfleet.cli import documents
+    from mcpfleet.reports import messages
 
     declared = [entry.name for entry in discovery.entries]
     if name not in declared:
-        raise CommandFailed(documents.unknown_server_message(name, declared), exit_code)
+        raise CommandFailed(messages.unknown_server_message(name, declared), exit_code)
     return name
 
 
@@ -258,8 +259,9 @@ async def call_document(args: argparse.Namespace, arguments: dict[str, Any]) -> 
     """The ``call --json`` document of one call, in this process: only the server the tool's
     name spells out is started (every server, for a bare tool name), behind the start-up
     gate, so a tool the cache does not know of that server fails without waiting for it."""
-    from mcpfleet.cli import documents
     from mcpfleet.fleet.tools import resolve_tool_name, servers_named_by
+    from mcpfleet.reports import messages
+    from mcpfleet.reports import tools as tool_report
 
     manager = FleetOptions.from_args(args).manager()
     discovery = manager.discover()
@@ -267,7 +269,7 @@ async def call_document(args: argparse.Namespace, arguments: dict[str, Any]) -> 
     named = servers_named_by(args.tool, declared)
     written, servers = named.written, named.servers
     if written is not None and not servers:
-        raise CommandFailed(documents.unknown_server_message(written, declared), EXIT_FAILED)
+        raise CommandFailed(messages.unknown_server_message(written, declared), EXIT_FAILED)
     if servers and not any(name in discovery.configs for name in servers):
         raise CommandFailed(_why_not_started(servers[0], discovery), EXIT_FAILED)
     async with manager:
@@ -280,9 +282,9 @@ async def call_document(args: argparse.Namespace, arguments: dict[str, Any]) -> 
         # A server that could not start says why, rather than that it has no such tool.
         failed = [failure.message for failure in result.failures if failure.subject in servers]
         raise CommandFailed(
-            failed[0] if failed else documents.no_such_tool_message(args.tool, tools, declared), EXIT_FAILED
+            failed[0] if failed else messages.no_such_tool_message(args.tool, tools, declared), EXIT_FAILED
         )
-    return documents.call_document(outcome)
+    return tool_report.call_document(outcome)
 
 
 async def shell_command(args: argparse.Namespace) -> int:

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
 # Standard library only, as this module: the shim's route (``cli.entry``) builds its spec here.
-from mcpfleet.daemon.wire import FleetSpec
+from mcpfleet.contract.wire import FleetSpec
 
 if TYPE_CHECKING:
     from contextlib import AbstractAsyncContextManager

@@ -75,11 +75,6 @@ def emit_json(payload: Any, *, one_line: bool = False) -> None:
     _JsonOutput.emitted = True
 
 
-def counted(count: Any, noun: str, plural: str | None = None) -> str:
-    """``1 tool``, ``2 tools``, ``0 tools``: a count with its noun in the right number."""
-    return f"{count} {noun if count == 1 else plural or noun + 's'}"
-
-
 def output_line(text: str, *, multiline: bool = False, stream: TextIO | None = None) -> None:
     """Human output on stdout (or ``stream``); ``multiline`` keeps the text's own newlines."""
     out = sys.stdout if stream is None else stream

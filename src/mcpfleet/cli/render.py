@@ -1,12 +1,13 @@
-"""How the reports look: one row type per report, one table of state styles.
+"""How the reports look: tables drawn from their documents, one table of state styles.
 
-Each row is a frozen record with ``to_json()``, its ``--json`` shape (key order included,
-which the CLI contract fixes). The ``status`` and ``tools`` reports are drawn from that JSON
-document, not from the rows, because the document may come from the daemon
-(``mcpfleet.daemon.client``): ``server_cells`` and ``tool_cells`` make a table line of one
-JSON row, and ``print_status`` / ``print_tools`` draw a whole document (``daemon status``'s
-too: ``daemon_session_cells``, ``daemon_server_cells``, ``print_daemon_status``). A ``config`` row
-draws itself (``cells()``). ``render_table`` turns lines into a table.
+The rows are frozen records (``reports.rows``: ``ServerRow``, ``ToolRow``, ``ErrorRow``), each
+with ``to_json()``, its ``--json`` shape. The ``status`` and ``tools`` reports are drawn from
+that JSON document, not from the rows, because the document may come from the daemon
+(``mcpfleet.daemon_client.control``): ``server_cells`` and ``tool_cells`` make a table line of
+one JSON row, and ``print_status`` / ``print_tools`` draw a whole document (``daemon
+status``'s too: ``daemon_session_cells``, ``daemon_server_cells``, ``print_daemon_status``). A
+``config`` row (``EntryRow``, here) draws itself (``cells()``). ``render_table`` turns lines
+into a table.
 
 Text from servers, config files and paths enters a cell only as ``rich_text`` (never as
 markup, control characters made visible), so a ``[/bogus]`` or an escape sequence in it is
@@ -17,10 +18,12 @@ never loads it.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from mcpfleet.cli.output import counted, rich_text
+from mcpfleet.cli.output import rich_text
+from mcpfleet.reports.messages import counted
+from mcpfleet.reports.rows import ServerRow, ToolRow
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -28,7 +31,6 @@ if TYPE_CHECKING:
     from rich.text import Text
 
     from mcpfleet.config.model import DiscoveredEntry, SourceInfo
-    from mcpfleet.errors import Failure
 
 
 @dataclass(frozen=True)
@@ -72,69 +74,6 @@ def styled_state(state: str) -> Text:
 
 Cells = tuple["Text | str", ...]
 """One line of a table."""
-
-
-@dataclass(frozen=True)
-class ServerRow:
-    """One server of ``status``: its state after the gate, tools, timings and last error."""
-
-    COLUMNS: ClassVar[tuple[str, ...]] = ("server", "status", "tools", "ms", "source", "error")
-
-    name: str
-    status: str
-    """The contract's set: connected, connecting, disconnected, failed, pending-approval, disabled."""
-    state: str
-    """``status``, or the finer ``reconnecting`` / ``suspended``."""
-    tools: int
-    deferred: bool
-    at_gate: str | None
-    """How the start-up gate served it (``live``, ``deferred``, ``waited``); None if it never started."""
-    error: str | None
-    stderr_tail: tuple[str, ...]
-    source: SourceInfo
-    timings_ms: Mapping[str, float] = field(default_factory=dict)
-    era: str | None = None
-    protocol_version: str | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "status": self.status,
-            "state": self.state,
-            "tools": self.tools,
-            "deferred": self.deferred,
-            "at_gate": self.at_gate,
-            "error": self.error,
-            "stderr_tail": list(self.stderr_tail),
-            "source": self.source.to_dict(),
-            "timings_ms": dict(self.timings_ms),
-            "era": self.era,
-            "protocol_version": self.protocol_version,
-        }
-
-
-@dataclass(frozen=True)
-class ToolRow:
-    """One tool of ``tools``, as an agent sees it."""
-
-    COLUMNS: ClassVar[tuple[str, ...]] = ("name", "server", "description")
-
-    name: str
-    server: str
-    mcp_name: str
-    description: str
-    deferred: bool
-    input_schema: Mapping[str, Any]
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "server": self.server,
-            "mcp_name": self.mcp_name,
-            "description": self.description,
-            "deferred": self.deferred,
-            "input_schema": self.input_schema,
-        }
 
 
 @dataclass(frozen=True)
@@ -239,21 +178,6 @@ class EntryRow:
         return "".join(
             char if char.isprintable() else char.encode("unicode_escape").decode() for char in line
         )
-
-
-@dataclass(frozen=True)
-class ErrorRow:
-    """A file or server that failed: ``{"path", "error"}`` (``mcp:<server>`` for a server)."""
-
-    path: str
-    error: str
-
-    @classmethod
-    def of(cls, failure: Failure) -> ErrorRow:
-        return cls(failure.path, failure.message)
-
-    def to_json(self) -> dict[str, str]:
-        return {"path": self.path, "error": self.error}
 
 
 def server_cells(server: Mapping[str, Any]) -> Cells:

@@ -25,12 +25,12 @@ Connect = Callable[[argparse.Namespace, "MCPManager", "DiscoveryResult"], Awaita
 
 
 async def served_tools_command(args: argparse.Namespace, connect: Connect) -> int:
-    from mcpfleet.cli.render import ErrorRow, ToolRow
     from mcpfleet.config.profiles import read_gateway_settings
     from mcpfleet.fleet.manager import MCPManager
     from mcpfleet.gateway.budget import MAX_FIND_LIMIT, ToolBudget
     from mcpfleet.gateway.catalog import build_catalog
     from mcpfleet.gateway.naming import NamingPolicy
+    from mcpfleet.reports.rows import ErrorRow, ToolRow
 
     if args.search is not None and not 1 <= args.limit <= MAX_FIND_LIMIT:
         error_line(f"--limit must be from 1 to {MAX_FIND_LIMIT}, not {args.limit}")

@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING
 
 import anyio
 
-from mcpfleet.cli.output import EXIT_OK, counted, emit_json, error_line, output_line
+from mcpfleet.cli.output import EXIT_OK, emit_json, error_line, output_line
+from mcpfleet.reports.messages import counted
 
 if TYPE_CHECKING:
     from mcpfleet.agent.session import AgentSession
@@ -185,7 +186,7 @@ class ShellOutput:
 
     def result(self, result: ToolResult) -> None:
         if self.as_json:
-            from mcpfleet.cli.documents import call_document
+            from mcpfleet.reports.tools import call_document
 
             emit_json(call_document(result), one_line=True)
         else:

@@ -14,9 +14,10 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from mcpfleet.cli.display import safe_text
-from mcpfleet.cli.output import counted, log_causes
+from mcpfleet.cli.output import log_causes
 from mcpfleet.cli.render import look_of
 from mcpfleet.errors import MCPFleetError
+from mcpfleet.reports.messages import counted
 
 if TYPE_CHECKING:
     from mcpfleet.agent.session import AgentSession

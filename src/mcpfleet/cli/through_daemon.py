@@ -17,14 +17,15 @@ Nothing heavy is imported here: the daemon path must stay fast.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 from typing import Any
 
 from mcpfleet.cli.options import FLEET_CHANGING_OPTIONS, FleetOptions
 from mcpfleet.cli.output import EXIT_FAILED
-from mcpfleet.daemon.client import DaemonLost, DaemonUnavailable, OperationFailed, connect_if_running
-from mcpfleet.daemon.launch import daemon_disabled
-from mcpfleet.daemon.wire import FleetSpec
+from mcpfleet.contract.wire import EXA_ENTRY_FILTER, FleetSpec
+from mcpfleet.daemon_client.control import DaemonLost, DaemonUnavailable, OperationFailed, connect_if_running
+from mcpfleet.daemon_client.launch import daemon_disabled
 
 logger = logging.getLogger(__name__)
 
@@ -48,7 +49,9 @@ def daemon_fleet(args: argparse.Namespace) -> FleetSpec | None:
     if getattr(args, "roots", None):
         logger.info("--roots are offered by this process's fleet only: serving in this process")
         return None
-    return FleetOptions.from_args(args).fleet_spec()
+    # What a command sees, in-process or not, is the agent's discovery: its Exa filter
+    # (``agent.loader.agent_entry_filters``), named here without loading the agent layer.
+    return dataclasses.replace(FleetOptions.from_args(args).fleet_spec(), entry_filters=(EXA_ENTRY_FILTER,))
 
 
 def ask_daemon(

@@ -8,7 +8,7 @@ failed). Requests run at once, each in its own task, so a slow ``call`` never ho
 still runs on it (a ``call`` is cancelled at its backend, a ``watch`` ends).
 
 ``fleet_status``, ``tools`` and ``call`` build the documents ``mcpfleet status/tools/call
---json`` print in-process, with the same code (``cli.documents``), on a view of the shared
+--json`` print in-process, with the same code (``reports``), on a view of the shared
 fleet for the request's ``fleet`` (a ``FleetSpec``) that leaves out what the agent's
 discovery does (Exa servers): the CLI prints what it is given.
 ``watch`` keeps such a view for as long as it runs and pushes ``{"event": "tools_changed",
@@ -29,12 +29,12 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from mcpfleet.agent.loader import agent_entry_filter
+from mcpfleet.config.entry_filters import named_entry_filter
 from mcpfleet.config.profiles import Profile, read_gateway_settings
-from mcpfleet.daemon import wire
+from mcpfleet.contract import wire
+from mcpfleet.contract.framing import LineFramer, OversizedLine, describe_size
 from mcpfleet.daemon.socket_io import receive, send_all
 from mcpfleet.errors import ConfigError
-from mcpfleet.transport.framing import LineFramer, OversizedLine, describe_size
 
 if TYPE_CHECKING:
     from mcpfleet.config.model import DiscoveryResult
@@ -103,10 +103,10 @@ class Operation:
         self, *, settle_deferred: bool = False
     ) -> AsyncIterator[tuple[FleetView, DiscoveryResult, StartupReport]]:
         """A view of the fleet the request names, past its start-up gate as an agent's fleet
-        would be (see ``documents.settle``), with its discovery and the gate's report.
+        would be (see ``reports.status.settle``), with its discovery and the gate's report.
         ``settle_deferred`` also waits for the servers the gate served from the cache (what
         ``status`` reports on), in the same parallel wait."""
-        from mcpfleet.cli import documents
+        from mcpfleet.reports import status as status_report
 
         spec = self.fleet_spec()
         async with (
@@ -116,8 +116,9 @@ class Operation:
                 host=self.client.host,
                 profile=self.profile(spec),
                 # A control request stands for a CLI command or an agent session: it sees the
-                # fleet as they do in-process, Exa servers left to the agent's native integration.
-                entry_filter=agent_entry_filter(filter_exa=True),
+                # fleet as they do in-process, with the filters their side named (the agent's
+                # Exa filter), applied here as data.
+                entry_filter=named_entry_filter(spec.entry_filters),
                 # Resolved with what the command's process sent, never the daemon's own values.
                 environment=self.client.environment,
             ) as view,
@@ -125,7 +126,7 @@ class Operation:
         ):
             discovery = view.discover()
             result = await view.connect_servers(discovery.configs, discovery.sources)
-            await documents.settle(view, result, late_only=not settle_deferred)
+            await status_report.settle(view, result, late_only=not settle_deferred)
             yield view, discovery, result
 
 
@@ -235,15 +236,17 @@ async def _stop(operation: Operation) -> dict[str, Any]:
 
 
 async def _fleet_status(operation: Operation) -> dict[str, Any]:
-    from mcpfleet.cli import documents
+    from mcpfleet.reports import status as status_report
 
     async with operation.view(settle_deferred=True) as (view, discovery, result):
-        rows = documents.server_rows(discovery, view, result)
-    return documents.status_document(rows, documents.error_rows(discovery.errors))
+        rows = status_report.server_rows(discovery, view, result)
+    return status_report.status_document(rows, status_report.error_rows(discovery.errors))
 
 
 async def _tools(operation: Operation) -> dict[str, Any]:
-    from mcpfleet.cli import documents
+    from mcpfleet.reports import messages
+    from mcpfleet.reports import status as status_report
+    from mcpfleet.reports import tools as tool_report
 
     server = operation.request.get("server")
     if server is not None and not isinstance(server, str):
@@ -251,14 +254,15 @@ async def _tools(operation: Operation) -> dict[str, Any]:
     async with operation.view() as (view, discovery, result):
         declared = [entry.name for entry in discovery.entries]
         if server is not None and server not in declared:
-            raise ControlError(documents.unknown_server_message(server, declared), EXIT_USAGE)
-        tools = documents.tool_rows(view.get_tools(), server=server)
-    return documents.tools_document(tools, documents.error_rows([*discovery.errors, *result.failures]))
+            raise ControlError(messages.unknown_server_message(server, declared), EXIT_USAGE)
+        tools = tool_report.tool_rows(view.get_tools(), server=server)
+    return tool_report.tools_document(tools, status_report.error_rows([*discovery.errors, *result.failures]))
 
 
 async def _call(operation: Operation) -> dict[str, Any]:
-    from mcpfleet.cli import documents
     from mcpfleet.fleet.tools import resolve_tool_name
+    from mcpfleet.reports import messages
+    from mcpfleet.reports import tools as tool_report
 
     name, arguments = operation.request.get("tool"), operation.request.get("arguments", {})
     if not isinstance(name, str):
@@ -270,9 +274,9 @@ async def _call(operation: Operation) -> dict[str, Any]:
         tool = resolve_tool_name(name, tools)
         if tool is None:
             declared = [entry.name for entry in discovery.entries]
-            raise ControlError(documents.no_such_tool_message(name, tools, declared))
+            raise ControlError(messages.no_such_tool_message(name, tools, declared))
         result = await tool.execute(arguments)
-    return documents.call_document(result)
+    return tool_report.call_document(result)
 
 
 async def _watch(operation: Operation) -> dict[str, Any]:

@@ -69,7 +69,7 @@ from mcpfleet.fleet.server import Phase
 from mcpfleet.fleet.startup import StartupReport
 
 if TYPE_CHECKING:
-    from mcpfleet.daemon.wire import FleetSpec
+    from mcpfleet.contract.wire import FleetSpec
     from mcpfleet.gateway.relay import Relay
 
 logger = logging.getLogger(__name__)

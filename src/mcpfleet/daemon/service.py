@@ -2,10 +2,10 @@
 
 ``run_daemon`` is ``mcpfleet daemon run``, what the shim starts (detached) when no daemon
 answers. It logs to a rotated file (``daemon.logs``), binds the socket of the runtime folder
-(0600 in a 0700 folder, ``daemon.paths``), holds one ``SharedFleet`` and serves, until it
+(0600 in a 0700 folder, ``daemon_client.paths``), holds one ``SharedFleet`` and serves, until it
 is stopped, every connection made to the socket:
 
-* **Who.** Before a byte is read, the peer's uid (``SO_PEERCRED``, ``daemon.peer``) must be
+* **Who.** Before a byte is read, the peer's uid (``SO_PEERCRED``, ``daemon_client.peer``) must be
   the daemon's own; any other peer is closed without an answer, and logged.
 * **The hello.** The first line (at most ``wire.MAX_HELLO_BYTES``, within
   ``HELLO_TIMEOUT_S``) says what the connection is (``wire.parse_hello``). It is refused
@@ -61,11 +61,12 @@ import anyio.abc
 import anyio.to_thread
 
 from mcpfleet import __version__
-from mcpfleet.daemon import paths, wire
+from mcpfleet.contract import wire
 from mcpfleet.daemon.memory import process_tree, resident_bytes
-from mcpfleet.daemon.peer import peer_credentials
 from mcpfleet.daemon.socket_io import receive, send_all
-from mcpfleet.errors import ConfigError, first_leaf
+from mcpfleet.daemon_client import paths
+from mcpfleet.daemon_client.peer import peer_credentials
+from mcpfleet.errors import ConfigError, MCPFleetError, first_leaf
 
 if TYPE_CHECKING:
     from mcpfleet.config.profiles import DaemonSettings
@@ -655,9 +656,14 @@ class DaemonOptions:
     verbose: int = 0
 
 
-def run_daemon(options: DaemonOptions) -> int:
-    """``mcpfleet daemon run``: serve until stopped; the exit code."""
-    from mcpfleet.cli.output import error_line
+class DaemonNotStarted(MCPFleetError):
+    """``daemon run`` could not begin serving: its log or its socket is unusable. The message
+    says why and what to do; the command line prints it (the daemon has no terminal of its
+    own to write to)."""
+
+
+def run_daemon(options: DaemonOptions) -> None:
+    """``mcpfleet daemon run``: serve until stopped; ``DaemonNotStarted`` if it cannot begin."""
     from mcpfleet.config.gateway_entry import mark_gateway_environment
     from mcpfleet.daemon.logs import log_to_file
 
@@ -667,18 +673,16 @@ def run_daemon(options: DaemonOptions) -> int:
     try:
         log_to_file(paths.log_path(), level=logging.DEBUG if options.verbose else logging.INFO)
     except OSError as error:
-        error_line(
+        raise DaemonNotStarted(
             f"daemon not started: cannot open its log {paths.log_path()} ({error.strerror or error}); "
             "make that folder writable, or set MCPFLEET_HOME to a folder you can write"
-        )
-        return 1
+        ) from None
     try:
         paths.ensure_runtime_dir()
         daemon_socket = DaemonSocket.bind(paths.socket_path())
     except (paths.RuntimeFolderError, DaemonAlreadyRunning) as error:
         logger.error("not started: %s", error)
-        error_line(f"daemon not started: {error}")
-        return 1
+        raise DaemonNotStarted(f"daemon not started: {error}") from None
     logger.info("mcpfleet %s daemon (pid %d) serving on %s", __version__, os.getpid(), daemon_socket.path)
     # Backends inherit the mark: a `mcpfleet serve` that one of them starts refuses to serve
     # this fleet back into itself.
@@ -688,13 +692,12 @@ def run_daemon(options: DaemonOptions) -> int:
     finally:
         daemon_socket.close()
         logger.info("daemon (pid %d) stopped", os.getpid())
-    return 0
 
 
 def scrub_environment(environ: MutableMapping[str, str]) -> None:
     """Keep of ``environ`` only what the daemon itself needs (``launch.daemon_environment``:
     the fixed base, the config folders' variables, the runtime folder's override)."""
-    from mcpfleet.daemon.launch import daemon_environment
+    from mcpfleet.daemon_client.launch import daemon_environment
 
     kept = daemon_environment(environ)
     for name in [name for name in environ if name not in kept]:

@@ -28,10 +28,10 @@ from mcpfleet.fleet.server import Phase, ServerState
 if TYPE_CHECKING:
     from mcpfleet.client.connection import ProgressCallback, ServerConnection
     from mcpfleet.config.model import DiscoveryResult, ServerConfig, SourceInfo
+    from mcpfleet.contract.wire import FleetSpec
     from mcpfleet.daemon.fleet import EnvKey, SessionFilter, SharedFleet
     from mcpfleet.daemon.scopes import Scope
     from mcpfleet.daemon.sharing import Assignment
-    from mcpfleet.daemon.wire import FleetSpec
     from mcpfleet.fleet.cache import MCPToolCache
     from mcpfleet.fleet.catalog import AnyTool
     from mcpfleet.fleet.events import EventListener
@@ -240,7 +240,7 @@ class FleetView(anyio.AsyncContextManagerMixin):
             tools.extend(tool for tool in manager.get_tools() if self._routed_to(tool.server_name, manager))
         return sorted(tools, key=lambda tool: tool.name)
 
-    # What a status report reads too (``cli.documents.ReportedFleet``).
+    # What a status report reads too (``reports.status.ReportedFleet``).
 
     def is_deferred(self, name: str) -> bool:
         manager = self._manager(name)

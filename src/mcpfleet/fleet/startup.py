@@ -43,7 +43,7 @@ class StartupReport:
     """One per server that could not start, in the order the round met them."""
     connected_servers: list[str] = field(default_factory=list)
     exa_api_keys: list[str] = field(default_factory=list)
-    """Filled by the agent layer, which supplies the Exa filter (``mcpfleet.agent.exa``)."""
+    """Filled by the agent layer, which asks for the Exa filter (``mcpfleet.config.exa``)."""
     deferred_servers: list[str] = field(default_factory=list)
     """Servers still starting whose tools came from the cache."""
     late_servers: list[str] = field(default_factory=list)

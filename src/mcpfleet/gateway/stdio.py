@@ -34,8 +34,8 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import anyio.to_thread
 
+from mcpfleet.contract.framing import LineFramer, OversizedLine, oversized_refusal, oversized_request_id
 from mcpfleet.gateway.core import Gateway
-from mcpfleet.transport.framing import LineFramer, OversizedLine, oversized_refusal, oversized_request_id
 
 if TYPE_CHECKING:
     from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream

@@ -53,6 +53,9 @@ SIGTERM_GRACE_S = 1.0
 """How long the process group gets between SIGTERM and SIGKILL."""
 SIGKILL_REAP_S = 1.0
 """How long to wait for the kernel to report the SIGKILLed leader gone."""
+EXIT_NOTICE_S = 5.0
+"""How long the event loop may take to report the exit of a leader the kernel already says
+ended on its own (a loaded machine delays the loop's child watcher)."""
 STDERR_MAX_LINES = 200
 STDERR_MAX_BYTES = 64 * 1024
 STDERR_MAX_LINE_CHARS = 2000
@@ -267,7 +270,12 @@ class ServerProcess:
         if process.stdin is not None:
             with contextlib.suppress(OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
                 await process.stdin.aclose()
-        if not await self._wait_exit(STDIN_CLOSE_GRACE_S if answered else 0):
+        exited = await self._wait_exit(STDIN_CLOSE_GRACE_S if answered else 0)
+        if not exited and self._ended_unnoticed():
+            # It ended on its own: its status is its own, and signalling a pid the loop may
+            # reap any moment could reach another process. Bounded all the same.
+            exited = await self._wait_exit(EXIT_NOTICE_S)
+        if not exited:
             self.signalled = True
             self._signal_group(signal.SIGTERM)
             if not await self._wait_exit(SIGTERM_GRACE_S):
@@ -300,6 +308,18 @@ class ServerProcess:
             return False
         self._record_exit(process.returncode)
         return True
+
+    def _ended_unnoticed(self) -> bool:
+        """Whether the leader has exited though the event loop has not reported it yet: asked
+        of the kernel without reaping it (``WNOWAIT``), so the loop's own wait still gets its
+        status. Where ``waitid`` is missing (macOS), the loop's word is all there is."""
+        waitid = getattr(os, "waitid", None)
+        if waitid is None or self.pid is None:
+            return False
+        try:
+            return waitid(os.P_PID, self.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+        except ChildProcessError:
+            return True  # reaped already by the loop's watcher, which has yet to report it
 
     def _record_exit(self, returncode: int) -> None:
         if self.returncode is None:

@@ -36,8 +36,8 @@ import anyio
 import anyio.abc
 
 from mcpfleet.config.model import DEFAULT_MAX_MESSAGE_BYTES
+from mcpfleet.contract.framing import LineFramer, OversizedLine, describe_size, oversized_response_id
 from mcpfleet.transport.folding import NotificationFolder
-from mcpfleet.transport.framing import LineFramer, OversizedLine, describe_size, oversized_response_id
 from mcpfleet.transport.listing import LARGE_LINE_BYTES, read_tool_listing
 from mcpfleet.transport.pipe import PipeReader
 from mcpfleet.transport.process import ServerProcess

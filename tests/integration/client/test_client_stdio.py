@@ -21,6 +21,7 @@ from mcpfleet.errors import (
     ServerExitedError,
     ToolCallError,
 )
+from mcpfleet.transport.process import ServerProcess
 
 pytestmark = pytest.mark.anyio
 
@@ -99,6 +100,55 @@ async def test_exit_before_handshake_names_command_code_and_stderr(tmp_path: Pat
     assert message.startswith(f'MCP server "broken" ({sys.executable} ')
     assert "exited with code 3 before the handshake: " in message
     assert "stderr line 7" in message and "stderr line 0" not in message
+    assert caught.value.returncode == 3
+
+
+class LateExitNotice:
+    """A server's process as a loaded event loop sees it: its exit reported ``late_s`` after the
+    kernel has it (the loop's child watcher not scheduled yet). Everything else is the real
+    process's."""
+
+    def __init__(self, process: Any, late_s: float) -> None:
+        self._process = process
+        self._late_s = late_s
+        self._noticed_at: float | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._process, name)
+
+    @property
+    def returncode(self) -> int | None:
+        code: int | None = self._process.returncode
+        if code is None:
+            return None
+        if self._noticed_at is None:
+            self._noticed_at = time.monotonic() + self._late_s
+        return code if time.monotonic() >= self._noticed_at else None
+
+    async def wait(self) -> int:
+        code: int = await self._process.wait()
+        if self.returncode is None:  # the notice is late from now on
+            await anyio.sleep(self._late_s)
+        return code
+
+
+async def test_an_exit_the_event_loop_reports_late_is_still_the_servers_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Under load the loop learnt of the exit after the stop's first look: the server was then
+    # signalled as if it still ran, and its error said "closed the connection" instead of its
+    # exit code (a status row that differed between the daemon and this process).
+    opened = ServerProcess._open_process
+
+    async def opened_with_late_notice(self: ServerProcess, *args: Any, **kwargs: Any) -> Any:
+        return LateExitNotice(await opened(self, *args, **kwargs), late_s=0.3)
+
+    monkeypatch.setattr(ServerProcess, "_open_process", opened_with_late_notice)
+    config = fake_server_config("broken", "--exit-before-handshake", "--exit-code", "3")
+    with pytest.raises(ServerExitedError) as caught:
+        async with connect_to_server("broken", config, cwd=tmp_path):
+            pass
+    assert "exited with code 3 before the handshake: (no stderr output)" in str(caught.value)
     assert caught.value.returncode == 3
 
 

@@ -27,7 +27,8 @@ from typing import Any
 from tests.servers.fixtures import FAKE_SERVER
 
 from mcpfleet import __version__
-from mcpfleet.daemon import paths, wire
+from mcpfleet.contract import wire
+from mcpfleet.daemon_client import paths
 
 MCPFLEET = Path(sys.executable).parent / "mcpfleet"
 READY_TIMEOUT_S = 30.0

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mcpfleet.daemon.shim import REPLAY_ID_PREFIX
+from mcpfleet.daemon_client.shim import REPLAY_ID_PREFIX
 
 MCPFLEET = Path(sys.executable).parent / "mcpfleet"
 WAIT_S = 20.0

@@ -19,7 +19,7 @@ from tests.integration.daemon.daemon_harness import (
     wait_until_gone,
 )
 
-from mcpfleet.daemon import paths
+from mcpfleet.daemon_client import paths
 
 
 def mcpfleet(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:

@@ -15,6 +15,7 @@ from typing import Any
 
 from tests.integration.daemon.conftest import StartDaemon
 from tests.integration.daemon.daemon_harness import (
+    ANSWER_TIMEOUT_S,
     MCPFLEET,
     control,
     fake,
@@ -24,7 +25,8 @@ from tests.integration.daemon.daemon_harness import (
 )
 
 from mcpfleet import __version__
-from mcpfleet.daemon import paths, wire
+from mcpfleet.contract import wire
+from mcpfleet.daemon_client import paths
 
 
 def in_process(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -98,6 +100,12 @@ def test_status_describes_the_daemon_its_sessions_and_servers(
     link_to_home.symlink_to(isolated_home.resolve())
     with session(wire.FleetSpec(cwd=str(link_to_home)), host="claude"), control() as link:
         status = link.control("status")["result"]
+        # The start-up gate may answer the session before alpha is up (a loaded machine: it
+        # joins later); the report is read once the daemon says it is, within the answer bound.
+        deadline = time.monotonic() + ANSWER_TIMEOUT_S
+        while [row["state"] for row in status["servers"]] != ["connected"] and time.monotonic() < deadline:
+            time.sleep(0.05)
+            status = link.control("status")["result"]
         ping = link.control("ping")["result"]
     assert ping == {"pid": daemon.pid, "version": __version__, "since": status["since"]}
     assert status["pid"] == daemon.pid and status["version"] == __version__

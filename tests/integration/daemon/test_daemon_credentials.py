@@ -21,7 +21,7 @@ from tests.integration.credentials_fleet import (
 from tests.integration.daemon.daemon_harness import MCPFLEET, DaemonProcess
 from tests.servers.fixtures import HttpServer
 
-from mcpfleet.daemon import paths
+from mcpfleet.daemon_client import paths
 
 
 def start_verbose_daemon(isolated_home: Path) -> DaemonProcess:

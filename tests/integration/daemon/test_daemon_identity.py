@@ -35,7 +35,8 @@ from tests.integration.daemon.shim_harness import MCPFLEET, WAIT_S, ScriptedDaem
 from tests.integration.daemon.test_shim_daemon import daemon_pids
 from tests.integration.gateway.test_gateway_real_clients import INSPECTOR, NODE22, require_tool
 
-from mcpfleet.daemon import paths, wire
+from mcpfleet.contract import wire
+from mcpfleet.daemon_client import paths
 
 SECRET = "secret-of-host-a"
 INITIALIZE = {

@@ -25,7 +25,7 @@ from tests.integration.test_last_good_config import (
     write_cursor,
 )
 
-from mcpfleet.daemon import paths
+from mcpfleet.daemon_client import paths
 
 pytestmark = pytest.mark.anyio
 

@@ -26,7 +26,7 @@ from tests.integration.daemon.daemon_harness import (
     wait_until_gone,
 )
 
-from mcpfleet.daemon import paths
+from mcpfleet.daemon_client import paths
 from mcpfleet.transport.watchdog import GROUP_TERM_GRACE_S
 
 FLEET_CLOSED_BOUND_S = 0.3
@@ -148,6 +148,20 @@ def test_a_drained_daemon_with_no_session_answers_then_exits(start_daemon: Start
     finally:
         newer.close()
     assert daemon.wait_exit() == 0
+    assert not paths.socket_path().exists()
+
+
+def test_a_daemon_that_cannot_open_its_log_says_why_on_stderr_and_exits_1(
+    isolated_home: Path, start_daemon: StartDaemon
+) -> None:
+    # The daemon's state folder is a file: its log cannot be opened, and nothing is served.
+    paths.log_path().parent.parent.mkdir(parents=True, exist_ok=True)
+    paths.log_path().parent.write_text("not a folder", encoding="utf-8")
+    daemon = start_daemon(wait=False)
+    assert daemon.wait_exit() == 1
+    assert f"mcpfleet: daemon not started: cannot open its log {paths.log_path()}" in daemon.stderr
+    assert "set MCPFLEET_HOME to a folder you can write" in daemon.stderr  # what to do
+    assert "Traceback" not in daemon.stderr
     assert not paths.socket_path().exists()
 
 

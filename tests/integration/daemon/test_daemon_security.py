@@ -22,7 +22,8 @@ from tests.integration.daemon.daemon_harness import (
 )
 from tests.integration.other_user import as_nobody
 
-from mcpfleet.daemon import paths, wire
+from mcpfleet.contract import wire
+from mcpfleet.daemon_client import paths
 
 
 def _as_other_user(hello_line: bytes) -> dict[str, str]:

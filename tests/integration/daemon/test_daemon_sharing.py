@@ -43,7 +43,8 @@ from tests.integration.daemon.daemon_harness import (
 )
 from tests.servers.fixtures import SERVERS_DIR
 
-from mcpfleet.daemon import paths, wire
+from mcpfleet.contract import wire
+from mcpfleet.daemon_client import paths
 
 pytestmark = pytest.mark.anyio
 

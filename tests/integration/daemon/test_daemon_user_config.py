@@ -21,7 +21,7 @@ from tests.integration.daemon.daemon_harness import (
     wait_until_gone,
 )
 
-from mcpfleet.daemon import paths
+from mcpfleet.daemon_client import paths
 
 
 def test_a_profile_added_while_the_daemon_runs_is_served(

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 from tests.integration.daemon.shim_harness import WAIT_S
 
-from mcpfleet.daemon import launch, paths
+from mcpfleet.daemon_client import launch, paths
 
 STAND_IN = Path(__file__).with_name("stand_in_daemon.py")
 SHIMS = 10
@@ -67,7 +67,7 @@ def stand_in(record: Path, delay_s: float = 0.3) -> list[str]:
 def test_ten_shims_at_once_start_one_daemon(record: Path) -> None:
     script = (
         "import sys\n"
-        "from mcpfleet.daemon.launch import connect_or_start\n"
+        "from mcpfleet.daemon_client.launch import connect_or_start\n"
         "connection = connect_or_start(command=sys.argv[1:])\n"
         "print('connected', flush=True)\n"
     )

@@ -19,7 +19,7 @@ from tests.integration.daemon.conftest import StartDaemon
 from tests.integration.daemon.daemon_harness import fake, ping, server_processes, user_config
 
 from mcpfleet import open_agent_session
-from mcpfleet.daemon.remote import DaemonTool
+from mcpfleet.agent.remote import DaemonTool
 
 pytestmark = pytest.mark.anyio
 

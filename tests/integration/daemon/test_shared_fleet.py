@@ -31,10 +31,10 @@ from mcpfleet.config import load_all_mcp_configs
 from mcpfleet.config.approval import ApprovalStore, approve_project_servers
 from mcpfleet.config.model import DiscoveryResult
 from mcpfleet.config.profiles import DaemonSettings, read_gateway_settings
+from mcpfleet.contract.wire import FleetSpec
 from mcpfleet.daemon import fleet as fleet_module
 from mcpfleet.daemon.fleet import SharedFleet
 from mcpfleet.daemon.view import FleetView
-from mcpfleet.daemon.wire import FleetSpec
 from mcpfleet.gateway.core import Gateway
 from mcpfleet.gateway.relay import Relay
 from mcpfleet.gateway.server import build_server

@@ -19,9 +19,9 @@ from typing import Any
 import pytest
 from tests.integration.daemon.shim_harness import MCPFLEET, WAIT_S, ScriptedDaemon, ShimHost
 
-from mcpfleet.daemon import wire
-from mcpfleet.daemon.launch import RECONNECT_LIMIT
-from mcpfleet.daemon.shim import (
+from mcpfleet.contract import wire
+from mcpfleet.daemon_client.launch import RECONNECT_LIMIT
+from mcpfleet.daemon_client.shim import (
     ANSWER_TIMEOUT_S,
     DAEMON_STOPPED,
     MAX_HOST_LINE_BYTES,
@@ -403,7 +403,7 @@ def test_the_shim_imports_neither_the_sdk_nor_anyio(daemon_runtime: Path) -> Non
         for line in completed.stderr.decode().splitlines()
         if line.startswith("import time:") and "|" in line
     }
-    assert "mcpfleet.daemon.shim" in imported
+    assert "mcpfleet.daemon_client.shim" in imported
     roots = {name.split(".")[0] for name in imported}
     assert roots.isdisjoint(FORBIDDEN_IMPORTS), sorted(roots & set(FORBIDDEN_IMPORTS))
     assert "mcpfleet.cli.main" not in imported

@@ -38,7 +38,7 @@ from tests.integration.daemon.daemon_harness import (
 from tests.integration.daemon.shim_harness import MCPFLEET, WAIT_S, ShimHost
 from tests.integration.gateway.test_gateway_real_clients import INSPECTOR, NODE22, require_tool
 
-from mcpfleet.daemon.wire import config_environment
+from mcpfleet.contract.wire import config_environment
 
 SHIMS = 10
 CLIENT_TIMEOUT_S = 60

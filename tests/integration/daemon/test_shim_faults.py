@@ -22,8 +22,8 @@ import pytest
 from tests.integration.daemon.daemon_harness import fake, ping, user_config
 from tests.integration.daemon.shim_harness import MCPFLEET, ShimHost
 
-from mcpfleet.daemon import paths
-from mcpfleet.daemon.shim import DAEMON_STOPPED, LIVENESS_TIMEOUT_S, PROBE_AFTER_S
+from mcpfleet.daemon_client import paths
+from mcpfleet.daemon_client.shim import DAEMON_STOPPED, LIVENESS_TIMEOUT_S, PROBE_AFTER_S
 
 FLEET_WAIT_S = 60.0
 """Bound of a wait for the fleet (a server's start on a loaded machine, a new process's)."""

@@ -18,8 +18,8 @@ from hypothesis import strategies as st
 from mcpfleet.cli import entry, output
 from mcpfleet.cli.main import build_parser as cli_parser
 from mcpfleet.cli.options import serve_fleet_spec
-from mcpfleet.daemon import shim
-from mcpfleet.daemon.wire import FleetSpec
+from mcpfleet.contract.wire import FleetSpec
+from mcpfleet.daemon_client import shim
 
 
 @pytest.fixture(autouse=True)

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from mcpfleet.agent.exa import exa_entry_filter
 from mcpfleet.agent.session import open_agent_session
 from mcpfleet.cli.main import build_parser
 from mcpfleet.cli.options import FleetOptions
+from mcpfleet.config.exa import exa_entry_filter
 from mcpfleet.fleet.manager import MCPManager
 
 

@@ -11,10 +11,7 @@ from rich.console import Console
 from mcpfleet.cli.display import json_for_terminal
 from mcpfleet.cli.render import (
     EntryRow,
-    ErrorRow,
     PendingReview,
-    ServerRow,
-    ToolRow,
     error_text,
     look_of,
     print_config,
@@ -24,6 +21,7 @@ from mcpfleet.cli.render import (
 )
 from mcpfleet.config.model import DiscoveredEntry, ServerConfig, SourceInfo
 from mcpfleet.errors import Failure
+from mcpfleet.reports.rows import ErrorRow, ServerRow, ToolRow
 
 USER_SOURCE = SourceInfo(
     "mcpfleet", "mcpfleet", "/home/u/.config/mcpfleet/mcp.json", "user", "/mcpServers/files"

@@ -23,9 +23,6 @@ from mcpfleet.cli import output
 from mcpfleet.cli.display import json_for_terminal, safe_text
 from mcpfleet.cli.progress import progress_table
 from mcpfleet.cli.render import (
-    ErrorRow,
-    ServerRow,
-    ToolRow,
     error_text,
     print_daemon_status,
     status_table,
@@ -33,6 +30,7 @@ from mcpfleet.cli.render import (
 )
 from mcpfleet.config.model import SourceInfo
 from mcpfleet.fleet.tools import assign_tool_names, mcp_tool_name
+from mcpfleet.reports.rows import ErrorRow, ServerRow, ToolRow
 
 PROVIDER_SAFE_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 TERMINAL_CONTROL = re.compile(

@@ -1,21 +1,3 @@
-"""A private runtime folder for every daemon client test, with a path short enough for a socket."""
+"""Every test here runs with a private daemon runtime folder of its own (``tests.daemon_runtime``)."""
 
-from __future__ import annotations
-
-import shutil
-import tempfile
-from collections.abc import Iterator
-from pathlib import Path
-
-import pytest
-
-from mcpfleet.daemon import paths
-
-
-@pytest.fixture(autouse=True)
-def runtime_dir(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    folder = Path(tempfile.mkdtemp(prefix="mf-", dir="/tmp"))
-    monkeypatch.setenv(paths.RUNTIME_DIR_ENV, str(folder))
-    monkeypatch.delenv("MCPFLEET_NO_DAEMON", raising=False)
-    yield folder
-    shutil.rmtree(folder, ignore_errors=True)
+from tests.daemon_runtime import runtime_dir as runtime_dir

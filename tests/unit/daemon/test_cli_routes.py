@@ -17,7 +17,7 @@ import pytest
 from tests.servers.control_peer import ControlPeer, Reply, control_peer, failure, result
 from tests.servers.fixtures import FAKE_SERVER
 
-from mcpfleet.daemon import paths
+from mcpfleet.daemon_client import paths
 from mcpfleet.paths import user_config_file
 
 CLI = [sys.executable, "-m", "mcpfleet.cli.main"]

@@ -9,7 +9,7 @@ import pytest
 
 from mcpfleet.cli import daemon_commands
 from mcpfleet.cli.output import EXIT_FAILED
-from mcpfleet.daemon import launch, paths
+from mcpfleet.daemon_client import launch, paths
 
 
 def test_start_says_so_when_the_daemon_it_started_no_longer_answers(

@@ -17,10 +17,10 @@ import pytest
 
 from mcpfleet.config import load_all_mcp_configs
 from mcpfleet.config.model import DiscoveryResult, ServerConfig, SourceInfo, fingerprint_of
-from mcpfleet.daemon import wire
-from mcpfleet.daemon.launch import daemon_environment
+from mcpfleet.contract import wire
 from mcpfleet.daemon.scopes import Scope, Wanted, place
 from mcpfleet.daemon.sharing import bind_session_values, referenced_names
+from mcpfleet.daemon_client.launch import daemon_environment
 
 SOURCE = SourceInfo("mcpfleet", "mcpfleet", "/home/user/mcp.json", "user")
 

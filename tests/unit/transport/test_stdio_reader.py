@@ -14,7 +14,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mcpfleet.transport.framing import OVERSIZED_KEPT_BYTES, LineFramer, OversizedLine, oversized_response_id
+from mcpfleet.contract.framing import OVERSIZED_KEPT_BYTES, LineFramer, OversizedLine, oversized_response_id
 from mcpfleet.transport.stdio import MESSAGE_TOO_LARGE, MessageReader
 
 LIMIT = 512

@@ -30,8 +30,9 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
-from mcpfleet.daemon import paths, wire
-from mcpfleet.daemon.peer import require_same_user
+from mcpfleet.contract import wire
+from mcpfleet.daemon_client import paths
+from mcpfleet.daemon_client.peer import require_same_user
 
 NO_DAEMON_ENV = "MCPFLEET_NO_DAEMON"
 """Set to ``1`` (``true``, ``yes``): nothing uses or starts the daemon; ``serve`` serves in

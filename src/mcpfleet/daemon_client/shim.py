@@ -1,8 +1,8 @@
 """The shim: ``mcpfleet serve`` as a relay between the host's stdio and the user's daemon.
 
 The host launches ``mcpfleet serve`` and speaks MCP on its stdin and stdout; the daemon serves
-the session over its socket (``daemon.wire``). The shim connects (starting the daemon when none
-runs, ``daemon.launch``), says which fleet the session sees in its hello, and from then on
+the session over its socket (``contract.wire``). The shim connects (starting the daemon when none
+runs, ``daemon_client.launch``), says which fleet the session sees in its hello, and from then on
 copies lines unchanged: host stdin to the socket, socket to host stdout. It imports neither the
 SDK nor anyio and starts in a few tens of milliseconds.
 
@@ -59,15 +59,16 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from mcpfleet import __version__
-from mcpfleet.daemon import launch, paths, wire
-from mcpfleet.daemon.peer import peer_credentials
-from mcpfleet.transport.framing import (
+from mcpfleet.contract import wire
+from mcpfleet.contract.framing import (
     LineFramer,
     OversizedLine,
     edge_members,
     oversized_refusal,
     oversized_request_id,
 )
+from mcpfleet.daemon_client import launch, paths
+from mcpfleet.daemon_client.peer import peer_credentials
 
 if TYPE_CHECKING:
     import subprocess

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from mcpfleet.daemon.shim import _HostOutput
+from mcpfleet.daemon_client.shim import _HostOutput
 
 
 class _Pipe:

@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from mcpfleet.daemon import wire
+from mcpfleet.contract import wire
 
 
 @pytest.mark.parametrize(

@@ -18,9 +18,10 @@ import pytest
 from tests.servers.control_peer import Reply, control_peer, failure, result
 
 from mcpfleet import __version__
-from mcpfleet.daemon import paths, wire
-from mcpfleet.daemon.async_client import AsyncControlClient
-from mcpfleet.daemon.client import (
+from mcpfleet.agent.remote_client import AsyncControlClient
+from mcpfleet.contract import wire
+from mcpfleet.daemon_client import paths
+from mcpfleet.daemon_client.control import (
     ControlClient,
     DaemonLost,
     DaemonRefused,

@@ -1,11 +1,10 @@
-"""The reports of ``status``, ``tools`` and ``call``, built in one place for both ways of running.
+"""The ``status`` report, built in one place for both ways of running.
 
-``mcpfleet status/tools/call`` build them on a fleet of their own process; the daemon
-builds the very same documents on a session's view of the fleet it shares (its
-``fleet_status``, ``tools`` and ``call`` control operations), so that a command answered by
-a running daemon prints, byte for byte, what it would print in-process. Every function here
-takes the fleet as a ``ReportedFleet``: ``MCPManager`` and the daemon's ``FleetView`` both
-are one.
+``mcpfleet status`` builds it on a fleet of its own process; the daemon builds the very same
+document on a session's view of the fleet it shares (its ``fleet_status`` control
+operation), so that a command answered by a running daemon prints, byte for byte, what it
+would print in-process. Every function here takes the fleet as a ``ReportedFleet``:
+``MCPManager`` and the daemon's ``FleetView`` both are one.
 
 Nothing heavy is imported at module level: the command line loads this module.
 """
@@ -15,17 +14,15 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
-from mcpfleet.cli.output import counted
+from mcpfleet.reports.rows import ErrorRow, ServerRow
 
 if TYPE_CHECKING:
-    from mcpfleet.cli.render import ErrorRow, ServerRow, ToolRow
     from mcpfleet.client.connection import ServerConnection
     from mcpfleet.config.model import DiscoveryResult
     from mcpfleet.errors import Failure
     from mcpfleet.fleet.catalog import AnyTool
     from mcpfleet.fleet.server import ConnectionStatus, ServerState
     from mcpfleet.fleet.startup import StartupReport
-    from mcpfleet.fleet.tools import ToolResult
 
 
 class ReportedFleet(Protocol):
@@ -71,7 +68,6 @@ async def settle(fleet: ReportedFleet, result: StartupReport, *, late_only: bool
 
 def server_rows(discovery: DiscoveryResult, fleet: ReportedFleet, result: StartupReport) -> list[ServerRow]:
     """One row per server an agent would try to run, with its state after the gate."""
-    from mcpfleet.cli.render import ServerRow
     from mcpfleet.redaction import redact_text
 
     rows: list[ServerRow] = []
@@ -143,7 +139,6 @@ def _protocol_of(fleet: ReportedFleet, name: str) -> tuple[str | None, str | Non
 
 
 def error_rows(failures: Iterable[Failure]) -> list[ErrorRow]:
-    from mcpfleet.cli.render import ErrorRow
     from mcpfleet.redaction import redact_text
 
     return [ErrorRow(failure.path, redact_text(failure.message)) for failure in failures]
@@ -152,86 +147,3 @@ def error_rows(failures: Iterable[Failure]) -> list[ErrorRow]:
 def status_document(rows: Sequence[ServerRow], errors: Sequence[ErrorRow]) -> dict[str, Any]:
     """``status --json``."""
     return {"servers": [row.to_json() for row in rows], "errors": [error.to_json() for error in errors]}
-
-
-def tool_rows(tools: Iterable[AnyTool], *, server: str | None = None) -> list[ToolRow]:
-    """The tools an agent would see (of ``server`` only, when given)."""
-    from mcpfleet.cli.render import ToolRow
-
-    return [
-        ToolRow(
-            name=tool.name,
-            server=tool.server_name,
-            mcp_name=tool.mcp_tool_name,
-            description=tool.description,
-            deferred=tool.deferred,
-            input_schema=tool.parameters,
-        )
-        for tool in tools
-        if server is None or tool.server_name == server
-    ]
-
-
-def tools_document(tools: Sequence[ToolRow], errors: Sequence[ErrorRow]) -> dict[str, Any]:
-    """``tools --json``."""
-    return {"tools": [tool.to_json() for tool in tools], "errors": [error.to_json() for error in errors]}
-
-
-CLOSE_NAMES_SHOWN = 3
-"""At most this many names follow a "did you mean": a fleet has hundreds of tools."""
-
-
-def close_names(name: str, known: Iterable[str]) -> list[str]:
-    """The few names of ``known`` closest to ``name``, best first (none when none is close)."""
-    import difflib
-
-    return difflib.get_close_matches(name, list(dict.fromkeys(known)), n=CLOSE_NAMES_SHOWN, cutoff=0.6)
-
-
-def _did_you_mean(name: str, known: Iterable[str]) -> str:
-    close = close_names(name, known)
-    return f"; did you mean {' or '.join(repr(candidate) for candidate in close)}?" if close else ""
-
-
-def unknown_server_message(name: str, server_names: Iterable[str]) -> str:
-    """The error line for a server name that no discovered config declares."""
-    return (
-        f"no server named {name!r}{_did_you_mean(name, server_names)} (`mcpfleet config` lists the servers)"
-    )
-
-
-def unknown_tool_message(name: str, known: Iterable[str]) -> str:
-    """``call``'s error line for a name no tool answers to (``known``: the tools' names)."""
-    return f"no tool named {name!r}{_did_you_mean(name, known)} (`mcpfleet tools` lists them)"
-
-
-def no_such_tool_message(query: str, tools: Iterable[AnyTool], server_names: Iterable[str]) -> str:
-    """``call``'s error line for ``query`` that no tool answers to, with the right noun: no
-    such server, or no such tool on a server that exists (``server_names``: every server
-    the config files declare, whatever its state)."""
-    from mcpfleet.fleet.tools import servers_named_by
-
-    names = list(server_names)
-    named = servers_named_by(query, names)
-    if named.written is None:
-        return unknown_tool_message(query, [tool.name for tool in tools])
-    if not named.servers:
-        return unknown_server_message(named.written, names)
-    theirs = [tool for tool in tools if tool.server_name in named.servers]
-    # Close by the tool part alone (every name shares the server's), shown in the user's spelling.
-    shown = {tool.mcp_tool_name: tool.label if "/" in query else tool.name for tool in theirs}
-    close = [shown[name] for name in close_names(named.tool, shown)]
-    hint = f"; did you mean {' or '.join(repr(name) for name in close)}?" if close else ""
-    where = " or ".join(repr(server) for server in named.servers)
-    listing = f"`mcpfleet tools --server {named.servers[0]}` lists its {counted(len(theirs), 'tool')}"
-    return f"no tool named {query!r} on server {where}{hint} ({listing})"
-
-
-def call_document(result: ToolResult) -> dict[str, Any]:
-    """``call --json``."""
-    return {
-        "is_error": result.is_error,
-        "text": result.text,
-        "content": result.content,
-        "structured": result.structured,
-    }

@@ -1,9 +1,10 @@
 """Newline-delimited JSON-RPC framing with bounded memory, and what can be read of a line too
 long to hold.
 
-Every wire of JSON-RPC lines uses it: a stdio server's stdout (``transport.stdio``), the
-gateway's stdin (``gateway.stdio``) and the daemon's shim (``daemon.shim``). Standard library
-only: the shim imports this, and it must start without the SDK.
+Every wire of JSON lines uses it: a stdio server's stdout (``transport.stdio``), the
+gateway's stdin (``gateway.stdio``), and both ends of the daemon's socket (the shim,
+``daemon_client.shim``, and the daemon's control connections, ``daemon.control``). Standard
+library only, in the contract room: the shim imports this, and it must start without the SDK.
 """
 
 from __future__ import annotations

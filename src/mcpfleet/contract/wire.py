@@ -100,6 +100,14 @@ CONTROL_OPS: dict[str, str] = {
 }
 
 
+EXA_ENTRY_FILTER = "exa"
+"""Leave out an Exa server that offers only the native tool (``config.exa``): what an agent's
+discovery, and so a CLI command's, does."""
+ENTRY_FILTERS = frozenset({EXA_ENTRY_FILTER})
+"""The discovery filters a client may name in its ``FleetSpec``: it decides which apply, the
+daemon applies them (``config.entry_filters``), as data, not code."""
+
+
 class WireError(ValueError):
     """A line that is not what the other side must send at that point."""
 
@@ -118,9 +126,12 @@ class FleetSpec:
     max_name_length: int = 64
     tools: str = "auto"
     max_tools: int | None = None
+    entry_filters: tuple[str, ...] = ()
+    """What the client's own discovery leaves out (``ENTRY_FILTERS``), in order: the agent's
+    Exa filter for a CLI command or an agent session; a host's session names none."""
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        document: dict[str, Any] = {
             "cwd": self.cwd,
             "trust_project": self.trust_project,
             "enable_project_config": self.enable_project_config,
@@ -131,6 +142,9 @@ class FleetSpec:
             "tools": self.tools,
             "max_tools": self.max_tools,
         }
+        if self.entry_filters:  # a host session's hello stays what it was: it names none
+            document["entry_filters"] = list(self.entry_filters)
+        return document
 
     @classmethod
     def from_json(cls, raw: Any) -> FleetSpec:
@@ -148,7 +162,20 @@ class FleetSpec:
             if isinstance(value, bool) != (expected is bool) or not isinstance(value, expected):
                 raise WireError(f'"fleet.{name}" must be {expected.__name__}, got {type(value).__name__}')
             values[name] = value
+        filters = raw.get("entry_filters")
+        if filters is not None:
+            values["entry_filters"] = _entry_filters(filters)
         return cls(**values)
+
+
+def _entry_filters(raw: Any) -> tuple[str, ...]:
+    if not isinstance(raw, list) or not all(isinstance(name, str) for name in raw):
+        raise WireError(f'"fleet.entry_filters" must be a list of strings, got {type(raw).__name__}')
+    unknown = [name for name in raw if name not in ENTRY_FILTERS]
+    if unknown:
+        known = ", ".join(sorted(ENTRY_FILTERS))
+        raise WireError(f'"fleet.entry_filters" names no known filter {unknown[0]!r} (known: {known})')
+    return tuple(raw)
 
 
 _FLEET_FIELD_TYPES: dict[str, type] = {

@@ -53,7 +53,7 @@ def _home_digest() -> str:
     loads in a fraction of what ``hashlib`` costs every shim."""
     import zlib
 
-    from mcpfleet.daemon.wire import config_folders
+    from mcpfleet.contract.wire import config_folders
 
     home = config_folders(os.environ)["HOME"] or "/"
     return f"{zlib.crc32(os.fsencode(home)):08x}"

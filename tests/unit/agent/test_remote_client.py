@@ -11,9 +11,15 @@ import anyio
 import pytest
 from tests.servers.control_peer import Reply, control_peer, result
 
-from mcpfleet.daemon import paths
-from mcpfleet.daemon.async_client import AsyncControlClient
-from mcpfleet.daemon.client import DaemonLost, DaemonRefused, DaemonUnavailable, Event, OperationFailed
+from mcpfleet.agent.remote_client import AsyncControlClient
+from mcpfleet.daemon_client import paths
+from mcpfleet.daemon_client.control import (
+    DaemonLost,
+    DaemonRefused,
+    DaemonUnavailable,
+    Event,
+    OperationFailed,
+)
 
 pytestmark = pytest.mark.anyio
 

@@ -23,11 +23,11 @@ from tests.servers.control_peer import ControlPeer, Reply, control_peer, result
 from tests.servers.fixtures import FAKE_SERVER
 
 from mcpfleet import open_agent_session
-from mcpfleet.daemon import paths
-from mcpfleet.daemon.client import DaemonRefused
-from mcpfleet.daemon.launch import RECONNECT_LIMIT
-from mcpfleet.daemon.remote import DaemonFleet, DaemonTool
-from mcpfleet.daemon.wire import FleetSpec
+from mcpfleet.agent.remote import DaemonFleet, DaemonTool
+from mcpfleet.contract.wire import FleetSpec
+from mcpfleet.daemon_client import paths
+from mcpfleet.daemon_client.control import DaemonRefused
+from mcpfleet.daemon_client.launch import RECONNECT_LIMIT
 from mcpfleet.paths import user_config_file
 
 pytestmark = pytest.mark.anyio
@@ -225,7 +225,7 @@ def test_a_daemon_session_used_through_an_integration_never_loads_the_sdk(tmp_pa
         from tests.servers.control_peer import control_peer
 
         from mcpfleet import open_agent_session
-        from mcpfleet.daemon import paths
+        from mcpfleet.daemon_client import paths
         from mcpfleet.integrations.langchain import open_langchain_tools
 
         def daemon(request):
@@ -361,7 +361,7 @@ async def test_a_daemon_that_keeps_going_away_is_given_up(
         raise AssertionError("a daemon is listening: nothing is to be started")
 
     with (
-        caplog.at_level(logging.WARNING, logger="mcpfleet.daemon.remote"),
+        caplog.at_level(logging.WARNING, logger="mcpfleet.agent.remote"),
         control_peer(paths.socket_path(), list_then_go_away) as peer,
         anyio.fail_after(60),
     ):

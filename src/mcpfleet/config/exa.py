@@ -1,8 +1,9 @@
 """Exa servers: the agent has a native Exa integration, so an Exa MCP server that only
 offers the native tool is left out of the fleet and its API key handed to that integration.
 
-Discovery knows nothing of Exa: the agent layer passes ``exa_entry_filter`` as discovery's
-``entry_filter`` hook, and reads the keys back from the result with ``exa_api_keys``.
+Discovery knows nothing of Exa: the agent layer asks for ``exa_entry_filter`` as discovery's
+``entry_filter`` hook (by its name, ``"exa"``, through ``config.entry_filters``: the daemon
+applies it the same way), and reads the keys back from the result with ``exa_api_keys``.
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ import struct
 from dataclasses import dataclass
 from pathlib import Path
 
-from mcpfleet.daemon.paths import RUNTIME_DIR_ENV
+from mcpfleet.daemon_client.paths import RUNTIME_DIR_ENV
 
 _UCRED = struct.Struct("iII")
 """``struct ucred``: pid_t pid, uid_t uid, gid_t gid."""

@@ -1,6 +1,6 @@
 """A control connection to the daemon in an async program (``open_agent_session(daemon=True)``).
 
-The wire and its parsing are ``daemon.client``'s; here requests run concurrently, each answer
+The wire and its parsing are ``daemon_client.control``'s; here requests run concurrently, each answer
 reaches the request of its id, and events the daemon pushes go to ``events``, a stream that
 ends when the connection does. The connection is an ``async with``: the task reading it lives
 in the connection's own task group. A request cancelled while it waits tells the daemon
@@ -22,8 +22,9 @@ from anyio.abc import SocketAttribute, SocketStream
 from anyio.streams.buffered import BufferedByteReceiveStream
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from mcpfleet.daemon import paths, wire
-from mcpfleet.daemon.client import (
+from mcpfleet.contract import wire
+from mcpfleet.daemon_client import paths
+from mcpfleet.daemon_client.control import (
     HELLO_TIMEOUT_S,
     Answer,
     DaemonLost,

@@ -10,7 +10,7 @@ The daemon is checked as much as the daemon checks its clients: the process list
 the socket must run as this user (``SO_PEERCRED``), or nothing is sent to it.
 
 Standard library only: the CLI's daemon path must not load the SDK, anyio or pydantic.
-The async flavour for the library is ``daemon.async_client``; both share the parsing here.
+The async flavour for the library is ``agent.remote_client``; both share the parsing here.
 """
 
 from __future__ import annotations
@@ -25,9 +25,10 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, BinaryIO
 
-from mcpfleet.daemon import paths, wire
-from mcpfleet.daemon.launch import no_daemon_listens
-from mcpfleet.daemon.peer import ForeignDaemon, require_same_user
+from mcpfleet.contract import wire
+from mcpfleet.daemon_client import paths
+from mcpfleet.daemon_client.launch import no_daemon_listens
+from mcpfleet.daemon_client.peer import ForeignDaemon, require_same_user
 
 HELLO_TIMEOUT_S = 10.0
 """How long a client waits for the daemon's answer to its hello."""

@@ -2,7 +2,7 @@
 
 The daemon already runs the fleet, so a session that uses it lists the tools with one
 request and has them in milliseconds, instead of starting every server itself. A
-``DaemonFleet`` holds one control connection (``daemon.async_client``) for the session's
+``DaemonFleet`` holds one control connection (``agent.remote_client``) for the session's
 life: ``watch`` first, then ``tools``, and the tools are listed again at every
 ``tools_changed`` event; each ``DaemonTool`` is an ``MCPTool`` whose calls go out as ``call``
 requests. When the daemon goes away, the connection is made again (starting a daemon if
@@ -20,17 +20,17 @@ from typing import Any, Self, TypeGuard
 import anyio
 from anyio.abc import TaskStatus
 
+from mcpfleet.agent.remote_client import AsyncControlClient
 from mcpfleet.client.definitions import ToolDefinition
-from mcpfleet.daemon.async_client import AsyncControlClient
-from mcpfleet.daemon.client import DaemonLost, DaemonRefused, DaemonUnavailable, OperationFailed
-from mcpfleet.daemon.launch import (
+from mcpfleet.contract.wire import RESTART_CODES, FleetSpec
+from mcpfleet.daemon_client.control import DaemonLost, DaemonRefused, DaemonUnavailable, OperationFailed
+from mcpfleet.daemon_client.launch import (
     RECONNECT_LIMIT,
     RECONNECT_PAUSE_S,
     RECONNECT_WINDOW_S,
     no_daemon_listens,
     stopped_while,
 )
-from mcpfleet.daemon.wire import RESTART_CODES, FleetSpec
 from mcpfleet.errors import Failure
 from mcpfleet.fleet.tools import MCPTool, ToolResult, _details
 

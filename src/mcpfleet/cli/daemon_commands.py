@@ -97,7 +97,8 @@ def run_command(args: argparse.Namespace) -> int:
             idle_timeout_s=args.idle_timeout,
             daemon_idle_timeout_s=args.daemon_idle_timeout,
             verbose=args.verbose,
-        )
+        ),
+        error_line=error_line,
     )
 
 

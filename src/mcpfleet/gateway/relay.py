@@ -36,7 +36,8 @@ collects is dropped after as long.
 
 The client's roots become the backends' roots: a handshake-era client that declares roots
 and connects, or sends ``notifications/roots/list_changed``, makes every backend hear
-``notifications/roots/list_changed`` and ask again.
+``notifications/roots/list_changed`` and ask again (``handlers.GatewayHandlers`` follows those
+notifications; the questions that follow come here).
 
 Imports of the SDK stay inside the functions that serve (the gateway's core imports this
 module).

@@ -168,6 +168,7 @@ def serve_command(args: argparse.Namespace) -> int:
 
 
 def _gateway_options(args: argparse.Namespace) -> GatewayOptions:
+    """``serve``'s gateway options, the tool budget read from the user config now (once)."""
     from mcpfleet.gateway.assembly import GatewayOptions
 
     return GatewayOptions.read(

@@ -11,9 +11,11 @@ SIGINT and SIGTERM stop the gateway; every backend is closed before it exits.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
 import signal
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -25,8 +27,11 @@ TOKEN_VARIABLE = "MCPFLEET_GATEWAY_TOKEN"
 """``mcpfleet.gateway.http.TOKEN_VARIABLE`` (not imported here: it loads uvicorn)."""
 
 if TYPE_CHECKING:
-    from mcpfleet.gateway.budget import ToolBudget, ToolMode
-    from mcpfleet.gateway.core import Gateway
+    from contextlib import AbstractAsyncContextManager
+
+    from mcpfleet.fleet.manager import MCPManager
+    from mcpfleet.gateway.assembly import GatewayOptions
+    from mcpfleet.gateway.relay import Relay
 
 logger = logging.getLogger(__name__)
 
@@ -137,7 +142,7 @@ def serve_command(args: argparse.Namespace) -> int:
         given = "--auth-token-file" if args.auth_token_file is not None else "--insecure-no-auth"
         raise ConfigError(f"{given} applies to --http only: add --http [HOST:]PORT, or drop it")
     # Before anything starts: an unknown profile or a broken user config is a usage error.
-    budget = tool_budget(args.tool_mode, max_tools=args.max_tools, profile=args.profile)
+    options = _gateway_options(args)
 
     refusal = nested_gateway_refusal()
     if refusal is not None:
@@ -148,10 +153,10 @@ def serve_command(args: argparse.Namespace) -> int:
     mark_gateway_environment(os.environ)
     try:
         if args.http is not None:
-            return anyio.run(_serve_http, args, budget)
+            return anyio.run(_serve_http, args, options)
         # The HTTP gateway's key, exported for it in the user's shell, is no backend's business.
         os.environ.pop(TOKEN_VARIABLE, None)
-        anyio.run(_serve, args, budget)
+        anyio.run(_serve, args, options)
     except BaseExceptionGroup as group:
         # The fleet's task groups wrap what the gateway raised on its way up: a config error
         # (two servers offering one name under --prefix none) is still a usage error.
@@ -162,58 +167,54 @@ def serve_command(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def tool_budget(mode: ToolMode, *, max_tools: int | None, profile: str | None) -> ToolBudget:
-    """The tool budget of a gateway served with ``serve``'s ``--tools``, ``--max-tools`` and
-    ``--profile``, from mcpfleet's user config as it is now (its client budgets, the profile
-    named): ``serve``'s in-process gateway and each of the daemon's sessions build it here.
-    ``ConfigError`` for a profile the config does not define."""
-    from mcpfleet.config.profiles import read_gateway_settings
-    from mcpfleet.gateway.budget import ToolBudget
+def _gateway_options(args: argparse.Namespace) -> GatewayOptions:
+    """``serve``'s gateway options, the tool budget read from the user config now (once)."""
+    from mcpfleet.gateway.assembly import GatewayOptions
 
-    settings = read_gateway_settings()
-    return ToolBudget(
-        mode,
-        max_tools=max_tools,
-        client_budgets=settings.client_budgets,
-        profile=settings.profile(profile) if profile is not None else None,
+    return GatewayOptions.read(
+        tools=args.tool_mode,
+        max_tools=args.max_tools,
+        profile=args.profile,
+        prefix=args.prefix,
+        max_name_length=args.max_name_length,
+        startup_timeout_ms=args.startup_timeout,
     )
 
 
-def _gateway(args: argparse.Namespace, budget: ToolBudget) -> Gateway:
+def _own_fleet(
+    args: argparse.Namespace, options: GatewayOptions
+) -> Callable[[Relay], AbstractAsyncContextManager[MCPManager]]:
+    """This process's own fleet, as ``open_gateway`` opens it: an ``MCPManager`` whose
+    backends' questions go to the gateway's relay (the gateway enters the manager itself)."""
     from mcpfleet.fleet.manager import MCPManager
-    from mcpfleet.gateway.core import Gateway, first_list_cap_ms
-    from mcpfleet.gateway.naming import NamingPolicy
-    from mcpfleet.gateway.relay import Relay
 
-    options = FleetOptions.from_args(args)
-    # No Exa filter here (unlike an agent session): a host has no native Exa to fall back on.
-    relay = Relay()
+    fleet_options = FleetOptions.from_args(args)
+    profile = options.budget.profile
     # A profile's servers are the only ones started: the others are left out at discovery.
-    entry_filter = budget.profile.entry_filter() if budget.profile is not None else None
-    manager = MCPManager(
-        options.project_root,
-        **options.session_settings(),
-        on_uncached="late-join",
-        server_requests=relay,
-        entry_filter=entry_filter,
-        # Every log a 2026-07-28 backend writes: each client's own level filters them (sessions.py).
-        log_level="debug",
-    )
-    naming = NamingPolicy(prefix=args.prefix, max_name_length=args.max_name_length)
-    return Gateway(
-        manager,
-        naming=naming,
-        relay=relay,
-        budget=budget,
-        first_list_wait_ms=first_list_cap_ms(options.startup_timeout_ms),
-    )
+    entry_filter = profile.entry_filter() if profile is not None else None
+
+    def open_manager(relay: Relay) -> AbstractAsyncContextManager[MCPManager]:
+        # No Exa filter here (unlike an agent session): a host has no native Exa to fall back on.
+        manager = MCPManager(
+            fleet_options.project_root,
+            **fleet_options.session_settings(),
+            on_uncached="late-join",
+            server_requests=relay,
+            entry_filter=entry_filter,
+            # Every log a 2026-07-28 backend writes: each client's own level filters them (sessions.py).
+            log_level="debug",
+        )
+        return contextlib.nullcontext(manager)
+
+    return open_manager
 
 
-async def _serve(args: argparse.Namespace, budget: ToolBudget) -> None:
+async def _serve(args: argparse.Namespace, options: GatewayOptions) -> None:
     """Serve until stdin ends or a SIGTERM/SIGINT arrives; either way every backend is closed
     within the fleet's shutdown deadline before this returns."""
     import anyio
 
+    from mcpfleet.gateway.assembly import open_gateway
     from mcpfleet.gateway.stdio import serve_stdio
 
     async def stop_on_signal(scope: anyio.CancelScope) -> None:
@@ -227,12 +228,12 @@ async def _serve(args: argparse.Namespace, budget: ToolBudget) -> None:
 
     async with anyio.create_task_group() as task_group:
         task_group.start_soon(stop_on_signal, task_group.cancel_scope)
-        async with _gateway(args, budget) as gateway:
+        async with open_gateway(_own_fleet(args, options), options) as gateway:
             await serve_stdio(gateway)
         task_group.cancel_scope.cancel()
 
 
-async def _serve_http(args: argparse.Namespace, budget: ToolBudget) -> int:
+async def _serve_http(args: argparse.Namespace, options: GatewayOptions) -> int:
     """Serve until SIGINT (exit 130, as Ctrl-C does elsewhere) or SIGTERM (exit 0: asked to stop,
     stopped cleanly), every backend closed either way.
 
@@ -243,11 +244,11 @@ async def _serve_http(args: argparse.Namespace, budget: ToolBudget) -> int:
     the shutdown changes nothing: the backends still get their deadline.
     """
     import asyncio
-    import contextlib
 
     import anyio
 
     from mcpfleet.config.gateway_entry import announce_gateway_endpoint, mark_gateway_environment
+    from mcpfleet.gateway.assembly import open_gateway
     from mcpfleet.gateway.http import HttpListener, parse_bind, resolve_auth_token, serve_http, stderr_notice
 
     listener = HttpListener.open(parse_bind(args.http))
@@ -260,7 +261,7 @@ async def _serve_http(args: argparse.Namespace, budget: ToolBudget) -> int:
             environment=os.environ,
             notice=stderr_notice,
         )
-        from mcpfleet.gateway.server import build_server  # the SDK: once there is somewhere to serve
+        from mcpfleet.gateway.handlers import build_server  # the SDK: once there is somewhere to serve
 
         received: list[int] = []
         loop = asyncio.get_running_loop()
@@ -279,7 +280,7 @@ async def _serve_http(args: argparse.Namespace, budget: ToolBudget) -> int:
                 # Discovery here and on this machine recognises this URL as the gateway's own.
                 mark_gateway_environment(os.environ, url=listener.url)
                 with announce_gateway_endpoint(listener.url):
-                    async with _gateway(args, budget) as gateway:
+                    async with open_gateway(_own_fleet(args, options), options) as gateway:
                         await serve_http(build_server(gateway), listener, auth_token=token)
             finally:
                 for signal_number in STOP_SIGNALS:

@@ -28,8 +28,8 @@ async def served_tools_command(args: argparse.Namespace, connect: Connect) -> in
     from mcpfleet.config.profiles import read_gateway_settings
     from mcpfleet.fleet.manager import MCPManager
     from mcpfleet.gateway.budget import MAX_FIND_LIMIT, ToolBudget
-    from mcpfleet.gateway.catalog import build_catalog
     from mcpfleet.gateway.naming import NamingPolicy
+    from mcpfleet.gateway.served_catalog import build_catalog
     from mcpfleet.reports.rows import ErrorRow, ToolRow
 
     if args.search is not None and not 1 <= args.limit <= MAX_FIND_LIMIT:

@@ -23,14 +23,8 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from mcpfleet.gateway.relay import (
-    ELICITATION,
-    ROOTS,
-    SAMPLING,
-    Relay,
-    asking_flight,
-    relayed_sampling_capability,
-)
+from mcpfleet.gateway.forward import asking_flight
+from mcpfleet.gateway.relay import ELICITATION, ROOTS, SAMPLING, Relay, relayed_sampling_capability
 
 if TYPE_CHECKING:
     from mcpfleet.daemon.scopes import Scope

@@ -54,7 +54,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar, get_args
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.abc
@@ -71,10 +71,10 @@ from mcpfleet.errors import ConfigError, MCPFleetError, first_leaf
 if TYPE_CHECKING:
     from mcpfleet.config.profiles import DaemonSettings
     from mcpfleet.daemon.fleet import SharedFleet
+    from mcpfleet.daemon.view import FleetView
 
 logger = logging.getLogger(__name__)
 
-Choice = TypeVar("Choice", bound=str)
 
 HELLO_TIMEOUT_S = 10.0
 """How long a connection has to send its hello before it is closed."""
@@ -551,7 +551,7 @@ class DaemonService:
         from mcpfleet.client.opening import import_off_loop
         from mcpfleet.gateway.stdio import wire_streams
 
-        serving = await import_off_loop("mcpfleet.gateway.server")
+        serving = await import_off_loop("mcpfleet.gateway.handlers")
         logger.info("session %s: %s (pid %s) in %s", client.id, client.host or "a host", client.pid, spec.cwd)
         answered = False
         try:
@@ -577,49 +577,33 @@ class DaemonService:
 
     @asynccontextmanager
     async def _session_gateway(self, spec: wire.FleetSpec, client: Client) -> AsyncIterator[Any]:
-        from mcpfleet.cli.serve_commands import tool_budget
-        from mcpfleet.gateway.budget import ToolMode
-        from mcpfleet.gateway.core import Gateway, first_list_cap_ms
-        from mcpfleet.gateway.naming import NamingPolicy, PrefixMode
+        from mcpfleet.gateway.assembly import GatewayOptions, open_gateway
         from mcpfleet.gateway.relay import Relay
 
         # mcpfleet's user config is read once per session, as `serve --no-daemon` reads it once:
         # a profile added while the daemon runs is found, and the view gets the very profile
         # the budget has.
-        budget = tool_budget(
-            _choice(spec.tools, get_args(ToolMode), "--tools"), max_tools=spec.max_tools, profile=spec.profile
-        )
-        naming = NamingPolicy(
-            prefix=_choice(spec.prefix, get_args(PrefixMode), "--prefix"),
+        options = GatewayOptions.read(
+            tools=spec.tools,
+            max_tools=spec.max_tools,
+            profile=spec.profile,
+            prefix=spec.prefix,
             max_name_length=spec.max_name_length,
+            startup_timeout_ms=spec.startup_timeout_ms,
         )
-        relay = Relay()
-        async with (
-            self.fleet.attach(
+
+        def session_view(relay: Relay) -> contextlib.AbstractAsyncContextManager[FleetView]:
+            return self.fleet.attach(
                 spec,
                 session_id=client.id,
                 host=client.host,
-                profile=budget.profile,
+                profile=options.budget.profile,
                 relay=relay,
                 environment=client.environment,
-            ) as view,
-            Gateway(
-                view,
-                naming=naming,
-                relay=relay,
-                budget=budget,
-                first_list_wait_ms=first_list_cap_ms(spec.startup_timeout_ms),
-            ) as gateway,
-        ):
+            )
+
+        async with open_gateway(session_view, options) as gateway:
             yield gateway
-
-
-def _choice(value: str, choices: tuple[Choice, ...], option: str) -> Choice:
-    """``value`` as one of ``choices`` (a session's ``serve`` option); ``ConfigError`` otherwise."""
-    for choice in choices:
-        if value == choice:
-            return choice
-    raise ConfigError(f"{option} must be one of {', '.join(choices)}, not {value!r}")
 
 
 async def _read_hello(connection: socket.socket, already_read: bytes = b"") -> tuple[bytes, bytes] | None:

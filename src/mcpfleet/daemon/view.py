@@ -2,7 +2,7 @@
 
 A view is what ``Gateway(view)`` serves for one session. It holds a route per server the
 session sees (``Route``: the scope that runs its backend, and the entry as discovered) and
-implements the gateway's ``Fleet`` surface by routing on the server name: states, tools,
+implements the gateway's ``ServedFleet`` surface by routing on the server name: states, tools,
 calls and reads go to the owning scope's manager; events, logs and resource updates come
 back from the scopes filtered to the view's own routes, so a session hears only of the
 servers it sees (``list_changed`` included). When its routes change (a config edit, a server
@@ -176,7 +176,7 @@ class FleetView(anyio.AsyncContextManagerMixin):
             while any(self.get_connection_status(name) == "connecting" for name in self.routes):
                 await self._changed.wait()
 
-    # -- the gateway's Fleet surface -------------------------------------------------------------------------
+    # -- the gateway's ServedFleet surface -------------------------------------------------------------------
 
     @property
     def cache(self) -> MCPToolCache | None:

@@ -36,7 +36,7 @@ from mcpfleet.gateway.search import ToolIndex
 
 if TYPE_CHECKING:
     from mcpfleet.config.profiles import Profile
-    from mcpfleet.gateway.catalog import ServedCatalog
+    from mcpfleet.gateway.served_catalog import ServedCatalog
 
 ToolMode = Literal["all", "search", "auto"]
 TOOL_MODES: tuple[ToolMode, ...] = ("all", "search", "auto")
@@ -85,6 +85,9 @@ class CallRoute:
     name: str = ""
     arguments: Mapping[str, Any] | None = None
     answer: dict[str, Any] | None = None
+    target: tuple[str, str] | None = None
+    """``(server, backend name)`` when deciding already resolved the tool (``call_tool``'s
+    inner one), so that it is not resolved twice."""
 
 
 class ToolBudget:
@@ -204,13 +207,14 @@ class ToolBudget:
             return CallRoute(
                 answer=tool_error(f'call_tool needs "arguments" as a JSON object of {inner}\'s parameters')
             )
-        if await find_target(inner) is None:
+        target = await find_target(inner)
+        if target is None:
             return CallRoute(
                 answer=tool_error(
                     f"Unknown tool: {inner}; call find_tools to get the names of the tools served"
                 )
             )
-        return CallRoute(inner, inner_arguments)
+        return CallRoute(inner, inner_arguments, target=target)
 
     def _find_tools(self, catalog: ServedCatalog, arguments: Mapping[str, Any]) -> dict[str, Any]:
         query = arguments.get("query")
@@ -231,6 +235,22 @@ class ToolBudget:
             "structuredContent": structured,
             "isError": False,
         }
+
+
+def tool_budget(mode: ToolMode, *, max_tools: int | None, profile: str | None) -> ToolBudget:
+    """The tool budget of a gateway served with ``serve``'s ``--tools``, ``--max-tools`` and
+    ``--profile``, from mcpfleet's user config as it is now (its client budgets, the profile
+    named): ``serve``'s in-process gateway and each of the daemon's sessions build it here.
+    ``ConfigError`` for a profile the config does not define."""
+    from mcpfleet.config.profiles import read_gateway_settings
+
+    settings = read_gateway_settings()
+    return ToolBudget(
+        mode,
+        max_tools=max_tools,
+        client_budgets=settings.client_budgets,
+        profile=settings.profile(profile) if profile is not None else None,
+    )
 
 
 def found_tool(tool: Mapping[str, Any]) -> dict[str, Any]:

@@ -1,10 +1,10 @@
-"""The gateway: the whole fleet of one ``MCPManager`` seen as one MCP server.
+"""The gateway: the whole fleet it is given (``served_fleet.ServedFleet``) seen as one MCP server.
 
-``Gateway`` owns the manager's life (``async with Gateway(manager) as gateway``: discover,
+``Gateway`` owns the fleet's life (``async with Gateway(fleet) as gateway``: discover,
 connect behind the start-up gate, serve, close every backend within the fleet's deadline),
-decides what is served and under which names (``gateway.catalog``, ``gateway.naming``), and
+decides what is served and under which names (``gateway.served_catalog``, ``gateway.naming``), and
 routes every request to the backend behind a served name. It speaks no protocol itself:
-``gateway.server.build_server`` turns it into the SDK's lowlevel ``Server`` and
+``gateway.handlers.build_server`` turns it into the SDK's lowlevel ``Server`` and
 ``gateway.stdio`` serves that on stdin/stdout; other transports (streamable HTTP) serve the
 same ``Server``.
 
@@ -30,10 +30,12 @@ import anyio.abc
 
 from mcpfleet.errors import ConfigError, ConnectError, MCPFleetError
 from mcpfleet.gateway.budget import ToolBudget
-from mcpfleet.gateway.catalog import ListKind, ServedCatalog, build_catalog, instructions_for
+from mcpfleet.gateway.forward import Forward, InFlight, ProgressRelay
 from mcpfleet.gateway.listings import RESOURCE_KINDS, ListingKind, Listings
 from mcpfleet.gateway.naming import NamingPolicy
 from mcpfleet.gateway.relay import Relay
+from mcpfleet.gateway.served_catalog import ListKind, ServedCatalog, build_catalog, instructions_for
+from mcpfleet.gateway.server_logs import server_log_delivery
 from mcpfleet.gateway.sessions import ClientSession, ClientSessions
 from mcpfleet.redaction import redact_text
 
@@ -41,13 +43,10 @@ if TYPE_CHECKING:
     from mcpfleet.config.model import DiscoveryResult
     from mcpfleet.fleet.events import ManagerEvent
     from mcpfleet.fleet.startup import StartupReport
-    from mcpfleet.gateway.fleet_protocol import Fleet
+    from mcpfleet.gateway.served_fleet import ServedFleet
 
 logger = logging.getLogger(__name__)
 
-ProgressRelay = Callable[[float, float | None, str | None], Awaitable[None]]
-LogRelay = Callable[[dict[str, Any]], Awaitable[None]]
-"""Receives the params of a backend's ``notifications/message`` (its ``logger`` set to the server)."""
 ListChangedListener = Callable[[ListKind], Awaitable[None]]
 ResourceUpdatedListener = Callable[[str], Awaitable[None]]
 
@@ -120,21 +119,6 @@ class BackendRejection(MCPFleetError):
 
 
 @dataclass(eq=False)
-class InFlight:
-    """One request the gateway is forwarding to a backend, and the client that made it."""
-
-    server: str
-    client: ClientSession | None
-    on_log: LogRelay | None = None
-    """Where the server's log messages go while the request runs: with the request, on its
-    own stream (a 2026-07-28 client that opted in; a handshake-era client, whose HTTP
-    transport may have no other stream open)."""
-    log_deliveries: list[anyio.Event] = field(default_factory=list)
-    """One per log message being relayed with this request: its answer waits for them, or
-    it would close the stream they ride on."""
-
-
-@dataclass(eq=False)
 class _Subscription:
     """One backend resource that clients subscribed to, through one served URI."""
 
@@ -143,35 +127,36 @@ class _Subscription:
 
 
 class Gateway(anyio.AsyncContextManagerMixin):
-    """``async with Gateway(manager) as gateway``: the fleet, connected and ready to be served.
+    """``async with Gateway(fleet) as gateway``: the fleet, connected and ready to be served.
 
-    ``manager`` is an ``MCPManager`` (this process's own fleet) or anything else with the
-    surface of ``gateway.fleet_protocol.Fleet`` (the daemon's view of its shared fleet)."""
+    ``fleet`` is an ``MCPManager`` (this process's own fleet) or anything else with the
+    surface of ``gateway.served_fleet.ServedFleet`` (the daemon's view of its shared fleet)."""
 
     def __init__(
         self,
-        manager: Fleet,
+        fleet: ServedFleet,
         *,
         naming: NamingPolicy | None = None,
         relay: Relay | None = None,
         budget: ToolBudget | None = None,
         first_list_wait_ms: int | None = None,
     ) -> None:
-        """``relay`` must be the manager's ``server_requests`` for backends' questions to reach
-        the clients (see ``gateway.relay``); without one, the manager's own answers them.
+        """``relay`` must be the fleet's ``server_requests`` for backends' questions to reach
+        the clients (see ``gateway.relay``); without one, the fleet's own handler answers them.
+        The gateway serves the relay's client sessions and shares its registry of requests in
+        flight. ``gateway.assembly.open_gateway`` builds all of it.
         ``budget`` decides which tools each client is served (see ``gateway.budget``).
         ``first_list_wait_ms`` caps how long the first lists wait for servers still starting
         with nothing cached (``None``: each server's own handshake timeout bounds it; see
         ``first_lists_ready``)."""
-        self.manager = manager
+        self.fleet = fleet
         self.naming = naming or NamingPolicy()
         self.budget = budget if budget is not None else ToolBudget()
-        self.sessions = ClientSessions()
-        self.relay = relay if relay is not None else Relay()
-        self.relay.bind(self)
+        self.relay = relay if relay is not None else Relay(ClientSessions())
+        self.sessions = self.relay.sessions
         self.discovery: DiscoveryResult | None = None
         self.report: StartupReport | None = None
-        self._listings = Listings(manager, self._mark_dirty)
+        self._listings = Listings(fleet, self._mark_dirty)
         self._catalog = ServedCatalog(policy=self.naming)
         self._dirty = anyio.Event()
         self._announced: set[ListKind] = set()
@@ -182,7 +167,6 @@ class Gateway(anyio.AsyncContextManagerMixin):
         self._list_changed_listeners: list[ListChangedListener] = []
         self._resource_updated_listeners: list[ResourceUpdatedListener] = []
         self._subscriptions: dict[str, _Subscription] = {}
-        self._in_flight: list[InFlight] = []
         self._subscription_lock = anyio.Lock()
         self._first_list_wait_ms = first_list_wait_ms
         self._first_lists_ready = False
@@ -191,18 +175,18 @@ class Gateway(anyio.AsyncContextManagerMixin):
 
     @asynccontextmanager
     async def __asynccontextmanager__(self) -> AsyncIterator[Self]:
-        async with self.manager, anyio.create_task_group() as task_group:
+        async with self.fleet, anyio.create_task_group() as task_group:
             self._task_group = task_group
-            stop_events = self.manager.subscribe(self._on_fleet_event)
-            stop_logs = self.manager.subscribe_logs(self._on_server_log)
+            stop_events = self.fleet.subscribe(self._on_fleet_event)
+            stop_logs = self.fleet.subscribe_logs(self._on_server_log)
             try:
-                discovery = self.discovery = self.manager.discover()
-                report = await self.manager.connect_servers(discovery.configs, discovery.sources)
+                discovery = self.discovery = self.fleet.discover()
+                report = await self.fleet.connect_servers(discovery.configs, discovery.sources)
                 report.complete_from(discovery)
                 self.report = report
-                for server in self.manager.get_all_server_names():
+                for server in self.fleet.get_all_server_names():
                     self._listings.load_cached(server)
-                    if self.manager.get_connection_status(server) == "connected":
+                    if self.fleet.get_connection_status(server) == "connected":
                         task_group.start_soon(self._listings.refresh, server)
                 self._catalog = self._build_catalog()
                 if self._catalog.collisions:
@@ -228,7 +212,7 @@ class Gateway(anyio.AsyncContextManagerMixin):
     @property
     def instructions(self) -> str:
         """The gateway's ``instructions``: the servers it serves, and those it does not with the fix."""
-        return instructions_for(self.manager, self.report, self._catalog)
+        return instructions_for(self.fleet, self.report, self._catalog)
 
     def on_list_changed(self, listener: ListChangedListener) -> Callable[[], None]:
         """Call ``listener(kind)`` when a served list changes; returns the function that stops it."""
@@ -238,8 +222,16 @@ class Gateway(anyio.AsyncContextManagerMixin):
         """Call ``listener(served_uri)`` when a subscribed resource changes; returns the stopper."""
         return _add_listener(self._resource_updated_listeners, listener)
 
+    def tell_backends_roots_changed(self) -> None:
+        """Tell every backend the clients' roots changed (they ask again, through the relay).
+
+        In the background: a backend that asks at once is answered by the very client whose
+        notification caused this, whose messages must not wait behind its handler."""
+        fleet = self.fleet
+        fleet.task_group.start_soon(fleet.notify_roots_changed, name="mcpfleet roots changed")
+
     def _build_catalog(self) -> ServedCatalog:
-        return self.budget.restrict(build_catalog(self.manager, self.naming, self._listings.snapshot()))
+        return self.budget.restrict(build_catalog(self.fleet, self.naming, self._listings.snapshot()))
 
     def _mark_dirty(self) -> None:
         self._dirty.set()
@@ -252,7 +244,7 @@ class Gateway(anyio.AsyncContextManagerMixin):
             elif event.kind in _RELISTED_ON:
                 task_group.start_soon(self._relist, event, _RELISTED_ON[event.kind])
                 return  # dirty once the re-list has landed
-            elif event.kind == "disconnected" and self.manager.get_server_config(event.server) is None:
+            elif event.kind == "disconnected" and self.fleet.get_server_config(event.server) is None:
                 self._listings.forget(event.server)
         if event.announced and event.kind in _SERVED_LIST_OF:
             # The fleet has re-listed the tools already: the announcement goes out with this rebuild.
@@ -324,15 +316,15 @@ class Gateway(anyio.AsyncContextManagerMixin):
 
     def _starting_uncached(self) -> bool:
         """Whether a server is still starting with no tools served for it (none cached)."""
-        manager = self.manager
+        fleet = self.fleet
         starting = {
             server
-            for server in manager.get_all_server_names()
-            if manager.get_connection_status(server) == "connecting"
+            for server in fleet.get_all_server_names()
+            if fleet.get_connection_status(server) == "connecting"
         }
         if not starting:
             return False
-        with_tools = {tool.server_name for tool in manager.get_tools()}
+        with_tools = {tool.server_name for tool in fleet.get_tools()}
         return bool(starting - with_tools)
 
     def _unsettled(self) -> bool:
@@ -340,66 +332,78 @@ class Gateway(anyio.AsyncContextManagerMixin):
             self._dirty.is_set()
             or self._listings.refreshing > 0
             or any(
-                self.manager.get_connection_status(server) == "connecting"
-                for server in self.manager.get_all_server_names()
+                self.fleet.get_connection_status(server) == "connecting"
+                for server in self.fleet.get_all_server_names()
             )
         )
 
-    def in_flight(self, server: str) -> list[InFlight]:
-        """The requests being forwarded to ``server`` now, oldest first: who a backend's own
-        request (sampling, elicitation, roots) was caused by."""
-        return [request for request in self._in_flight if request.server == server]
+    async def resolve(self, client: ClientSession, kind: ListKind, served_name: str) -> Forward:
+        """Where a request for ``served_name`` (a prompt's name, a resource's URI) goes: resolved
+        once, for the relay and the backend call alike (``Forward``)."""
+        target = await self.find_target(kind, served_name)
+        if target is None:
+            return Forward(self.fleet, client, kind, served_name)
+        server, backend_name = target
+        return Forward(
+            self.fleet, client, kind, served_name, server, backend_name, self.fleet.get_connection(server)
+        )
 
-    @contextmanager
-    def _forwarding(
-        self, server: str, client: ClientSession | None, on_log: LogRelay | None
-    ) -> Iterator[InFlight]:
-        request = InFlight(server, client, on_log)
-        self._in_flight.append(request)
-        try:
-            yield request
-        finally:
-            self._in_flight.remove(request)
+    async def resolve_call(self, client: ClientSession, name: str, arguments: dict[str, Any]) -> Forward:
+        """Where a ``tools/call`` goes: the tool budget decides (a served tool, ``call_tool``'s
+        inner one, or its own answer), then the tool is resolved, once."""
+        route = await self.budget.route_call(
+            self._catalog,
+            client.client_name,
+            name,
+            arguments,
+            find_target=lambda inner: self.find_target("tools", inner),
+        )
+        if route.answer is not None:
+            return Forward(self.fleet, client, "tools", name, answer=route.answer)
+        target = route.target if route.target is not None else await self.find_target("tools", route.name)
+        arguments = dict(route.arguments or {})
+        if target is None:
+            return Forward(self.fleet, client, "tools", route.name, arguments=arguments)
+        server, tool = target
+        connection = self.fleet.get_connection(server)
+        return Forward(self.fleet, client, "tools", route.name, server, tool, connection, arguments)
 
     async def call_tool(
-        self,
-        served_name: str,
-        arguments: dict[str, Any],
-        *,
-        on_progress: ProgressRelay | None = None,
-        client: ClientSession | None = None,
-        on_log: LogRelay | None = None,
+        self, forward: Forward, flight: InFlight | None, *, on_progress: ProgressRelay | None = None
     ) -> Any:
-        """Call the tool behind ``served_name``: the backend's result unchanged, or an error result
+        """Call the tool ``forward`` resolved: the backend's result unchanged, or an error result
         (``MCP error: …``) naming the server and the reason when the backend cannot answer.
 
-        ``client`` is who asked (see ``in_flight``); ``on_log`` receives the backend's log
-        messages while the call runs. Raises ``UnknownNameError`` for a name the gateway does
-        not know (a JSON-RPC error).
+        ``flight`` is the call in flight (the relay's), whose client gets the backend's log
+        messages of the call before its answer. Raises ``UnknownNameError`` for a name the
+        gateway does not know (a JSON-RPC error).
         """
-        target = await self.find_target("tools", served_name)
-        if target is None:
-            raise UnknownNameError("tool", served_name)
-        server, tool = target
-        with self._forwarding(server, client, on_log) as request:
-            try:
-                result = await self.manager.call_tool(server, tool, arguments, on_progress=on_progress)
-            except MCPFleetError as error:
-                rejection = self._backend_rejection(server, error)
-                if rejection is not None:
-                    raise rejection from error
-                result = error_result(str(error))
+        server = forward.server
+        if server is None:
+            raise UnknownNameError("tool", forward.served_name)
+        try:
+            result = await self.fleet.call_tool(
+                server, forward.backend_name, dict(forward.arguments), on_progress=on_progress
+            )
+        except MCPFleetError as error:
+            rejection = self._backend_rejection(server, error)
+            if rejection is not None:
+                raise rejection from error
+            result = error_result(str(error))
+        if flight is not None:
             # The backend's logs of this call arrived before its answer: they go out first.
             with anyio.move_on_after(LOG_FLUSH_TIMEOUT_S):
-                for delivered in request.log_deliveries:
+                for delivered in flight.log_deliveries:
                     await delivered.wait()
-            return result
+        return result
 
-    async def read_resource(self, uri: str) -> dict[str, Any]:
-        """``resources/read`` on the backend behind ``uri``; the contents carry served URIs."""
-        server, backend_uri = await self._resource_target(uri)
+    async def read_resource(self, forward: Forward) -> dict[str, Any]:
+        """``resources/read`` on the backend ``forward`` resolved; the contents carry served URIs."""
+        server = forward.server
+        if server is None:
+            raise UnknownNameError("resource", forward.served_name)
         with self._passing_rejections(server):
-            result = await self.manager.read_resource(server, backend_uri)
+            result = await self.fleet.read_resource(server, forward.backend_name)
         contents = result.get("contents")
         if isinstance(contents, list):
             result["contents"] = [
@@ -410,13 +414,12 @@ class Gateway(anyio.AsyncContextManagerMixin):
             ]
         return result
 
-    async def get_prompt(self, served_name: str, arguments: dict[str, str] | None) -> dict[str, Any]:
-        target = await self.find_target("prompts", served_name)
-        if target is None:
-            raise UnknownNameError("prompt", served_name)
-        server, prompt = target
+    async def get_prompt(self, forward: Forward, arguments: dict[str, str] | None) -> dict[str, Any]:
+        server = forward.server
+        if server is None:
+            raise UnknownNameError("prompt", forward.served_name)
         with self._passing_rejections(server):
-            return await self.manager.get_prompt(server, prompt, arguments)
+            return await self.fleet.get_prompt(server, forward.backend_name, arguments)
 
     async def complete(
         self, ref: dict[str, Any], argument: dict[str, str], context_arguments: dict[str, str] | None
@@ -432,7 +435,7 @@ class Gateway(anyio.AsyncContextManagerMixin):
             server, uri = await self._resource_target(str(ref.get("uri")))
             backend_ref = {**ref, "uri": uri}
         with self._passing_rejections(server):
-            return await self.manager.complete(server, backend_ref, argument, context_arguments)
+            return await self.fleet.complete(server, backend_ref, argument, context_arguments)
 
     async def subscribe_resource(self, client: ClientSession, uri: str) -> None:
         """Tell ``client`` (and 2026-07-28 listen streams) when the resource behind ``uri`` changes."""
@@ -445,7 +448,7 @@ class Gateway(anyio.AsyncContextManagerMixin):
                     await self._resource_updated(uri)
 
                 with self._passing_rejections(server):
-                    stop = await self.manager.subscribe_resource(server, backend_uri, relay)
+                    stop = await self.fleet.subscribe_resource(server, backend_uri, relay)
                 subscription = self._subscriptions[uri] = _Subscription(stop)
             subscription.clients.add(client)
 
@@ -513,46 +516,8 @@ class Gateway(anyio.AsyncContextManagerMixin):
     # -- backend logs ---------------------------------------------------------------------------------------
 
     def _on_server_log(self, server: str, params: dict[str, Any]) -> Awaitable[None] | None:
-        """Relay a backend's ``notifications/message``, with the server as logger.
-
-        A client with a call in flight on that server gets it with the call (its latest
-        one), so that over HTTP it rides the call's response stream; every other client that
-        wants the level gets it on its session. Who receives it is decided now, when the
-        message arrives, and the sending runs after: a log the backend wrote just before
-        answering a call still reaches that call's client, and the call's answer waits
-        for it (``InFlight.log_deliveries``).
-        """
-        level = params.get("level")
-        if not isinstance(level, str):
-            return None
-        relayed = {**params, "logger": server}
-        calls: dict[ClientSession | None, InFlight] = {}
-        for request in self.in_flight(server):
-            if request.on_log is not None:
-                calls[request.client] = request
-        sessions = [client for client in self.sessions if client.wants_log(level) and client not in calls]
-        if not sessions and not calls:
-            return None
-        deliveries = [(request, anyio.Event()) for request in calls.values()]
-        for request, delivered in deliveries:
-            request.log_deliveries.append(delivered)
-
-        async def send() -> None:
-            try:
-                for client in sessions:
-                    await client.notify("notifications/message", relayed)
-                for request, delivered in deliveries:
-                    assert request.on_log is not None
-                    try:
-                        await request.on_log(relayed)
-                    except Exception as error:
-                        logger.debug("could not relay a log message to a client: %r", error)
-                    delivered.set()
-            finally:
-                for _, delivered in deliveries:
-                    delivered.set()
-
-        return send()
+        """Relay a backend's ``notifications/message``, with the server as logger (``server_logs``)."""
+        return server_log_delivery(server, params, self.relay.flights, self.sessions)
 
 
 def error_result(message: str) -> dict[str, Any]:

@@ -27,7 +27,7 @@ import anyio
 from mcpfleet.errors import MCPFleetError
 
 if TYPE_CHECKING:
-    from mcpfleet.gateway.fleet_protocol import Fleet
+    from mcpfleet.gateway.served_fleet import ServedFleet
 
 logger = logging.getLogger(__name__)
 
@@ -50,8 +50,8 @@ ServerListings = Mapping[ListingKind, list[dict[str, Any]]]
 class Listings:
     """Each backend's resources, resource templates and prompts, as last listed or cached."""
 
-    def __init__(self, manager: Fleet, on_change: Callable[[], None]) -> None:
-        self._manager = manager
+    def __init__(self, fleet: ServedFleet, on_change: Callable[[], None]) -> None:
+        self._fleet = fleet
         self._on_change = on_change
         self._by_server: dict[str, dict[ListingKind, list[dict[str, Any]]]] = {}
         self._locks: dict[str, anyio.Lock] = {}
@@ -64,8 +64,8 @@ class Listings:
 
     def load_cached(self, server: str) -> None:
         """Serve what the cache remembers of ``server`` until it answers itself."""
-        cache = self._manager.cache
-        config = self._manager.get_server_config(server)
+        cache = self._fleet.cache
+        config = self._fleet.get_server_config(server)
         if cache is None or config is None or server in self._by_server:
             return
         cached = cache.get_listings(server, config.fingerprint)
@@ -91,7 +91,7 @@ class Listings:
     async def _refresh(self, server: str, kinds: tuple[ListingKind, ...]) -> None:
         lock = self._locks.setdefault(server, anyio.Lock())
         async with lock:
-            connection = self._manager.get_connection(server)
+            connection = self._fleet.get_connection(server)
             if connection is None or connection.ended:
                 return
             declared = connection.capabilities
@@ -113,7 +113,7 @@ class Listings:
                     logger.warning(
                         "listing the %s of MCP server %s failed: %s", kind.replace("_", " "), server, error
                     )
-            if self._manager.get_server_config(server) is None:
+            if self._fleet.get_server_config(server) is None:
                 return  # removed meanwhile
             if listed != current:
                 self._by_server[server] = listed
@@ -121,14 +121,14 @@ class Listings:
 
     async def _list(self, server: str, kind: ListingKind) -> list[dict[str, Any]]:
         if kind == "resources":
-            return await self._manager.list_resources(server)
+            return await self._fleet.list_resources(server)
         if kind == "resource_templates":
-            return await self._manager.list_resource_templates(server)
-        return await self._manager.list_prompts(server)
+            return await self._fleet.list_resource_templates(server)
+        return await self._fleet.list_prompts(server)
 
     def _remember(self, server: str, listed: dict[ListingKind, list[dict[str, Any]]]) -> None:
-        cache = self._manager.cache
-        config = self._manager.get_server_config(server)
+        cache = self._fleet.cache
+        config = self._fleet.get_server_config(server)
         if cache is None or config is None:
             return
         cache.put_listings(server, config.fingerprint, {kind: items for kind, items in listed.items()})

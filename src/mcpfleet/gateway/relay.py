@@ -36,7 +36,8 @@ collects is dropped after as long.
 
 The client's roots become the backends' roots: a handshake-era client that declares roots
 and connects, or sends ``notifications/roots/list_changed``, makes every backend hear
-``notifications/roots/list_changed`` and ask again.
+``notifications/roots/list_changed`` and ask again (``handlers.GatewayHandlers`` follows those
+notifications; the questions that follow come here).
 
 Imports of the SDK stay inside the functions that serve (the gateway's core imports this
 module).
@@ -44,7 +45,6 @@ module).
 
 from __future__ import annotations
 
-import contextvars
 import itertools
 import logging
 import secrets
@@ -57,21 +57,27 @@ import anyio
 import anyio.lowlevel
 
 from mcpfleet.client.behalf import Caller, on_behalf_of
+from mcpfleet.gateway.forward import (
+    Forward,
+    InFlight,
+    InFlightRegistry,
+    LogRelay,
+    ProgressRelay,
+    asking_flight,
+    current_flight,
+)
 
 if TYPE_CHECKING:
     from mcp.server.context import ServerRequestContext
-    from mcp.server.lowlevel import Server
     from mcp.server.session import ServerSession
 
-    from mcpfleet.client.connection import ServerConnection
-    from mcpfleet.gateway.core import Gateway
-    from mcpfleet.gateway.sessions import ClientSession
+    from mcpfleet.gateway.sessions import ClientSession, ClientSessions
 
 logger = logging.getLogger(__name__)
 
-ProgressRelay = Callable[[float, float | None, str | None], Awaitable[None]]
-BackendCall = Callable[[ProgressRelay | None], Awaitable[Any]]
-"""Sends one client request on to its backend; takes where the backend's progress goes."""
+BackendCall = Callable[[InFlight | None, ProgressRelay | None], Awaitable[Any]]
+"""Sends one client request on to its backend; takes the request in flight (``None`` when no
+server serves its name) and where the backend's progress goes."""
 
 ANSWER_TIMEOUT_S = 600.0
 """How long a backend's question waits for the client's answer (a person may be typing it)."""
@@ -85,29 +91,6 @@ _INVALID_PARAMS = -32602
 _INVALID_REQUEST = -32600
 _INTERNAL_ERROR = -32603
 _REQUEST_TIMEOUT = -32001
-
-_current_flight: contextvars.ContextVar[InFlight | None] = contextvars.ContextVar(
-    "mcpfleet_gateway_flight", default=None
-)
-"""The client request whose backend call runs in this task (and the tasks it starts)."""
-
-
-@dataclass(eq=False)
-class InFlight:
-    """One client request being answered by one backend: who asked, and how to reach them."""
-
-    server: str
-    client: ClientSession
-    request_session: ServerSession
-    """The SDK session of this very request: a question sent with ``request_id`` rides its channel."""
-    request_id: Any
-    parked: ParkedCall | None = None
-    """Set for a 2026-07-28 client, which is asked through ``input_required`` rounds."""
-    done: bool = False
-    local_errors: list[tuple[int, str]] = field(default_factory=list)
-    """``(code, message)`` of each question of the backend that failed here (refused, or
-    answered with an error by the client): the SDK turns such a failure of an ``input_required``
-    round into the call's own JSON-RPC error, which is then not the backend's answer."""
 
 
 @dataclass(eq=False)
@@ -142,7 +125,7 @@ class ParkedCall:
 
     # -- the backend's side (its own task) ---------------------------------------------------------------
 
-    async def run_backend(self, start: BackendCall) -> None:
+    async def run_backend(self, start: Callable[[ProgressRelay | None], Awaitable[Any]]) -> None:
         try:
             with self._scope:
                 self._result = await start(self._relay_progress)
@@ -239,39 +222,22 @@ class ParkedCall:
 
 
 class Relay:
-    """The gateway's ``ServerRequestHandler`` and the bookkeeping of calls in flight.
+    """The gateway's ``ServerRequestHandler`` and the registry of its requests in flight.
 
-    Give it to the manager (``MCPManager(…, server_requests=relay)``) and to the gateway
-    (``Gateway(manager, relay=relay)``), which binds it; ``install`` adds its notification
-    handlers to the SDK ``Server``, and every request that a backend may answer with questions
-    goes through ``run``.
+    Built first, on the clients it may ask (``sessions``, the gateway's), then given to the
+    fleet (``MCPManager(…, server_requests=relay)``, or the daemon's view) and to the gateway
+    (``Gateway(fleet, relay=relay)``), which serves those same sessions: ``open_gateway``
+    (``gateway.assembly``) does all three. Every client request that a backend may answer with
+    questions goes through ``run``, with its ``Forward``.
     """
 
-    def __init__(self, *, answer_timeout_s: float = ANSWER_TIMEOUT_S) -> None:
+    def __init__(self, sessions: ClientSessions, *, answer_timeout_s: float = ANSWER_TIMEOUT_S) -> None:
+        self.sessions = sessions
         self.answer_timeout_s = answer_timeout_s
-        self._gateway: Gateway | None = None
-        self._in_flight: dict[str, list[InFlight]] = {}
+        self.flights = InFlightRegistry()
+        """The gateway's requests in flight: the relay ties backends' questions to them, the
+        core their log messages."""
         self._parked: dict[str, ParkedCall] = {}
-
-    def bind(self, gateway: Gateway) -> None:
-        self._gateway = gateway
-
-    @property
-    def gateway(self) -> Gateway:
-        if self._gateway is None:
-            raise RuntimeError("the relay serves no gateway: pass it as Gateway(manager, relay=relay)")
-        return self._gateway
-
-    def install(self, server: Server[Any]) -> None:
-        """Follow the clients' roots: a new client that declares them, and their changes."""
-        import mcp_types
-
-        server.add_notification_handler(
-            "notifications/initialized", mcp_types.NotificationParams, self._on_initialized
-        )
-        server.add_notification_handler(
-            "notifications/roots/list_changed", mcp_types.NotificationParams, self._on_roots_changed
-        )
 
     # -- what backends ask (ServerRequestHandler) ---------------------------------------------------------
 
@@ -294,7 +260,7 @@ class Relay:
     def failed_here(self, code: int, message: str) -> bool:
         """Whether the call running in this task had a question of its backend fail with this
         error here, in the gateway (see ``InFlight.local_errors``)."""
-        flight = _current_flight.get()
+        flight = current_flight()
         return flight is not None and (code, message) in flight.local_errors
 
     async def list_roots(self, server: str) -> list[dict[str, Any]] | None:
@@ -328,7 +294,7 @@ class Relay:
             if missing is not None:
                 return f'the MCP client of this call did not declare the "{missing}" capability'
             return flight
-        clients = list(self.gateway.sessions)
+        clients = list(self.sessions)
         if len(clients) != 1:
             # Another client's answer (a password typed for an elicitation) must never reach a
             # backend whose question was not about that client's call.
@@ -351,16 +317,20 @@ class Relay:
 
     def flights_on(self, server: str) -> list[InFlight]:
         """This gateway's client requests being answered by ``server`` now, oldest first."""
-        return [flight for flight in self._in_flight.get(server, ()) if not flight.done]
+        return self.flights.on(server)
 
     def owns(self, flight: InFlight) -> bool:
         """Whether ``flight`` is a request of this gateway's clients."""
-        return any(flight in flights for flights in self._in_flight.values())
+        return self.flights.holds(flight)
 
     def _flight_on(self, server: str) -> InFlight | None:
-        current = asking_flight(server, self.gateway.manager.get_connection(server))
-        if current is not None:
-            return current
+        current = current_flight()
+        # The connection as it is now, not as the request found it: a backend that was still
+        # starting then is connected by the time it asks.
+        connection = current.forward.fleet.get_connection(server) if current is not None else None
+        asking = asking_flight(server, connection)
+        if asking is not None:
+            return asking
         flights = self.flights_on(server)
         return flights[-1] if flights else None
 
@@ -407,69 +377,69 @@ class Relay:
     async def run(
         self,
         ctx: ServerRequestContext[Any, Any],
-        server: str | None,
+        forward: Forward,
         call_backend: BackendCall,
         *,
         progress: ProgressRelay | None,
+        on_log: LogRelay | None = None,
     ) -> Any:
-        """Serve one ``tools/call`` (or ``prompts/get``, ``resources/read``) that ``server``
-        answers: ``call_backend`` sends it on, and any question the backend asks meanwhile goes
-        to this request's client."""
-        client = self.gateway.sessions.session_for(ctx)
+        """Serve one ``tools/call`` (or ``prompts/get``, ``resources/read``) resolved as
+        ``forward``: ``call_backend`` sends it on, and any question the backend asks meanwhile
+        goes to this request's client. ``on_log`` is where the backend's logs of the request go."""
+        client, server = forward.client, forward.server
         params: Mapping[str, Any] = ctx.params or {}
         if client.era == "modern":
             state = params.get("requestState")
             if isinstance(state, str) and state in self._parked:
                 return await self._resume(ctx, state, progress)
-            if server is not None and self._speaks_modern(server):
+            if server is not None and forward.speaks_modern:
                 responses = params.get("inputResponses")
                 caller = Caller(
                     capabilities=client.capabilities,
                     input_responses=responses if isinstance(responses, Mapping) else None,
                     request_state=state if isinstance(state, str) else None,
                 )
-                with (
-                    self._flying(InFlight(server, client, ctx.session, ctx.request_id)),
-                    on_behalf_of(caller),
-                ):
-                    return await call_backend(progress)
+                flight = InFlight(server, forward, ctx.session, ctx.request_id, on_log=on_log)
+                with self.flights.flying(flight), on_behalf_of(caller):
+                    return await call_backend(flight, progress)
             if state is not None:
                 return await self._resume(ctx, state, progress)
             if server is not None and can_be_asked(client.capabilities):
-                return await self._park(ctx, client, server, call_backend, progress)
+                flight = InFlight(server, forward, ctx.session, ctx.request_id, on_log=on_log)
+                return await self._park(ctx, flight, call_backend, progress)
         if server is None:
-            return await call_backend(progress)
-        with self._flying(InFlight(server, client, ctx.session, ctx.request_id)):
-            return await call_backend(progress)
-
-    def _speaks_modern(self, server: str) -> bool:
-        """Whether ``server`` is connected in the 2026-07-28 era, where it can ask a 2026-07-28
-        client itself (a server not connected yet is called the handshake era's way, parked)."""
-        connection = self.gateway.manager.get_connection(server)
-        return connection is not None and connection.era == "modern"
+            return await call_backend(None, progress)
+        with self.flights.flying(
+            InFlight(server, forward, ctx.session, ctx.request_id, on_log=on_log)
+        ) as flight:
+            return await call_backend(flight, progress)
 
     async def _park(
         self,
         ctx: ServerRequestContext[Any, Any],
-        client: ClientSession,
-        server: str,
+        flight: InFlight,
         call_backend: BackendCall,
         progress: ProgressRelay | None,
     ) -> Any:
+        """Run a 2026-07-28 client's call to a handshake-era backend in a task of its own (the
+        fleet's), answering this request with the backend's first question or its result."""
         parked = ParkedCall(
             secrets.token_urlsafe(16), ctx.method, _target(ctx.params), answer_timeout_s=self.answer_timeout_s
         )
-        flight = InFlight(server, client, ctx.session, ctx.request_id, parked=parked)
+        flight.parked = parked
         self._parked[parked.token] = parked
-        self.gateway.manager.task_group.start_soon(
-            self._run_parked, parked, flight, call_backend, name=f"mcpfleet gateway call to {server}"
+        flight.forward.fleet.task_group.start_soon(
+            self._run_parked, parked, flight, call_backend, name=f"mcpfleet gateway call to {flight.server}"
         )
         return await parked.round(progress)
 
     async def _run_parked(self, parked: ParkedCall, flight: InFlight, call_backend: BackendCall) -> None:
+        async def start(progress: ProgressRelay | None) -> Any:
+            return await call_backend(flight, progress)
+
         try:
-            with self._flying(flight):
-                await parked.run_backend(call_backend)
+            with self.flights.flying(flight):
+                await parked.run_backend(start)
             await parked.wait_collected()
         finally:
             self._parked.pop(parked.token, None)
@@ -489,56 +459,6 @@ class Relay:
         parked.answer(responses if isinstance(responses, Mapping) else {})
         return await parked.round(progress)
 
-    @contextmanager
-    def _flying(self, flight: InFlight) -> Iterator[None]:
-        flights = self._in_flight.setdefault(flight.server, [])
-        flights.append(flight)
-        token = _current_flight.set(flight)
-        try:
-            yield
-        finally:
-            _current_flight.reset(token)
-            flight.done = True
-            flights.remove(flight)
-            if not flights:
-                self._in_flight.pop(flight.server, None)
-
-    # -- the clients' roots ---------------------------------------------------------------------------------
-
-    async def _on_initialized(self, ctx: ServerRequestContext[Any, Any], params: Any) -> None:
-        # Registering the client from its handshake on means one that has asked nothing yet
-        # still hears of every list change.
-        client = self.gateway.sessions.session_for(ctx)
-        if "roots" in client.capabilities:
-            self._tell_backends_roots_changed()
-
-    async def _on_roots_changed(self, ctx: ServerRequestContext[Any, Any], params: Any) -> None:
-        self.gateway.sessions.session_for(ctx)
-        self._tell_backends_roots_changed()
-
-    def _tell_backends_roots_changed(self) -> None:
-        # In the background: a backend that asks at once is answered by this same client,
-        # whose messages must not wait behind this notification's handler.
-        manager = self.gateway.manager
-        manager.task_group.start_soon(manager.notify_roots_changed, name="mcpfleet roots changed")
-
-
-def asking_flight(server: str, connection: ServerConnection | None) -> InFlight | None:
-    """The client request, whichever relay made it, whose call to ``server`` asks from this
-    very task. Only a 2026-07-28 backend (``connection``'s era) asks from inside the call's
-    task: a handshake-era backend's requests come from its connection's task, whose context
-    may carry whichever call happened to start it."""
-    current = _current_flight.get()
-    if (
-        current is not None
-        and not current.done
-        and current.server == server
-        and connection is not None
-        and connection.era == "modern"
-    ):
-        return current
-    return None
-
 
 @contextmanager
 def _noted_on_the_call() -> Iterator[None]:
@@ -548,7 +468,7 @@ def _noted_on_the_call() -> Iterator[None]:
     try:
         yield
     except MCPError as error:
-        flight = _current_flight.get()
+        flight = current_flight()
         if flight is not None:
             flight.local_errors.append((error.code, error.message))
         raise
@@ -604,4 +524,4 @@ def _raise(code: int, message: str) -> NoReturn:
     raise MCPError(code=code, message=message)
 
 
-__all__ = ["ANSWER_TIMEOUT_S", "ParkedCall", "Relay", "asking_flight", "can_be_asked", "missing_capability"]
+__all__ = ["ANSWER_TIMEOUT_S", "ParkedCall", "Relay", "can_be_asked", "missing_capability"]

@@ -6,7 +6,7 @@ first message until that connection closes, and ``notify_all`` sends it the gate
 ``list_changed`` notifications on its standalone channel. A 2026-07-28 client has no
 session: every request carries its own envelope, so each request gets a transient
 ``ClientSession`` (never registered), and change notifications reach such clients only on
-the ``subscriptions/listen`` streams they open (see ``gateway.server``).
+the ``subscriptions/listen`` streams they open (see ``gateway.handlers``).
 
 The relay reads ``session_for(ctx)`` to know who asked, what that client declared it can
 do (``capabilities``) and how to reach it (``sdk_session``).

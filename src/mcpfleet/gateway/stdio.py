@@ -54,7 +54,7 @@ async def serve_stdio(gateway: Gateway, *, max_message_bytes: int = MAX_MESSAGE_
     from mcpfleet.client.opening import import_off_loop
 
     # Off the loop and after any SDK import the fleet has under way (see ``import_off_loop``).
-    serving = await import_off_loop("mcpfleet.gateway.server")
+    serving = await import_off_loop("mcpfleet.gateway.handlers")
     server = serving.build_server(gateway)
     with claimed_standard_streams() as (wire_in, wire_out):
         async with wire_streams(wire_in, wire_out, max_message_bytes=max_message_bytes) as (reads, writes):

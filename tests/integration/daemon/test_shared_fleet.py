@@ -14,7 +14,7 @@ import sys
 import threading
 import warnings
 from collections.abc import AsyncIterator
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,9 +35,9 @@ from mcpfleet.contract.wire import FleetSpec
 from mcpfleet.daemon import fleet as fleet_module
 from mcpfleet.daemon.fleet import SharedFleet
 from mcpfleet.daemon.view import FleetView
-from mcpfleet.gateway.core import Gateway
+from mcpfleet.gateway.assembly import GatewayOptions, open_gateway
+from mcpfleet.gateway.handlers import build_server
 from mcpfleet.gateway.relay import Relay
-from mcpfleet.gateway.server import build_server
 
 pytestmark = pytest.mark.anyio
 
@@ -117,22 +117,25 @@ async def session(
     async def on_message(message: Any) -> None:
         notifications.append(message)
 
-    relay = Relay()
     spec = FleetSpec(
         cwd=str(root), trust_project=trust_project, startup_timeout_ms=startup_timeout_ms, profile=profile
     )
-    async with (
-        fleet.attach(
+
+    def session_view(relay: Relay) -> AbstractAsyncContextManager[FleetView]:
+        return fleet.attach(
             spec,
             session_id=session_id,
             host="pytest",
             profile=read_gateway_settings().profile(profile) if profile is not None else None,
             relay=relay,
-        ) as view,
-        Gateway(view, relay=relay) as gateway,
+        )
+
+    async with (
+        open_gateway(session_view, GatewayOptions()) as gateway,
         Client(build_server(gateway), mode=mode, message_handler=on_message, **client_options) as client,
     ):
-        yield Session(view, client, notifications)
+        assert isinstance(gateway.fleet, FleetView)
+        yield Session(gateway.fleet, client, notifications)
 
 
 def rows(fleet: SharedFleet, name: str) -> list[dict[str, Any]]:

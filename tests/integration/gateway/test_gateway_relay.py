@@ -10,6 +10,7 @@ than one client or a short answer timeout.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -30,9 +31,9 @@ from mcp.shared.exceptions import MCPError
 from tests.servers.fixtures import SERVERS_DIR
 
 from mcpfleet.fleet.manager import MCPManager
-from mcpfleet.gateway.core import Gateway
+from mcpfleet.gateway.assembly import GatewayOptions, open_gateway
+from mcpfleet.gateway.handlers import build_server
 from mcpfleet.gateway.relay import Relay
-from mcpfleet.gateway.server import build_server
 
 pytestmark = pytest.mark.anyio
 
@@ -69,11 +70,16 @@ async def served_over_stdio(home: Path, *, mode: str, **callbacks: Any) -> Async
 async def gateway_in_process(home: Path, *, answer_timeout_s: float = 600.0) -> AsyncIterator[Server[Any]]:
     """The gateway in this process, as ``mcpfleet serve`` builds it: clients connect with
     ``Client(server, …)``, each its own session."""
-    relay = Relay(answer_timeout_s=answer_timeout_s)
-    manager = MCPManager(
-        home, cache=None, startup_timeout_ms=0, extra_config_paths=[write_config(home)], server_requests=relay
-    )
-    async with Gateway(manager, relay=relay) as gateway:
+    config = write_config(home)
+
+    def own_fleet(relay: Relay) -> contextlib.nullcontext[MCPManager]:
+        return contextlib.nullcontext(
+            MCPManager(
+                home, cache=None, startup_timeout_ms=0, extra_config_paths=[config], server_requests=relay
+            )
+        )
+
+    async with open_gateway(own_fleet, GatewayOptions(answer_timeout_s=answer_timeout_s)) as gateway:
         yield build_server(gateway)
 
 

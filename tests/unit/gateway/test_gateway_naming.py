@@ -10,13 +10,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from mcpfleet.fleet.tools import MIN_TOOL_NAME_LENGTH, assign_tool_names
-from mcpfleet.gateway.catalog import ServedCatalog
 from mcpfleet.gateway.naming import (
     NamingPolicy,
     assign_served_names,
     served_uri,
     split_served_uri,
 )
+from mcpfleet.gateway.served_catalog import ServedCatalog
 
 SERVED_NAME = re.compile(r"^[A-Za-z0-9_-]+$")
 

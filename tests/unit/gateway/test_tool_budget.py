@@ -10,8 +10,8 @@ import pytest
 
 from mcpfleet.config.profiles import Profile
 from mcpfleet.gateway.budget import CALL_TOOL, FIND_TOOLS, KNOWN_CLIENT_BUDGETS, ToolBudget, budget_for
-from mcpfleet.gateway.catalog import ServedCatalog
 from mcpfleet.gateway.naming import NamingPolicy, assign_served_names
+from mcpfleet.gateway.served_catalog import ServedCatalog
 
 
 def catalog_of(pairs: list[tuple[str, str]]) -> ServedCatalog:

@@ -6,7 +6,7 @@ URI) replaced by the served one, and the maps back from served names and URIs to
 backend. It is rebuilt after every change of the fleet, and two snapshots compare list by
 list (``changed_lists``), which is what decides the ``list_changed`` notifications.
 
-Which backends are served: every server the manager holds, except one that was given up
+Which backends are served: every server the fleet holds, except one that was given up
 (suspended by its crash breaker, or failed for good): a server being reconnected keeps its
 tools listed, and a call to one waits for it (bounded by the fleet's reconnect policy).
 """
@@ -34,7 +34,7 @@ from mcpfleet.redaction import redact_text
 if TYPE_CHECKING:
     from mcpfleet.client.definitions import ToolDefinition
     from mcpfleet.fleet.startup import StartupReport
-    from mcpfleet.gateway.fleet_protocol import Fleet
+    from mcpfleet.gateway.served_fleet import ServedFleet
 
 ListKind = Literal["tools", "resources", "prompts"]
 
@@ -132,18 +132,18 @@ def served_tool(definition: ToolDefinition, served_name: str) -> dict[str, Any]:
 
 
 def build_catalog(
-    manager: Fleet, policy: NamingPolicy, listings: Mapping[str, ServerListings] | None = None
+    fleet: ServedFleet, policy: NamingPolicy, listings: Mapping[str, ServerListings] | None = None
 ) -> ServedCatalog:
-    """The snapshot of what ``manager``'s fleet serves now, named under ``policy``.
+    """The snapshot of what ``fleet`` serves now, named under ``policy``.
 
     Names are assigned over everything the fleet holds, served or not, so a server that is
     given up and comes back never shifts another server's names.
     """
     listings = listings or {}
-    held_servers = set(manager.get_all_server_names())
-    served_servers = {name for name in held_servers if manager.get_server_state(name).state not in GIVEN_UP}
+    held_servers = set(fleet.get_all_server_names())
+    served_servers = {name for name in held_servers if fleet.get_server_state(name).state not in GIVEN_UP}
 
-    held_tools = manager.get_tools()
+    held_tools = fleet.get_tools()
     tool_names = assign_served_names(((tool.server_name, tool.mcp_tool_name) for tool in held_tools), policy)
     tools = [
         served_tool(tool.definition, served_name)
@@ -221,15 +221,15 @@ def _template_matches(template: str, uri: str) -> bool:
     return re.fullmatch(pattern, uri, flags=re.DOTALL) is not None
 
 
-def instructions_for(manager: Fleet, report: StartupReport | None, catalog: ServedCatalog) -> str:
+def instructions_for(fleet: ServedFleet, report: StartupReport | None, catalog: ServedCatalog) -> str:
     """What the gateway tells the model about itself: which servers it serves, and which it
     does not, each with the command that fixes it. Secrets are masked."""
     lines = ["mcpfleet gateway: the MCP servers configured for this user and project, served as one."]
     serving: list[str] = []
     not_served: list[str] = []
     failures = {failure.subject: failure for failure in report.failures} if report is not None else {}
-    for name in manager.get_all_server_names():
-        state = manager.get_server_state(name)
+    for name in fleet.get_all_server_names():
+        state = fleet.get_server_state(name)
         if state.state in GIVEN_UP or name in failures:
             reason = failures[name].message if name in failures else state.last_error or state.state
             not_served.append(f"{name}: failed ({reason}); run `mcpfleet status` for details")
@@ -238,7 +238,7 @@ def instructions_for(manager: Fleet, report: StartupReport | None, catalog: Serv
         else:
             serving.append(f"{name} (starting; its tools appear when it is ready)")
     for subject, failure in failures.items():
-        if subject not in manager.get_all_server_names():
+        if subject not in fleet.get_all_server_names():
             if failure.kind == "approval":
                 fix = f"a project server awaiting approval; run `mcpfleet approve {subject}`"
             else:

@@ -1,4 +1,5 @@
-"""What the gateway needs of a fleet: the part of ``MCPManager`` it runs on, as a Protocol.
+"""``ServedFleet``: what the gateway needs of the fleet it serves, the part of ``MCPManager`` it
+runs on, as a Protocol.
 
 ``Gateway(fleet)`` serves any object with this surface. ``MCPManager`` has it as it is (one
 process's own fleet, ``mcpfleet serve --no-daemon``); the daemon's ``FleetView`` has it too
@@ -29,7 +30,7 @@ if TYPE_CHECKING:
     from mcpfleet.fleet.startup import StartupReport
 
 
-class Fleet(AbstractAsyncContextManager[object, bool | None], Protocol):
+class ServedFleet(AbstractAsyncContextManager[object, bool | None], Protocol):
     """The servers a gateway serves, by name: their state, tools, calls and reads, events."""
 
     @property

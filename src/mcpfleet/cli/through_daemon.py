@@ -25,11 +25,12 @@ from mcpfleet.cli.output import EXIT_FAILED
 from mcpfleet.daemon.client import DaemonLost, DaemonUnavailable, OperationFailed, connect_if_running
 from mcpfleet.daemon.launch import daemon_disabled
 from mcpfleet.daemon.wire import FleetSpec
+from mcpfleet.errors import MCPFleetError
 
 logger = logging.getLogger(__name__)
 
 
-class CommandFailed(Exception):
+class CommandFailed(MCPFleetError):
     """The command failed with this message and exit code, wherever it ran."""
 
     def __init__(self, message: str, exit_code: int) -> None:

@@ -33,7 +33,7 @@ from mcpfleet.agent.loader import agent_entry_filter
 from mcpfleet.config.profiles import Profile, read_gateway_settings
 from mcpfleet.daemon import wire
 from mcpfleet.daemon.socket_io import receive, send_all
-from mcpfleet.errors import ConfigError
+from mcpfleet.errors import ConfigError, DaemonError
 from mcpfleet.transport.framing import LineFramer, OversizedLine, describe_size
 
 if TYPE_CHECKING:
@@ -51,7 +51,7 @@ EXIT_CANCELLED = 130
 """What a command cancelled by its user (Ctrl-C) exits with."""
 
 
-class ControlError(Exception):
+class ControlError(DaemonError):
     """An operation's failure, answered as ``{"error": {"message", "exit"}}``."""
 
     def __init__(self, message: str, exit_code: int = EXIT_FAILED) -> None:

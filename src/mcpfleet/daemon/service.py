@@ -65,7 +65,7 @@ from mcpfleet.daemon import paths, wire
 from mcpfleet.daemon.memory import process_tree, resident_bytes
 from mcpfleet.daemon.peer import peer_credentials
 from mcpfleet.daemon.socket_io import receive, send_all
-from mcpfleet.errors import ConfigError, first_leaf
+from mcpfleet.errors import ConfigError, DaemonError, first_leaf
 
 if TYPE_CHECKING:
     from mcpfleet.config.profiles import DaemonSettings
@@ -82,7 +82,7 @@ LISTEN_BACKLOG = 128
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
-class DaemonAlreadyRunning(RuntimeError):
+class DaemonAlreadyRunning(DaemonError, RuntimeError):
     """Another daemon answers on the socket; this one does not start."""
 
 
@@ -226,7 +226,7 @@ class Client:
         }
 
 
-class HelloRefused(Exception):
+class HelloRefused(DaemonError):
     """A hello the daemon answers with a refusal (``code`` from ``wire.REFUSAL_CODES``)."""
 
     def __init__(self, code: str, message: str) -> None:

@@ -61,6 +61,7 @@ from typing import TYPE_CHECKING, Any
 from mcpfleet import __version__
 from mcpfleet.daemon import launch, paths, wire
 from mcpfleet.daemon.peer import peer_credentials
+from mcpfleet.errors import DaemonError
 from mcpfleet.transport.framing import (
     LineFramer,
     OversizedLine,
@@ -114,7 +115,7 @@ EXIT_USAGE = 2
 """The exit codes of the CLI contract (``cli/output.py``; not imported: it loads logging)."""
 
 
-class ShimError(Exception):
+class ShimError(DaemonError):
     """The shim cannot serve this session; ``exit_code`` says how it ends."""
 
     def __init__(self, message: str, exit_code: int = EXIT_FAILED) -> None:

@@ -83,7 +83,7 @@ lint: $(STAMP)
 	$(BIN)/lint-imports --no-logo
 
 typecheck: $(STAMP)
-	$(BIN)/mypy --strict src
+	$(BIN)/mypy --strict src tests
 
 npm-tools: $(NPM_TOOLS)
 	@:

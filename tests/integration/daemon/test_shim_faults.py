@@ -30,7 +30,7 @@ FLEET_WAIT_S = 60.0
 STOPPED_ERROR_WAIT_S = 60.0
 """The test's upper bound for the error a request of a stopped daemon gets: far above the
 shim's own (``PROBE_AFTER_S + LIVENESS_TIMEOUT_S``), far below "never" (what it was)."""
-INITIALIZE = {
+INITIALIZE: dict[str, Any] = {
     "jsonrpc": "2.0",
     "id": 1,
     "method": "initialize",

@@ -5,7 +5,7 @@ or a narrower class for one failure. Every message names the server or file invo
 and, where there is one, the fix. What is reported rather than raised (a server that did
 not start, a config file that could not be read) is a ``Failure``.
 
-Most classes live here; an error only one module raises and catches lives in that module
+Most classes live here; an error that belongs to one module's work lives in that module
 (its path beside it below), and still derives from this tree. A class that callers also
 catch as a builtin (``ValueError``, ``OSError``…) keeps that base too, shown after ``+``.
 ``tests/unit/test_error_tree.py`` checks that every exception class under ``src/mcpfleet``

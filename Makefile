@@ -34,7 +34,7 @@ CODEX_CLI := .tools/codex/.installed-$(CODEX_CLI_VERSION)
 TEST_WORKERS ?= 3
 NPM_TOOLS := $(EVERYTHING) $(FILESYSTEM) $(CONFORMANCE_SUITE) $(INSPECTOR) $(CLAUDE_CODE) $(GEMINI_CLI) $(CODEX_CLI)
 
-.PHONY: demo test lint typecheck npm-tools pytest conformance bench bench-smoke bench-gateway bench-integrations bench-daemon clean
+.PHONY: demo test lint typecheck lock npm-tools pytest conformance bench bench-smoke bench-gateway bench-integrations bench-daemon clean
 
 # The demo needs mcpfleet alone (its runtime dependencies); the tests add every framework extra and
 # the tools (.[dev]), so a fresh clone's `make demo` installs a fraction of what `make test` does.
@@ -45,9 +45,26 @@ $(CORE_STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e .
 	touch $(CORE_STAMP)
 
-$(STAMP): $(CORE_STAMP)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+# The tests' environment is the lock file's, every package at its version and hash; mcpfleet itself
+# goes on top (editable, nothing more). `make lock` writes the lock: uv resolves .[dev] against PyPI
+# for every platform and Python 3.11 (run it after changing a dependency in pyproject.toml; a package
+# already pinned keeps its version unless it must move, so `make lock LOCK_FLAGS=--upgrade` takes
+# the newest of everything).
+LOCK := requirements-dev.lock
+UV_VERSION := 0.13.9
+LOCK_FLAGS ?=
+
+$(STAMP): pyproject.toml $(LOCK)
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --require-hashes -r $(LOCK)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps -e .
 	touch $(STAMP)
+
+lock:
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check uv==$(UV_VERSION)
+	$(BIN)/uv pip compile pyproject.toml --extra dev --universal --python-version 3.11 --generate-hashes \
+		--quiet --custom-compile-command 'make lock' --output-file $(LOCK) $(LOCK_FLAGS)
 
 demo: $(CORE_STAMP)
 	$(BIN)/mcpfleet demo
@@ -59,12 +76,14 @@ test:
 	@$(MAKE) --no-print-directory -j5 lint typecheck npm-tools
 	@$(MAKE) --no-print-directory pytest
 
+# ruff, then the rooms' import contracts (pyproject.toml, [tool.importlinter]).
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench
 	$(BIN)/ruff format --check src tests bench
+	$(BIN)/lint-imports --no-logo
 
 typecheck: $(STAMP)
-	$(BIN)/mypy --strict src
+	$(BIN)/mypy --strict src tests
 
 npm-tools: $(NPM_TOOLS)
 	@:

@@ -288,10 +288,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     options = parser.parse_args(argv)
     if options.render is not None:
-        results = json.loads(options.render.read_text())
-        plots = [] if results["smoke"] else make_plots(options.render, options.docs, Path(os.devnull))
+        rendered = json.loads(options.render.read_text())
+        plots = [] if rendered["smoke"] else make_plots(options.render, options.docs, Path(os.devnull))
         target: Path = options.report or REPO_ROOT / "BENCHMARKS.md"
-        _write_report(target, report.render(results, plots=plots, report_dir=target.parent))
+        _write_report(target, report.render(rendered, plots=plots, report_dir=target.parent))
         print(f"wrote {target}")
         return 0
     smoke: bool = options.smoke

@@ -4,6 +4,74 @@ The tree is the documentation: catch ``MCPFleetError`` for anything mcpfleet rai
 or a narrower class for one failure. Every message names the server or file involved
 and, where there is one, the fix. What is reported rather than raised (a server that did
 not start, a config file that could not be read) is a ``Failure``.
+
+Most classes live here; an error that belongs to one module's work lives in that module
+(its path beside it below), and still derives from this tree. A class that callers also
+catch as a builtin (``ValueError``, ``OSError``…) keeps that base too, shown after ``+``.
+``tests/unit/test_error_tree.py`` checks that every exception class under ``src/mcpfleet``
+is in the tree and named here::
+
+    MCPFleetError
+    ├── ConfigError
+    │   ├── ConfigWriteError
+    │   │   └── UnsafeConfigPathError
+    │   ├── ApprovalRequiredError
+    │   ├── ServeAddressError
+    │   └── EditCheckError                  hosts/documents.py
+    ├── ConnectError
+    │   ├── ConnectTimeoutError
+    │   ├── EraMismatchError
+    │   ├── ServerExitedError
+    │   ├── CommandNotFoundError
+    │   ├── AuthRequiredError
+    │   ├── LoginError
+    │   ├── SecretResolutionError
+    │   └── ServerReconnectingError
+    ├── ConnectionClosedError
+    ├── ServerNotConnectedError
+    ├── ToolCallError
+    ├── RequestError
+    ├── ToolNotFoundError
+    ├── CacheUnavailableError
+    ├── DaemonError
+    │   ├── RuntimeFolderError + OSError    daemon/paths.py
+    │   ├── ForeignDaemon + PermissionError daemon/peer.py
+    │   ├── WireError + ValueError          daemon/wire.py
+    │   ├── DaemonStartError + OSError      daemon/launch.py
+    │   ├── DaemonUnavailable               daemon/client.py
+    │   │   ├── DaemonRefused               daemon/client.py
+    │   │   └── DaemonLost                  daemon/client.py
+    │   ├── OperationFailed                 daemon/client.py
+    │   ├── ShimError                       daemon/shim.py
+    │   │   └── Refused                     daemon/shim.py
+    │   ├── DaemonAlreadyRunning + RuntimeError  daemon/service.py
+    │   ├── HelloRefused                    daemon/service.py
+    │   ├── ControlError                    daemon/control.py
+    │   ├── Ambiguous                       daemon/routing.py
+    │   ├── Untied                          daemon/routing.py
+    │   └── NoDaemon                        cli/daemon_commands.py
+    ├── AddServerUsageError                 cli/add_server.py
+    ├── _CommandLineError                   cli/entry.py
+    ├── _UsageError                         cli/slash.py
+    ├── CommandFailed                       cli/through_daemon.py
+    ├── EntryError + ValueError             config/normalise.py
+    ├── SkippedEntry                        config/normalise.py
+    ├── _LimitError + ValueError            config/readers.py
+    ├── _DuplicateKeyError + ValueError     config/readers.py
+    ├── ChangedMeanwhile                    config/writer.py
+    ├── JsoncSyntaxError + ValueError       hosts/jsonc.py
+    ├── _NotAListing                        transport/listing.py
+    ├── PrivateApiMovedError + RuntimeError transport/process.py
+    ├── UnknownNameError                    gateway/core.py
+    ├── BackendRejection                    gateway/core.py
+    ├── InvalidCursor + ValueError          gateway/paging.py
+    └── _ClientGone                         gateway/http.py
+
+Not errors, and so outside the tree: ``_Stopped`` (daemon/shim.py), which a SIGTERM or
+SIGINT raises in the shim's main thread, derives from ``BaseException`` as
+``KeyboardInterrupt`` does, so that no ``except Exception`` on the way swallows the stop.
+
+This module imports the standard library only: the daemon's stdlib-only side uses it.
 """
 
 from __future__ import annotations
@@ -189,3 +257,9 @@ class CacheUnavailableError(MCPFleetError):
     def __init__(self, message: str, *, path: str) -> None:
         super().__init__(message)
         self.path = path
+
+
+class DaemonError(MCPFleetError):
+    """The per-user daemon cannot be used for this: its folder or socket cannot be trusted, it
+    cannot be reached or started, a line on its socket is not what that side must send, or it
+    answered an operation with an error. Whoever asked usually serves in-process instead."""

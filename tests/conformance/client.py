@@ -108,7 +108,8 @@ def placeholder_arguments(schema: dict[str, Any]) -> dict[str, Any]:
 async def call_every_tool(connection: ServerConnection) -> None:
     for tool in await connection.list_tools():
         result = await connection.call_tool(tool.name, placeholder_arguments(tool.input_schema))
-        logger.info("%s -> is_error=%s", tool.name, result.is_error)
+        # A tool may answer by asking for input first; that answer has no is_error.
+        logger.info("%s -> is_error=%s", tool.name, getattr(result, "is_error", None))
 
 
 def server_config(url: str, oauth: dict[str, Any] | None = None) -> ServerConfig:

@@ -21,6 +21,7 @@ from typing import Any
 
 import anyio
 import pytest
+from tests.servers.fixtures import completed
 
 from mcpfleet import create_agent_session
 from mcpfleet.client import connect_to_server
@@ -149,10 +150,12 @@ async def test_agent_session_uses_everything(
         assert "Paris" in json.dumps(prompt["messages"])
 
         progress: list[tuple[float, float | None]] = []
-        done = await connection.call_tool(
-            "trigger-long-running-operation",
-            {"duration": 1, "steps": 3},
-            on_progress=lambda value, total, message: progress.append((value, total)),
+        done = completed(
+            await connection.call_tool(
+                "trigger-long-running-operation",
+                {"duration": 1, "steps": 3},
+                on_progress=lambda value, total, message: progress.append((value, total)),
+            )
         )
         assert not done.is_error
         assert [value for value, _ in progress] == [1, 2, 3] and all(total == 3 for _, total in progress)
@@ -205,7 +208,7 @@ async def test_elicitation_requests_reach_the_host_handler(tmp_path: Path) -> No
     ) as connection:
         with anyio.fail_after(10):
             await tools_changed.wait()
-        result = await connection.call_tool("trigger-elicitation-request", {})
+        result = completed(await connection.call_tool("trigger-elicitation-request", {}))
         text = json.dumps(result.model_dump(mode="json"))
         assert not result.is_error and "Ada" in text and "provided the requested information" in text
         assert len(requests) == 1 and "name" in requests[0]["requestedSchema"]["properties"]

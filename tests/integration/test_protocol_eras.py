@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.servers.fixtures import HttpServer, fake_server_config, http_server_factory
+from tests.servers.fixtures import HttpServer, completed, fake_server_config, http_server_factory
 
 import mcpfleet.client.connection  # noqa: F401  (pay the SDK's import before anything is timed)
 from mcpfleet.agent.session import create_agent_session
@@ -209,7 +209,7 @@ async def test_input_requests_of_a_call_are_answered_by_the_hosts_handlers_in_bo
     ) as connection:
         assert connection.era == era
         await connection.list_tools()
-        result = await connection.call_tool("review", {"topic": "the plan"})
+        result = completed(await connection.call_tool("review", {"topic": "the plan"}))
     assert not result.is_error, result
     text = result.content[0].text  # type: ignore[union-attr]
     assert text == "the plan: approved=True; summary=all good; roots=1"

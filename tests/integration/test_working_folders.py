@@ -119,7 +119,7 @@ def test_workspace_placeholders_still_expand_to_the_project_as_text(
 def test_the_same_server_in_a_user_file_and_an_approved_project_file_stays_one_server(
     project: Path,
 ) -> None:
-    entry = {"command": "npx", "args": ["-y", "some-mcp-server"]}
+    entry: dict[str, object] = {"command": "npx", "args": ["-y", "some-mcp-server"]}
     write_user_servers({"mine": entry})
     (project / ".mcp.json").write_text(json.dumps({"mcpServers": {"theirs": entry}}))
     result = load_all_mcp_configs(project, trust_project=True)

@@ -300,14 +300,16 @@ async def elicit_and_report(
 
 async def elicitation(ctx: Context, params: types.CallToolRequestParams) -> ToolResult:
     message = str((params.arguments or {}).get("message", ""))
-    schema = elicit_request(
+    request = elicit_request(
         message,
         {
             "username": {"type": "string", "description": "User's response"},
             "email": {"type": "string", "description": "User's email address"},
         },
         ["username", "email"],
-    ).params.requested_schema
+    )
+    assert isinstance(request.params, types.ElicitRequestFormParams)
+    schema = request.params.requested_schema
     return await elicit_and_report(ctx, params, message, schema, "User response: ")
 
 
@@ -591,7 +593,9 @@ def tool_input_schema(name: str) -> dict[str, Any] | None:
 
 # Resources: two static ones, a template, one to subscribe to.
 
-STATIC_RESOURCES = {
+STATIC_RESOURCES: dict[
+    str, tuple[types.Resource, types.TextResourceContents | types.BlobResourceContents]
+] = {
     "test://static-text": (
         types.Resource(
             uri="test://static-text",

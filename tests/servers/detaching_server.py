@@ -18,8 +18,13 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from fake_server import main as serve_fake
+if TYPE_CHECKING:
+    from tests.servers.fake_server import main as serve_fake
+else:
+    # Run as a script, this file's folder is the first entry of sys.path.
+    from fake_server import main as serve_fake
 
 SLEEPER = "import os, sys, time; open(sys.argv[1], 'a').write(f'{os.getpid()}\\n'); time.sleep(300)"
 STARTED_WITHIN_S = 10.0

@@ -369,7 +369,9 @@ class FakeServer:
         request_id = message.get("id")
         params = message.get("params") or {}
         if method is None:
-            waiter = self.pending_client_requests.pop(request_id, None)
+            waiter = (
+                self.pending_client_requests.pop(request_id, None) if isinstance(request_id, int) else None
+            )
             if waiter is not None:
                 waiter[1].append(message.get("result", message.get("error")))
                 waiter[0].set()

@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -30,6 +30,9 @@ HTTP_SERVER = SERVERS_DIR / "http_server.py"
 CONFORMANCE_BACKEND = SERVERS_DIR / "conformance_backend.py"
 READY_TIMEOUT_S = 20.0
 
+if TYPE_CHECKING:
+    from mcp_types import CallToolResult, InputRequiredResult
+
 
 def fake_server_config(name: str, *flags: str, **fields: object) -> ServerConfig:
     """A stdio config that runs ``fake_server.py --name <name> <flags>`` with this interpreter."""
@@ -40,6 +43,14 @@ def fake_server_config(name: str, *flags: str, **fields: object) -> ServerConfig
         args=(str(FAKE_SERVER), "--name", name, *flags),
         **fields,  # type: ignore[arg-type]
     )
+
+
+def completed(result: CallToolResult | InputRequiredResult) -> CallToolResult:
+    """A tool call's final result (the test servers never ask for input in the middle of a call)."""
+    from mcp_types import CallToolResult
+
+    assert isinstance(result, CallToolResult), f"the call asked for input: {result!r}"
+    return result
 
 
 def first_text(result: Any) -> str:

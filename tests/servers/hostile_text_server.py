@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-# Run as a script, this file's folder is the first entry of sys.path.
-from fake_server import TOOL_SCHEMAS, FakeServer, parse_args
+if TYPE_CHECKING:
+    from tests.servers.fake_server import TOOL_SCHEMAS, FakeServer, parse_args
+else:
+    # Run as a script, this file's folder is the first entry of sys.path.
+    from fake_server import TOOL_SCHEMAS, FakeServer, parse_args
 
 
 class HostileTextServer(FakeServer):

@@ -31,6 +31,7 @@ from mcp.server.auth.provider import (
     AccessToken,
     AuthorizationCode,
     AuthorizationParams,
+    IdentityAssertionParams,
     RefreshToken,
     TokenError,
     construct_redirect_uri,
@@ -122,6 +123,12 @@ class AutoApprovingProvider:
         self.access_tokens.pop(token.token, None)
         self.refresh_tokens.pop(token.token, None)
 
+    async def exchange_identity_assertion(
+        self, client: OAuthClientInformationFull, params: IdentityAssertionParams
+    ) -> OAuthToken:
+        # SEP-990's jwt-bearer grant is not part of what mcpfleet logs in with.
+        raise TokenError(error="unsupported_grant_type", error_description="no jwt-bearer grant here")
+
     def _issue(self, client_id: str, scopes: list[str], resource: str | None) -> OAuthToken:
         access = secrets.token_urlsafe(32)
         refresh = secrets.token_urlsafe(32)
@@ -161,14 +168,17 @@ def build_server(base_url: str, transport: str, provider: AutoApprovingProvider)
         """Say that the caller got through the bearer check."""
         return "authenticated"
 
-    @server.custom_route("/test/stats", methods=["GET"])
     async def stats(request: Request) -> Response:
         return JSONResponse(provider.stats)
 
-    @server.custom_route("/test/revoke-access-tokens", methods=["POST"])
     async def revoke_access_tokens(request: Request) -> Response:
         provider.access_tokens.clear()
         return JSONResponse({"ok": True})
+
+    # The SDK's custom_route is untyped: called rather than used as a decorator, it leaves the
+    # handlers' types to the type checker.
+    server.custom_route("/test/stats", methods=["GET"])(stats)
+    server.custom_route("/test/revoke-access-tokens", methods=["POST"])(revoke_access_tokens)
 
     return server
 

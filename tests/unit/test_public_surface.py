@@ -54,6 +54,7 @@ PUBLIC = {
     "RequestError",
     "ToolNotFoundError",
     "CacheUnavailableError",
+    "DaemonError",
 }
 
 

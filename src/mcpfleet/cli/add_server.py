@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
+from mcpfleet.errors import MCPFleetError
+
 if TYPE_CHECKING:
     from mcpfleet.config.writer import Scope
 
@@ -20,7 +22,7 @@ TRANSPORTS = ("http", "sse")
 SHELL_USAGE = "Usage: /mcp add NAME [--project] (--url URL [--transport http|sse] | -- COMMAND [ARG…])"
 
 
-class AddServerUsageError(Exception):
+class AddServerUsageError(MCPFleetError):
     """The options do not describe one server; the message says what to change."""
 
     def __init__(self, message: str, *, show_usage: bool = True) -> None:

@@ -20,6 +20,7 @@ from typing import Any
 
 from mcpfleet.cli.output import EXIT_FAILED, EXIT_OK, emit_json, error_line, output_line
 from mcpfleet.daemon_client.control import DaemonLost, DaemonUnavailable, OperationFailed
+from mcpfleet.errors import DaemonError
 
 STOP_WAIT_S = 30.0
 """How long ``daemon stop`` waits for the daemon to be gone: the fleet's shutdown deadline
@@ -221,7 +222,7 @@ def process_alive(pid: int) -> bool:
         return True
 
 
-class NoDaemon(Exception):
+class NoDaemon(DaemonError):
     """Nothing answers on the daemon's socket."""
 
 

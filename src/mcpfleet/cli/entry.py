@@ -28,6 +28,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NoReturn
 
+from mcpfleet.errors import MCPFleetError
+
 if TYPE_CHECKING:
     from mcpfleet.daemon_client.shim import ShimSettings
 
@@ -39,7 +41,7 @@ GATEWAY_PID_VARIABLE = "MCPFLEET_GATEWAY_PID"
 """The gateway's mark (``mcpfleet.config.gateway_entry``; not imported: it loads discovery)."""
 
 
-class _CommandLineError(Exception):
+class _CommandLineError(MCPFleetError):
     """Not a command line the shim takes; ``mcpfleet.cli.main`` says what is wrong with it."""
 
 

@@ -26,11 +26,12 @@ from mcpfleet.cli.output import EXIT_FAILED
 from mcpfleet.contract.wire import EXA_ENTRY_FILTER, FleetSpec
 from mcpfleet.daemon_client.control import DaemonLost, DaemonUnavailable, OperationFailed, connect_if_running
 from mcpfleet.daemon_client.launch import daemon_disabled
+from mcpfleet.errors import MCPFleetError
 
 logger = logging.getLogger(__name__)
 
 
-class CommandFailed(Exception):
+class CommandFailed(MCPFleetError):
     """The command failed with this message and exit code, wherever it ran."""
 
     def __init__(self, message: str, exit_code: int) -> None:

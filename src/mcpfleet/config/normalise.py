@@ -19,6 +19,7 @@ from typing import Any
 
 from mcpfleet.config.model import SHARES, ServerConfig, Share, Transport, fingerprint_of
 from mcpfleet.config.substitution import CODEX_BEARER_HEADER
+from mcpfleet.errors import MCPFleetError
 
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9_.:-]{1,100}$")
 MAX_TIMEOUT_MS = 10**12
@@ -40,11 +41,11 @@ Canonical = dict[str, Any]
 Adapter = Callable[[Mapping[str, Any]], Canonical]
 
 
-class EntryError(ValueError):
+class EntryError(MCPFleetError, ValueError):
     """This entry cannot be used; the message says why (without the server name)."""
 
 
-class SkippedEntry(Exception):
+class SkippedEntry(MCPFleetError):
     """This entry is not an MCP server mcpfleet can run (a Goose builtin, a Zed extension…)."""
 
 

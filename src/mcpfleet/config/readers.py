@@ -23,7 +23,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from mcpfleet.errors import ConfigError
+from mcpfleet.errors import ConfigError, MCPFleetError
 
 if TYPE_CHECKING:
     import yaml
@@ -101,7 +101,7 @@ def parse_text(text: str, document_format: DocumentFormat, *, path: Path) -> Any
         raise ConfigError(f"{path}: invalid YAML: {error}", path=str(path)) from error
 
 
-class _LimitError(ValueError):
+class _LimitError(MCPFleetError, ValueError):
     """A document over one of the limits; the message says which."""
 
 
@@ -244,7 +244,7 @@ def _is_within(path: Path, root: Path) -> bool:
     return path == root or root in path.parents
 
 
-class _DuplicateKeyError(ValueError):
+class _DuplicateKeyError(MCPFleetError, ValueError):
     pass
 
 

@@ -30,7 +30,7 @@ from typing import Any, Literal, TypeVar
 from mcpfleet import paths
 from mcpfleet.config.normalise import EntryError, adapt_standard, build_server
 from mcpfleet.config.readers import MAX_CONFIG_BYTES, parse_text
-from mcpfleet.errors import ConfigError, ConfigWriteError, UnsafeConfigPathError
+from mcpfleet.errors import ConfigError, ConfigWriteError, MCPFleetError, UnsafeConfigPathError
 
 T = TypeVar("T")
 Scope = Literal["project", "user"]
@@ -140,7 +140,7 @@ def _write_atomically(path: Path, document: dict[str, Any], mode: int) -> None:
 TEMPORARY_SUFFIX = ".tmp"
 
 
-class ChangedMeanwhile(Exception):
+class ChangedMeanwhile(MCPFleetError):
     """The target was not what the edit was computed from, just before its rename or just
     after it: another program wrote it meanwhile. Nothing of the edit is left in the file
     (before the rename) or the other program's write replaced it (after); the caller edits

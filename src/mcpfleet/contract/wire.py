@@ -40,6 +40,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from mcpfleet.errors import DaemonError
+
 PROTOCOL = 2
 """Bumped whenever a hello, an answer or a control message changes shape."""
 MAX_HELLO_BYTES = 1024 * 1024
@@ -108,7 +110,7 @@ ENTRY_FILTERS = frozenset({EXA_ENTRY_FILTER})
 daemon applies them (``config.entry_filters``), as data, not code."""
 
 
-class WireError(ValueError):
+class WireError(DaemonError, ValueError):
     """A line that is not what the other side must send at that point."""
 
 

@@ -34,7 +34,7 @@ from mcpfleet.config.profiles import Profile, read_gateway_settings
 from mcpfleet.contract import wire
 from mcpfleet.contract.framing import LineFramer, OversizedLine, describe_size
 from mcpfleet.daemon.socket_io import receive, send_all
-from mcpfleet.errors import ConfigError
+from mcpfleet.errors import ConfigError, DaemonError
 
 if TYPE_CHECKING:
     from mcpfleet.config.model import DiscoveryResult
@@ -51,7 +51,7 @@ EXIT_CANCELLED = 130
 """What a command cancelled by its user (Ctrl-C) exits with."""
 
 
-class ControlError(Exception):
+class ControlError(DaemonError):
     """An operation's failure, answered as ``{"error": {"message", "exit"}}``."""
 
     def __init__(self, message: str, exit_code: int = EXIT_FAILED) -> None:

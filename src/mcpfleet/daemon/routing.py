@@ -23,6 +23,7 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
 
+from mcpfleet.errors import DaemonError
 from mcpfleet.gateway.forward import asking_flight
 from mcpfleet.gateway.relay import ELICITATION, ROOTS, SAMPLING, Relay, relayed_sampling_capability
 
@@ -39,11 +40,11 @@ AmbiguousHandler = Callable[[str], None]
 """Told the name of a server whose question could not be tied to one session."""
 
 
-class Ambiguous(Exception):
+class Ambiguous(DaemonError):
     """Two sessions have calls in flight on the server that asked."""
 
 
-class Untied(Exception):
+class Untied(DaemonError):
     """No call is in flight on the server that asked, and not exactly one session sees it."""
 
     def __init__(self, sessions: int) -> None:

@@ -66,7 +66,7 @@ from mcpfleet.daemon.memory import process_tree, resident_bytes
 from mcpfleet.daemon.socket_io import receive, send_all
 from mcpfleet.daemon_client import paths
 from mcpfleet.daemon_client.peer import peer_credentials
-from mcpfleet.errors import ConfigError, MCPFleetError, first_leaf
+from mcpfleet.errors import ConfigError, DaemonError, MCPFleetError, first_leaf
 
 if TYPE_CHECKING:
     from mcpfleet.config.profiles import DaemonSettings
@@ -83,7 +83,7 @@ LISTEN_BACKLOG = 128
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
-class DaemonAlreadyRunning(RuntimeError):
+class DaemonAlreadyRunning(DaemonError, RuntimeError):
     """Another daemon answers on the socket; this one does not start."""
 
 
@@ -227,7 +227,7 @@ class Client:
         }
 
 
-class HelloRefused(Exception):
+class HelloRefused(DaemonError):
     """A hello the daemon answers with a refusal (``code`` from ``wire.REFUSAL_CODES``)."""
 
     def __init__(self, code: str, message: str) -> None:

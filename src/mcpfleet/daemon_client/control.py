@@ -29,12 +29,13 @@ from mcpfleet.contract import wire
 from mcpfleet.daemon_client import paths
 from mcpfleet.daemon_client.launch import no_daemon_listens
 from mcpfleet.daemon_client.peer import ForeignDaemon, require_same_user
+from mcpfleet.errors import DaemonError
 
 HELLO_TIMEOUT_S = 10.0
 """How long a client waits for the daemon's answer to its hello."""
 
 
-class DaemonUnavailable(Exception):
+class DaemonUnavailable(DaemonError):
     """The daemon cannot answer: none runs, it refused the hello, or the connection broke.
 
     Whoever asked serves in-process instead; the message says why, for ``-v``.
@@ -62,7 +63,7 @@ class DaemonLost(DaemonUnavailable):
         self.request_sent = request_sent
 
 
-class OperationFailed(Exception):
+class OperationFailed(DaemonError):
     """The daemon answered a request with an error: what to say, and the exit code it means."""
 
     def __init__(self, message: str, exit_code: int) -> None:

@@ -33,6 +33,7 @@ from pathlib import Path
 from mcpfleet.contract import wire
 from mcpfleet.daemon_client import paths
 from mcpfleet.daemon_client.peer import require_same_user
+from mcpfleet.errors import DaemonError
 
 NO_DAEMON_ENV = "MCPFLEET_NO_DAEMON"
 """Set to ``1`` (``true``, ``yes``): nothing uses or starts the daemon; ``serve`` serves in
@@ -53,7 +54,7 @@ RECONNECT_PAUSE_S = 0.5
 """Before a client tries to reach a daemon again."""
 
 
-class DaemonStartError(OSError):
+class DaemonStartError(DaemonError, OSError):
     """The daemon could not be reached or started; the message says why and where to look."""
 
 

@@ -20,6 +20,8 @@ import os
 import stat
 from pathlib import Path
 
+from mcpfleet.errors import DaemonError
+
 RUNTIME_DIR_ENV = "MCPFLEET_RUNTIME_DIR"
 RUNTIME_FOLDER_MODE = 0o700
 SOCKET_MODE = 0o600
@@ -30,7 +32,7 @@ MAX_SOCKET_PATH_BYTES = 107
 """``sun_path`` holds 108 bytes on Linux, the last one the terminating zero."""
 
 
-class RuntimeFolderError(OSError):
+class RuntimeFolderError(DaemonError, OSError):
     """The runtime folder cannot be trusted or created; the message names it and the fix."""
 
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mcpfleet.daemon_client.paths import RUNTIME_DIR_ENV
+from mcpfleet.errors import DaemonError
 
 _UCRED = struct.Struct("iII")
 """``struct ucred``: pid_t pid, uid_t uid, gid_t gid."""
@@ -45,7 +46,7 @@ def peer_credentials(connection: socket.socket) -> PeerCredentials:
     return PeerCredentials(pid=pid, uid=uid, gid=gid)
 
 
-class ForeignDaemon(PermissionError):
+class ForeignDaemon(DaemonError, PermissionError):
     """The process answering on the daemon's socket runs as another user."""
 
 

@@ -69,6 +69,7 @@ from mcpfleet.contract.framing import (
 )
 from mcpfleet.daemon_client import launch, paths
 from mcpfleet.daemon_client.peer import peer_credentials
+from mcpfleet.errors import DaemonError
 
 if TYPE_CHECKING:
     import subprocess
@@ -115,7 +116,7 @@ EXIT_USAGE = 2
 """The exit codes of the CLI contract (``cli/output.py``; not imported: it loads logging)."""
 
 
-class ShimError(Exception):
+class ShimError(DaemonError):
     """The shim cannot serve this session; ``exit_code`` says how it ends."""
 
     def __init__(self, message: str, exit_code: int = EXIT_FAILED) -> None:

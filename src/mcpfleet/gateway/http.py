@@ -51,7 +51,7 @@ import uvicorn
 from anyio.abc import TaskStatus
 
 from mcpfleet import paths
-from mcpfleet.errors import ServeAddressError
+from mcpfleet.errors import MCPFleetError, ServeAddressError
 from mcpfleet.gateway.connections import ACCEPT_BURST, ConnectionGuard, ListenerBounds, bounded_protocol
 
 if TYPE_CHECKING:
@@ -421,7 +421,7 @@ _INVALID_REQUEST_ID_ANSWER = {
 }
 
 
-class _ClientGone(Exception):
+class _ClientGone(MCPFleetError):
     """The connection ended before the request's body was complete."""
 
 

@@ -22,6 +22,8 @@ import json
 from collections.abc import Sequence
 from typing import Any, Literal
 
+from mcpfleet.errors import MCPFleetError
+
 PAGE_SIZE = 1000
 """Items in one page of a served list."""
 
@@ -39,7 +41,7 @@ ITEM_KEYS: dict[PagedList, str] = {
 _MAX_CURSOR_CHARS = 4096
 
 
-class InvalidCursor(ValueError):
+class InvalidCursor(MCPFleetError, ValueError):
     """A cursor the gateway did not give for this list, or one the list has moved past."""
 
 

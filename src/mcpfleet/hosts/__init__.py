@@ -5,7 +5,7 @@ with the config writer's confinement, lock and atomic write), below ``cli``. Imp
 loads nothing heavy.
 """
 
-from mcpfleet.hosts.catalog import GATEWAY_ENTRY_NAME, HOST_IDS, Host, find_host, gateway_command, known_hosts
+from mcpfleet.hosts.known import GATEWAY_ENTRY_NAME, HOST_IDS, Host, find_host, gateway_command, known_hosts
 from mcpfleet.hosts.wiring import (
     HostStatus,
     WiringReport,

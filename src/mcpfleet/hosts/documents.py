@@ -27,7 +27,7 @@ from mcpfleet.config.gateway_entry import REPLACED_KEY
 from mcpfleet.config.readers import parse_text
 from mcpfleet.errors import ConfigError
 from mcpfleet.hosts import jsonc, toml_text
-from mcpfleet.hosts.catalog import Host
+from mcpfleet.hosts.known import Host
 
 
 class EditCheckError(ConfigError):

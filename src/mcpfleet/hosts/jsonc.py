@@ -21,6 +21,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from mcpfleet.errors import MCPFleetError
+
 _GAP = re.compile(r"(?:\s+|//[^\n]*|/\*.*?\*/)*", re.DOTALL)
 """Blanks and comments between two tokens."""
 _STRING = re.compile(r'"(?:[^"\\\n]|\\.)*"')
@@ -32,7 +34,7 @@ _LINE_TAIL = re.compile(r"[ \t]*(?://[^\n\r]*|/\*[^\n]*?\*/)?[ \t]*")
 DEFAULT_INDENT = "  "
 
 
-class JsoncSyntaxError(ValueError):
+class JsoncSyntaxError(MCPFleetError, ValueError):
     """The text is not the JSON object the editor expects (the message says where)."""
 
 

@@ -42,8 +42,8 @@ from mcpfleet.config.writer import (
     write_bytes_atomically,
 )
 from mcpfleet.errors import ConfigError, ConfigWriteError
-from mcpfleet.hosts.catalog import GATEWAY_ENTRY_NAME, Host, ScopeFile
 from mcpfleet.hosts.documents import HostDocument, MovedEntry, open_document
+from mcpfleet.hosts.known import GATEWAY_ENTRY_NAME, Host, ScopeFile
 from mcpfleet.hosts.toml_text import Piece
 
 _BOM = b"\xef\xbb\xbf"

@@ -16,13 +16,15 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from mcpfleet.errors import MCPFleetError
+
 LARGE_LINE_BYTES = 1024 * 1024
 """Lines above this size are tried as a tool listing first; smaller ones are cheap to parse whole."""
 
 _WHITESPACE = re.compile(r"[ \t\n\r]*")
 
 
-class _NotAListing(Exception):
+class _NotAListing(MCPFleetError):
     pass
 
 

@@ -42,7 +42,7 @@ from typing import Any
 import anyio
 import anyio.abc
 
-from mcpfleet.errors import CommandNotFoundError, ConnectError
+from mcpfleet.errors import CommandNotFoundError, ConnectError, MCPFleetError
 from mcpfleet.redaction import redact_command_line, remember_credentials
 from mcpfleet.transport.descendants import end_marked_processes, marked_environment, new_mark
 from mcpfleet.transport.watchdog import host_watchdog
@@ -63,7 +63,7 @@ _POLL_S = 0.02
 _PR_SET_PDEATHSIG = 1
 
 
-class PrivateApiMovedError(RuntimeError):
+class PrivateApiMovedError(MCPFleetError, RuntimeError):
     """A private part of a dependency that mcpfleet relies on is gone or changed shape."""
 
 

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from tests.servers.fixtures import HttpServer, first_text
+from tests.servers.fixtures import HttpServer, completed, first_text
 
 from mcpfleet.client import connect_to_server
 from mcpfleet.config.model import ServerConfig
@@ -35,7 +35,7 @@ async def test_handshake_and_calls_over_http(
         assert "handshake" in connection.timings_ms
         names = {tool.name for tool in await connection.list_tools()}
         assert {"echo", "add", "sleep"} <= names
-        echoed = await connection.call_tool("echo", {"message": "over http"})
+        echoed = completed(await connection.call_tool("echo", {"message": "over http"}))
         assert echoed.structured_content == {"message": "over http"}
         progress: list[float] = []
         slept = await connection.call_tool(

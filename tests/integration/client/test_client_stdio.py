@@ -11,7 +11,7 @@ from typing import Any
 
 import anyio
 import pytest
-from tests.servers.fixtures import fake_server_config, first_text
+from tests.servers.fixtures import completed, fake_server_config, first_text
 
 from mcpfleet.client import connect_to_server, open_connection
 from mcpfleet.errors import (
@@ -189,8 +189,8 @@ async def test_child_gets_parent_env_plus_config_env_and_project_cwd(
     monkeypatch.setenv("MCPFLEET_TEST_PARENT_VAR", "from-parent")
     config = fake_server_config("env", env={"MCPFLEET_TEST_CHILD_VAR": "from-config"})
     async with connect_to_server("env", config, cwd=tmp_path) as connection:
-        parent = await connection.call_tool("env", {"name": "MCPFLEET_TEST_PARENT_VAR"})
-        child = await connection.call_tool("env", {"name": "MCPFLEET_TEST_CHILD_VAR"})
+        parent = completed(await connection.call_tool("env", {"name": "MCPFLEET_TEST_PARENT_VAR"}))
+        child = completed(await connection.call_tool("env", {"name": "MCPFLEET_TEST_CHILD_VAR"}))
         assert parent.structured_content == {"value": "from-parent", "cwd": str(tmp_path)}
         assert child.structured_content is not None
         assert child.structured_content["value"] == "from-config"
@@ -209,20 +209,20 @@ async def test_list_tools_follows_pagination(tmp_path: Path) -> None:
 
 async def test_call_results_text_structured_and_error(tmp_path: Path) -> None:
     async with connect_to_server("calc", fake_server_config("calc"), cwd=tmp_path) as connection:
-        added = await connection.call_tool("add", {"a": 2, "b": 3})
+        added = completed(await connection.call_tool("add", {"a": 2, "b": 3}))
         assert first_text(added) == "5"
         assert added.structured_content == {"sum": 5}
         assert not added.is_error
-        failed = await connection.call_tool("fail", {"message": "nope"})
+        failed = completed(await connection.call_tool("fail", {"message": "nope"}))
         assert failed.is_error
         assert first_text(failed) == "nope"
         with pytest.raises(
             ToolCallError, match='MCP server "calc" rejected the call to missing: Unknown tool'
         ):
             await connection.call_tool("missing", {})
-        assert (await connection.call_tool("echo", {"message": "still fine"})).structured_content == {
-            "message": "still fine"
-        }
+        assert completed(
+            await connection.call_tool("echo", {"message": "still fine"})
+        ).structured_content == {"message": "still fine"}
 
 
 async def test_progress_extends_the_call_deadline(tmp_path: Path) -> None:
@@ -246,7 +246,7 @@ async def test_progress_extends_the_call_deadline(tmp_path: Path) -> None:
         with pytest.raises(ToolCallError, match="timed out"):
             await connection.call_tool("sleep", {"seconds": 30, "progress_interval": 0.05}, timeout_ms=150)
         assert 1.3 < time.monotonic() - started < 4
-        assert (await connection.call_tool("echo", {"message": "alive"})).structured_content == {
+        assert completed(await connection.call_tool("echo", {"message": "alive"})).structured_content == {
             "message": "alive"
         }
 
@@ -261,7 +261,7 @@ async def test_caller_cancellation_tells_the_server_and_keeps_the_connection(tmp
                 break
             await anyio.sleep(0.02)
         assert any(line.startswith("cancelled request") for line in connection.stderr_tail())
-        result = await connection.call_tool("echo", {"message": "after cancel"})
+        result = completed(await connection.call_tool("echo", {"message": "after cancel"}))
         assert result.structured_content == {"message": "after cancel"}
         assert not connection.closed
 
@@ -274,7 +274,7 @@ async def test_calls_from_many_tasks_run_concurrently(tmp_path: Path) -> None:
             if index % 2:
                 results[index] = first_text(await connection.call_tool("sleep", {"seconds": 0.5}))
             else:
-                results[index] = (
+                results[index] = completed(
                     await connection.call_tool("echo", {"message": str(index)})
                 ).structured_content
 
@@ -439,7 +439,7 @@ async def test_open_connection_in_a_caller_task_group(tmp_path: Path) -> None:
                 fake_server_config("dead", "--exit-before-handshake", "--exit-code", "2"),
                 cwd=tmp_path,
             )
-        assert (await connection.call_tool("add", {"a": 1, "b": 1})).structured_content == {"sum": 2}
+        assert completed(await connection.call_tool("add", {"a": 1, "b": 1})).structured_content == {"sum": 2}
         await connection.close()
     assert connection.closed
 

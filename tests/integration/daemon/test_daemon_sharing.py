@@ -27,7 +27,9 @@ from anyio.streams.buffered import BufferedByteReceiveStream
 from mcp import Client
 from mcp.client._transport import TransportStreams
 from mcp.client.client import ConnectMode
+from mcp.client.session import SamplingFnT
 from mcp.shared.message import SessionMessage
+from pydantic import FileUrl
 from tests.integration.daemon.conftest import StartDaemon
 from tests.integration.daemon.daemon_harness import (
     ANSWER_TIMEOUT_S,
@@ -219,17 +221,22 @@ def asking(name: str, *flags: str) -> dict[str, Any]:
     return {"command": sys.executable, "args": [str(ASKING_SERVER), "--name", name, *flags]}
 
 
-def sampling_as(model: str) -> Any:
+def answer_as(model: str, params: mcp_types.CreateMessageRequestParams) -> mcp_types.CreateMessageResult:
+    """``<prompt>!`` from the model ``model``."""
+    prompt = params.messages[0].content
+    text = prompt.text if isinstance(prompt, mcp_types.TextContent) else "?"
+    return mcp_types.CreateMessageResult(
+        role="assistant", content=mcp_types.TextContent(type="text", text=f"{text}!"), model=model
+    )
+
+
+def sampling_as(model: str) -> SamplingFnT:
     """A sampling callback answering ``<prompt>!`` from the model ``model``."""
 
     async def sample(
         context: Any, params: mcp_types.CreateMessageRequestParams
     ) -> mcp_types.CreateMessageResult:
-        prompt = params.messages[0].content
-        text = prompt.text if isinstance(prompt, mcp_types.TextContent) else "?"
-        return mcp_types.CreateMessageResult(
-            role="assistant", content=mcp_types.TextContent(type="text", text=f"{text}!"), model=model
-        )
+        return answer_as(model, params)
 
     return sample
 
@@ -278,7 +285,7 @@ class Asked:
         self, context: Any, params: mcp_types.CreateMessageRequestParams
     ) -> mcp_types.CreateMessageResult:
         self.questions.append("sample")
-        return await sampling_as(self.model)(context, params)
+        return answer_as(self.model, params)
 
     async def elicit(self, context: Any, params: mcp_types.ElicitRequestParams) -> mcp_types.ElicitResult:
         self.questions.append("elicit")
@@ -286,7 +293,7 @@ class Asked:
 
     async def roots(self, context: Any) -> mcp_types.ListRootsResult:
         self.questions.append("roots")
-        return mcp_types.ListRootsResult(roots=[mcp_types.Root(uri=f"file:///{self.model}")])
+        return mcp_types.ListRootsResult(roots=[mcp_types.Root(uri=FileUrl(f"file:///{self.model}"))])
 
     def callbacks(self) -> dict[str, Any]:
         return {

@@ -23,6 +23,7 @@ import anyio
 import mcp_types
 import pytest
 from mcp import Client
+from pydantic import FileUrl
 from tests.integration.gateway.gateway_harness import wait_until
 from tests.servers.fixtures import FAKE_SERVER, SERVERS_DIR
 
@@ -382,7 +383,7 @@ async def test_a_sessions_new_roots_reach_its_servers_in_every_scope(
     root = ["file:///before"]
 
     async def list_roots(context: Any) -> mcp_types.ListRootsResult:
-        return mcp_types.ListRootsResult(roots=[mcp_types.Root(uri=root[0], name="project")])
+        return mcp_types.ListRootsResult(roots=[mcp_types.Root(uri=FileUrl(root[0]), name="project")])
 
     async def asked_again(each: Session, server: str) -> bool:
         answer = text_of(await each.client.call_tool(f"{server}_roots_changes", {}))

@@ -103,8 +103,9 @@ class HostileClient:
                         with contextlib.suppress(OSError):
                             key.fileobj.send(b"X")  # type: ignore[union-attr]
                 for key, _ in selector.select(timeout=0.2):
-                    client = key.fileobj
-                    assert isinstance(client, socket.socket)
+                    ready = key.fileobj
+                    assert isinstance(ready, socket.socket)
+                    client = ready
                     fate = key.data
                     try:
                         chunk = client.recv(65536)

@@ -67,7 +67,9 @@ def served_by(gateway: RunningGateway, token: str) -> list[str]:
             gateway.local_url(), json={"jsonrpc": "2.0", "id": 2, "method": "tools/list"}, headers=session
         )
         assert listed.status_code == 200, listed.text
-    return [tool["name"] for tool in _result(listed.text)["tools"]]
+    tools = _result(listed.text)["tools"]
+    assert isinstance(tools, list)
+    return [tool["name"] for tool in tools]
 
 
 def _result(body: str) -> dict[str, object]:

@@ -16,7 +16,7 @@ import logging
 import os
 import sys
 import warnings
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -25,9 +25,11 @@ import anyio
 import mcp_types
 import pytest
 from mcp import Client, StdioServerParameters
+from mcp.client.session import SamplingFnT
 from mcp.client.stdio import stdio_client
 from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
+from pydantic import FileUrl
 from tests.servers.fixtures import SERVERS_DIR
 
 from mcpfleet.fleet.manager import MCPManager
@@ -83,7 +85,7 @@ async def gateway_in_process(home: Path, *, answer_timeout_s: float = 600.0) -> 
         yield build_server(gateway)
 
 
-Sampling = Callable[[Any, mcp_types.CreateMessageRequestParams], Awaitable[mcp_types.CreateMessageResult]]
+Sampling = SamplingFnT
 
 
 def sampling_as(who: str, entered: list[str] | None = None, together: anyio.Event | None = None) -> Sampling:
@@ -116,7 +118,7 @@ async def elicit_yes(context: Any, params: mcp_types.ElicitRequestParams) -> mcp
 
 def roots_at(uri: str) -> Any:
     async def list_roots(context: Any) -> mcp_types.ListRootsResult:
-        return mcp_types.ListRootsResult(roots=[mcp_types.Root(uri=uri, name="project")])
+        return mcp_types.ListRootsResult(roots=[mcp_types.Root(uri=FileUrl(uri), name="project")])
 
     return list_roots
 
@@ -133,7 +135,7 @@ class RootsAsked:
             self.uris.append(uri)
             self._changed.set()
             self._changed = anyio.Event()
-            return mcp_types.ListRootsResult(roots=[mcp_types.Root(uri=uri, name="project")])
+            return mcp_types.ListRootsResult(roots=[mcp_types.Root(uri=FileUrl(uri), name="project")])
 
         return list_roots
 

@@ -8,6 +8,7 @@ judges the same behaviour through the official suite, these pin it with the SDK'
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import mcp_types
 import pytest
@@ -24,7 +25,7 @@ async def test_a_backend_json_rpc_error_on_a_call_reaches_the_client_unchanged(
     isolated_home: Path, mode: str
 ) -> None:
     servers = {"alpha": fake("alpha", "--tool", "refuse")}
-    needs_sampling = {"requiredCapabilities": {"sampling": {}}}
+    needs_sampling: dict[str, Any] = {"requiredCapabilities": {"sampling": {}}}
     async with open_gateway(isolated_home, servers, mode=mode, global_args=WAIT_FOR_ALL) as run:
         with pytest.raises(MCPError) as refused:
             await run.client.call_tool(

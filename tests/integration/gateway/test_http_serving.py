@@ -329,8 +329,9 @@ async def test_cancelling_ends_open_sessions_promptly_and_closes_the_port() -> N
         with anyio.fail_after(20):
             async with anyio.create_task_group() as gateway:
                 listener = HttpListener.open(parse_bind("127.0.0.1:0"))
+                notices: list[str] = []
                 url = await gateway.start(
-                    partial(serve_http, echo_server(), listener, auth_token=None, notice=[].append)
+                    partial(serve_http, echo_server(), listener, auth_token=None, notice=notices.append)
                 )
                 clients.start_soon(hold_a_session, url)
                 await opened.wait()

@@ -139,7 +139,8 @@ def test_an_editor_writing_during_an_install_never_loses_a_change_silently(
     the install, right after the rename (the gateway entry would be gone)."""
     host = find_host("gemini")
     host.path.parent.mkdir(parents=True)
-    original = {"mcpServers": {"notes": {"command": "notes-mcp"}}, "theme": "Default"}
+    notes = {"command": "notes-mcp"}
+    original = {"mcpServers": {"notes": notes}, "theme": "Default"}
     host.path.write_text(json.dumps(original), encoding="utf-8")
     edited = {**original, "theme": "Dracula"}
     with paused_install(moment, host.path, "hosts", "install", "gemini") as paused:
@@ -150,7 +151,7 @@ def test_an_editor_writing_during_an_install_never_loses_a_change_silently(
         assert "added the gateway entry" in stdout
         assert final["theme"] == "Dracula", "the editor's change was lost"
         assert "mcpfleet" in final["mcpServers"], "said added, but the gateway entry is not in the file"
-        assert final["mcpServers"]["notes"] == original["mcpServers"]["notes"]
+        assert final["mcpServers"]["notes"] == notes
     else:
         assert str(host.path) in stderr and "mcpfleet" not in final["mcpServers"]
     assert leftovers(host.path.parent, host.path.name) == []

@@ -81,7 +81,7 @@ async def test_a_deferred_tool_is_offered_from_the_cache_and_waits_for_its_serve
             [answer] = await run(tools, scripted(("mcp_slow_echo", {"message": "late but here"})))
         assert session.mcp_manager.get_connection_status("slow") == "connected"
     assert answer.status == "success"
-    assert answer.content.startswith("late but here\n")
+    assert isinstance(answer.content, str) and answer.content.startswith("late but here\n")
     assert answer.artifact == {"message": "late but here"}
 
 

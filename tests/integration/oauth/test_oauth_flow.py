@@ -8,6 +8,7 @@ import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Literal
 from urllib.parse import parse_qs, urlsplit
 
 import anyio
@@ -32,7 +33,7 @@ SERVER_NAME = "secure"
 
 
 def http_config(server: RunningOAuthServer, **oauth: object) -> ServerConfig:
-    transport = "http" if server.transport == "streamable-http" else "sse"
+    transport: Literal["http", "sse"] = "http" if server.transport == "streamable-http" else "sse"
     return ServerConfig(name=SERVER_NAME, transport=transport, url=server.mcp_url, oauth=oauth or None)
 
 

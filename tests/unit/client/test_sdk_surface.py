@@ -48,9 +48,12 @@ async def test_pending_request_ids_hold_a_request_until_it_is_answered() -> None
         with anyio.fail_after(5):
             sent = (await from_client.receive()).message
         assert isinstance(sent, mcp_types.JSONRPCRequest)
-        assert sent.id in pending_request_ids(session)
-        await to_client.send(SessionMessage(mcp_types.JSONRPCResponse(jsonrpc="2.0", id=sent.id, result={})))
-    assert sent.id not in pending_request_ids(session)
+        request_id = sent.id
+        assert request_id in pending_request_ids(session)
+        await to_client.send(
+            SessionMessage(mcp_types.JSONRPCResponse(jsonrpc="2.0", id=request_id, result={}))
+        )
+    assert request_id not in pending_request_ids(session)
 
 
 def test_a_moved_attribute_is_reported_by_name() -> None:
@@ -73,7 +76,7 @@ async def test_every_request_of_one_client_reaches_the_gateway_on_one_connection
     server_writes, from_server = anyio.create_memory_object_stream[SessionMessage | Exception](8)
     async with anyio.create_task_group() as group:
         group.start_soon(server.run, server_reads, server_writes, server.create_initialization_options())
-        async with ClientSession(from_server, to_server) as session:  # type: ignore[arg-type]
+        async with ClientSession(from_server, to_server) as session:
             with anyio.fail_after(5):
                 await session.initialize()
                 await session.list_tools()

@@ -7,12 +7,13 @@ from pathlib import Path
 from typing import Any
 
 from mcpfleet import load_all_mcp_configs
+from mcpfleet.agent.loader import AgentDiscoveryResult
 from mcpfleet.config import DiscoveredEntry, DiscoveryResult
 
 WriteFile = Callable[[Path, Any], Path]
 
 
-def discover(project: Path, **options: Any) -> DiscoveryResult:
+def discover(project: Path, **options: Any) -> AgentDiscoveryResult:
     return load_all_mcp_configs(project, **options)
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from config_helpers import WriteFile
+from tests.unit.config.config_helpers import WriteFile
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from config_helpers import WriteFile, discover, entry
+from tests.unit.config.config_helpers import WriteFile, discover, entry
 
 from mcpfleet import paths
 from mcpfleet.config import ApprovalStore, approve_project_servers

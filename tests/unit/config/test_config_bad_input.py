@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 import pytest
-from config_helpers import WriteFile, discover, entry
+from tests.unit.config.config_helpers import WriteFile, discover, entry
 
 from mcpfleet.config.readers import MAX_CONFIG_BYTES, MAX_USER_CONFIG_BYTES, strip_jsonc
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from config_helpers import WriteFile
+from tests.unit.config.config_helpers import WriteFile
 
 from mcpfleet.config import LastGoodFiles, load_all_mcp_configs
 

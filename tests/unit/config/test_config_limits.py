@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
-from config_helpers import WriteFile, discover
+from tests.unit.config.config_helpers import WriteFile, discover
 
 from mcpfleet import paths
 from mcpfleet.config.readers import MAX_CONFIG_BYTES, MAX_NESTING_DEPTH, MAX_YAML_VALUES

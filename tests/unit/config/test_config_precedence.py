@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from config_helpers import WriteFile, discover, entry
+from tests.unit.config.config_helpers import WriteFile, discover, entry
 
 from mcpfleet import paths
 from mcpfleet.config import load_all_mcp_configs

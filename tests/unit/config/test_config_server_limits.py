@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from config_helpers import WriteFile, discover, entry
+from tests.unit.config.config_helpers import WriteFile, discover, entry
 
 from mcpfleet.config.model import DEFAULT_MAX_MESSAGE_BYTES, ServerConfig
 

@@ -11,7 +11,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from config_helpers import WriteFile, discover, entry
+from tests.unit.config.config_helpers import WriteFile, discover, entry
 
 from mcpfleet import paths
 from mcpfleet.config.writer import add_server, remove_server, set_server_enabled, update_json_file

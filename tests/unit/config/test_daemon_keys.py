@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from config_helpers import WriteFile, discover, entry
+from tests.unit.config.config_helpers import WriteFile, discover, entry
 
 from mcpfleet import paths
 from mcpfleet.config.profiles import DaemonSettings, read_gateway_settings

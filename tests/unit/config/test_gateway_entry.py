@@ -12,9 +12,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from config_helpers import WriteFile, discover, entry
 from hypothesis import given
 from hypothesis import strategies as st
+from tests.unit.config.config_helpers import WriteFile, discover, entry
 
 from mcpfleet.config.gateway_entry import (
     GATEWAY_PID_VARIABLE,

@@ -54,11 +54,13 @@ def test_a_socket_nobody_listens_on_means_no_daemon(runtime_dir: Path) -> None:
 def test_the_hello_is_a_control_hello_with_the_config_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CLAUDE_CONFIG_DIR", "/somewhere/claude")
     monkeypatch.setenv("HOST_A_API_KEY", "never-sent-unasked")
-    with control_peer(paths.socket_path(), echo) as peer, connect_if_running(host="mcpfleet tools") as client:
+    with control_peer(paths.socket_path(), echo) as peer:
+        client = connect_if_running(host="mcpfleet tools")
         assert client is not None
-        assert client.welcome.pid == os.getpid()
-        assert client.welcome.version == __version__
-        assert client.request("ping") == {"op": "ping"}
+        with client:
+            assert client.welcome.pid == os.getpid()
+            assert client.welcome.version == __version__
+            assert client.request("ping") == {"op": "ping"}
     (hello,) = peer.hellos
     parsed = wire.parse_hello(wire.encode_line(hello))
     assert parsed.kind == "control"

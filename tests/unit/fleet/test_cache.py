@@ -11,6 +11,7 @@ import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -442,7 +443,7 @@ def test_a_tool_is_kept_exactly_as_the_server_listed_it(cache: MCPToolCache) -> 
 
 
 def test_listings_beside_the_tools_round_trip_per_config(cache: MCPToolCache, clock: FakeClock) -> None:
-    listings = {
+    listings: dict[str, list[dict[str, Any]]] = {
         "resources": [{"uri": "fake://readme", "name": "readme"}],
         "resource_templates": [{"uriTemplate": "fake://notes/{id}", "name": "note"}],
         "prompts": [{"name": "greet", "arguments": [{"name": "who"}]}],

@@ -24,7 +24,14 @@ async def _replayed(store: BoundedEventStore, last_event_id: str) -> tuple[str |
         sent.append(event)
 
     stream = await store.replay_events_after(last_event_id, collect)
-    return stream, [event.message.params["data"] for event in sent]  # type: ignore[union-attr]
+    return stream, [_data(event.message) for event in sent]
+
+
+def _data(message: mcp_types.JSONRPCMessage) -> str:
+    assert isinstance(message, mcp_types.JSONRPCNotification) and message.params is not None
+    data = message.params["data"]
+    assert isinstance(data, str)
+    return data
 
 
 async def test_a_stream_resumes_after_the_last_event_its_client_saw_and_only_that_stream() -> None:

@@ -152,7 +152,7 @@ def test_server_logs_are_bounded_per_second() -> None:
 
 
 def test_look_alikes_are_never_folded() -> None:
-    look_alikes = [
+    look_alikes: list[dict[str, Any]] = [
         # A request, not a notification: it waits for an answer.
         {"jsonrpc": "2.0", "id": 4, "method": TOOLS},
         {

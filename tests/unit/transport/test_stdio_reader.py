@@ -66,6 +66,7 @@ def test_the_framer_splits_any_stream_as_a_reference_split_would(
     assert len(produced) == len(body)
     for expected, line in zip(body, produced, strict=True):
         if len(expected) <= limit:
+            assert isinstance(line, bytearray)
             assert line == expected
         else:
             assert isinstance(line, OversizedLine)

@@ -8,7 +8,7 @@ import json
 
 from rich.console import Console
 
-from mcpfleet.cli.display import json_for_terminal
+from mcpfleet.contract.text import json_for_terminal
 from mcpfleet.cli.render import (
     EntryRow,
     ErrorRow,

@@ -8,7 +8,6 @@ import json
 
 from rich.console import Console
 
-from mcpfleet.contract.text import json_for_terminal
 from mcpfleet.cli.render import (
     EntryRow,
     ErrorRow,
@@ -23,6 +22,7 @@ from mcpfleet.cli.render import (
     tools_table,
 )
 from mcpfleet.config.model import DiscoveredEntry, ServerConfig, SourceInfo
+from mcpfleet.contract.text import json_for_terminal
 from mcpfleet.errors import Failure
 
 USER_SOURCE = SourceInfo(

@@ -20,7 +20,6 @@ from hypothesis import strategies as st
 from rich.console import Console, RenderableType
 
 from mcpfleet.cli import output
-from mcpfleet.contract.text import json_for_terminal, safe_text
 from mcpfleet.cli.progress import progress_table
 from mcpfleet.cli.render import (
     ErrorRow,
@@ -32,6 +31,7 @@ from mcpfleet.cli.render import (
     tools_table,
 )
 from mcpfleet.config.model import SourceInfo
+from mcpfleet.contract.text import json_for_terminal, safe_text
 from mcpfleet.fleet.tools import assign_tool_names, mcp_tool_name
 
 PROVIDER_SAFE_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")

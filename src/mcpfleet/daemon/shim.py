@@ -391,6 +391,7 @@ def _refusal_exit(code: str) -> int:
 
 def _say(message: str) -> None:
     """One line on stderr (the host logs it); text from the daemon shown as text."""
+    # Imported when there is something to say: a session that says nothing skips its patterns.
     from mcpfleet.contract.text import safe_text
 
     sys.stderr.write(f"mcpfleet: {safe_text(' '.join(message.split()))}\n")

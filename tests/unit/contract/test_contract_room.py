@@ -70,3 +70,18 @@ def test_the_option_table_is_read_without_argparse(at_start: set[str]) -> None:
     loaded = modules_after("from mcpfleet.contract.options import GLOBAL_OPTIONS, long_flags") - at_start
     assert "mcpfleet.contract.options" in loaded
     assert "argparse" not in loaded
+
+
+def test_the_shim_says_a_hostile_line_safely_without_loading_the_cli() -> None:
+    """The shim's one use of terminal-safe text (a line on stderr quoting the daemon) takes it
+    from the contract: saying it loads no module of the CLI."""
+    probe = (
+        "import sys; from mcpfleet.daemon import shim; "
+        "shim._say('refused: \\x1b]0;owned\\x07 done'); "
+        "print(sorted(name for name in sys.modules if name.startswith('mcpfleet.cli')))"
+    )
+    completed = subprocess.run(
+        [sys.executable, "-I", "-c", probe], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert completed.stdout.strip() == "[]"
+    assert completed.stderr == "mcpfleet: refused: \\x1b]0;owned\\x07 done\n"

@@ -57,6 +57,7 @@ import anyio
 import anyio.lowlevel
 
 from mcpfleet.client.behalf import Caller, on_behalf_of
+from mcpfleet.contract import notifications
 
 if TYPE_CHECKING:
     from mcp.server.context import ServerRequestContext
@@ -267,10 +268,10 @@ class Relay:
         import mcp_types
 
         server.add_notification_handler(
-            "notifications/initialized", mcp_types.NotificationParams, self._on_initialized
+            notifications.INITIALIZED, mcp_types.NotificationParams, self._on_initialized
         )
         server.add_notification_handler(
-            "notifications/roots/list_changed", mcp_types.NotificationParams, self._on_roots_changed
+            notifications.ROOTS_LIST_CHANGED, mcp_types.NotificationParams, self._on_roots_changed
         )
 
     # -- what backends ask (ServerRequestHandler) ---------------------------------------------------------

@@ -34,17 +34,18 @@ is in the tree and named here::
     ├── ToolNotFoundError
     ├── CacheUnavailableError
     ├── DaemonError
-    │   ├── RuntimeFolderError + OSError    daemon/paths.py
-    │   ├── ForeignDaemon + PermissionError daemon/peer.py
-    │   ├── WireError + ValueError          daemon/wire.py
-    │   ├── DaemonStartError + OSError      daemon/launch.py
-    │   ├── DaemonUnavailable               daemon/client.py
-    │   │   ├── DaemonRefused               daemon/client.py
-    │   │   └── DaemonLost                  daemon/client.py
-    │   ├── OperationFailed                 daemon/client.py
-    │   ├── ShimError                       daemon/shim.py
-    │   │   └── Refused                     daemon/shim.py
+    │   ├── RuntimeFolderError + OSError    daemon_client/paths.py
+    │   ├── ForeignDaemon + PermissionError daemon_client/peer.py
+    │   ├── WireError + ValueError          contract/wire.py
+    │   ├── DaemonStartError + OSError      daemon_client/launch.py
+    │   ├── DaemonUnavailable               daemon_client/control.py
+    │   │   ├── DaemonRefused               daemon_client/control.py
+    │   │   └── DaemonLost                  daemon_client/control.py
+    │   ├── OperationFailed                 daemon_client/control.py
+    │   ├── ShimError                       daemon_client/shim.py
+    │   │   └── Refused                     daemon_client/shim.py
     │   ├── DaemonAlreadyRunning + RuntimeError  daemon/service.py
+    │   ├── DaemonNotStarted                daemon/service.py
     │   ├── HelloRefused                    daemon/service.py
     │   ├── ControlError                    daemon/control.py
     │   ├── Ambiguous                       daemon/routing.py
@@ -62,14 +63,18 @@ is in the tree and named here::
     ├── JsoncSyntaxError + ValueError       hosts/jsonc.py
     ├── _NotAListing                        transport/listing.py
     ├── PrivateApiMovedError + RuntimeError transport/process.py
+    ├── LandlockUnavailableError + RuntimeError  transport/landlock.py
     ├── UnknownNameError                    gateway/core.py
     ├── BackendRejection                    gateway/core.py
     ├── InvalidCursor + ValueError          gateway/paging.py
     └── _ClientGone                         gateway/http.py
 
-Not errors, and so outside the tree: ``_Stopped`` (daemon/shim.py), which a SIGTERM or
+Not errors, and so outside the tree: ``_Stopped`` (daemon_client/shim.py), which a SIGTERM or
 SIGINT raises in the shim's main thread, derives from ``BaseException`` as
-``KeyboardInterrupt`` does, so that no ``except Exception`` on the way swallows the stop.
+``KeyboardInterrupt`` does, so that no ``except Exception`` on the way swallows the stop. And
+``ConfinementError`` (transport/landlock_launcher.py): the Landlock launcher is a program of
+its own, run with ``python -I -S`` where mcpfleet cannot be imported; its error ends that
+program (exit 126, the server never runs) and reaches mcpfleet only as that exit.
 
 This module imports the standard library only: the daemon's stdlib-only side uses it.
 """

@@ -24,6 +24,7 @@ from mcpfleet.config import ApprovalStore, DiscoveryResult, EntryFilter
 from mcpfleet.config import load_all_mcp_configs as discover_configs
 from mcpfleet.config.entry_filters import named_entry_filter
 from mcpfleet.config.exa import exa_api_keys
+from mcpfleet.contract.defaults import STARTUP_TIMEOUT_MS
 from mcpfleet.contract.wire import EXA_ENTRY_FILTER
 from mcpfleet.errors import ConfigError, Failure
 from mcpfleet.fleet.cache import MCPToolCache
@@ -139,7 +140,7 @@ async def discover_and_load_mcp_tools(
     filter_exa: bool = True,
     extra_config_paths: Sequence[str | Path] = (),
     cache: MCPToolCache | Literal["default"] | None = "default",
-    startup_timeout_ms: int = 250,
+    startup_timeout_ms: int = STARTUP_TIMEOUT_MS,
     on_uncached: UncachedPolicy = "wait",
 ) -> MCPToolsLoadResult:
     """Discover, connect behind the gate and load every MCP tool.
@@ -184,7 +185,7 @@ async def discover_mcp_servers(
     *,
     enable_project_config: bool = True,
     trust_project: bool = False,
-    startup_timeout_ms: int = 250,
+    startup_timeout_ms: int = STARTUP_TIMEOUT_MS,
 ) -> MCPToolsLoadResult:
     """The convenience wrapper of the public surface: the loader's result shape."""
     return await discover_and_load_mcp_tools(

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from mcpfleet.agent.loader import agent_entry_filters, load_tools_into, start_and_load
 from mcpfleet.config.exa import exa_api_keys, exa_entry_filter
+from mcpfleet.contract.defaults import STARTUP_TIMEOUT_MS
 from mcpfleet.errors import ConfigError, Failure, ToolNotFoundError
 from mcpfleet.fleet.cache import MCPToolCache
 from mcpfleet.fleet.manager import AnyTool, ManagerEvent, MCPLoadResult, MCPManager, UncachedPolicy
@@ -338,7 +339,7 @@ def open_agent_session(
     enable_mcp: bool = True,
     enable_project_config: bool = True,
     trust_project: bool = False,
-    startup_timeout_ms: int = 250,
+    startup_timeout_ms: int = STARTUP_TIMEOUT_MS,
     on_uncached: UncachedPolicy = "wait",
     cache: MCPToolCache | Literal["default"] | None = "default",
     extra_config_paths: Sequence[str | Path] = (),
@@ -509,7 +510,7 @@ async def create_agent_session(
     enable_mcp: bool = True,
     enable_project_config: bool = True,
     trust_project: bool = False,
-    startup_timeout_ms: int = 250,
+    startup_timeout_ms: int = STARTUP_TIMEOUT_MS,
     on_uncached: UncachedPolicy = "wait",
     cache: MCPToolCache | Literal["default"] | None = "default",
     extra_config_paths: Sequence[str | Path] = (),

@@ -22,8 +22,9 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mcpfleet.cli.display import safe_text
 from mcpfleet.cli.output import EXIT_FAILED, EXIT_OK, emit_json
+from mcpfleet.contract.defaults import STARTUP_TIMEOUT_MS
+from mcpfleet.contract.text import safe_text
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -138,7 +139,7 @@ async def _lifecycle(show: _Narrator, project: Path, steps: list[dict[str, Any]]
 
     show.say(("1. cold start", "bold"), " (empty tool cache: the gate waits for servers it knows nothing of)")
     started = time.perf_counter()
-    async with open_agent_session(project, startup_timeout_ms=250) as session:
+    async with open_agent_session(project, startup_timeout_ms=STARTUP_TIMEOUT_MS) as session:
         cold = _report_start(show, session, started, "cold start")
         result = await session.call_tool("mcp_notes_add_note", {"title": "demo", "body": "mcpfleet was here"})
         cold["call"] = {"tool": "mcp_notes_add_note", "is_error": result.is_error, "text": result.text}
@@ -148,9 +149,12 @@ async def _lifecycle(show: _Narrator, project: Path, steps: list[dict[str, Any]]
     steps.append(cold)
     show.say(f"   session closed; server processes left: {alive(pids) or 'none'}\n")
 
-    show.say(("2. warm start", "bold"), " (tool cache filled: tools are handed out inside the 250 ms gate)")
+    show.say(
+        ("2. warm start", "bold"),
+        f" (tool cache filled: tools are handed out inside the {STARTUP_TIMEOUT_MS} ms gate)",
+    )
     started = time.perf_counter()
-    async with open_agent_session(project, startup_timeout_ms=250) as session:
+    async with open_agent_session(project, startup_timeout_ms=STARTUP_TIMEOUT_MS) as session:
         warm = _report_start(show, session, started, "warm start")
         waited = time.perf_counter()
         result = await session.call_tool("mcp_slow_clock_now", {})

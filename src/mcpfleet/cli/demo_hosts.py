@@ -29,6 +29,8 @@ import anyio
 from anyio.abc import Process
 from anyio.streams.buffered import BufferedByteReceiveStream
 
+from mcpfleet.contract import notifications
+
 if TYPE_CHECKING:
     from mcpfleet.cli.demo import _Narrator
 
@@ -105,7 +107,7 @@ class HostSession:
         await self.request(
             "initialize", {"protocolVersion": PROTOCOL_VERSION, "capabilities": {}, "clientInfo": client}
         )
-        await self.notify("notifications/initialized")
+        await self.notify(notifications.INITIALIZED)
         return await self.tool_names()
 
     async def tool_names(self) -> list[str]:
@@ -267,7 +269,7 @@ async def _announce_late_server(
     before = set(await second.tool_names())
     await anyio.to_thread.run_sync(_add_late_server, config_file, late_server)
     for host in hosts:
-        await host.wait_for("notifications/tools/list_changed")
+        await host.wait_for(notifications.TOOLS_LIST_CHANGED)
     added = sorted(set(await second.tool_names()) - before)
     late: dict[str, Any] = {"announced_to": [host.name for host in hosts], "new_tools": added}
     step["late_server"] = late

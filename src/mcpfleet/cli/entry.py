@@ -14,8 +14,8 @@ modules. Everything else, and ``serve`` whenever the daemon cannot serve it, goe
   (``mcpfleet.cli.main`` refuses it);
 * the platform has no Unix sockets with peer credentials.
 
-The options are read by a parser of the same options as ``mcpfleet.cli.main``'s (a test keeps
-the two in step), so that a command line means the same thing either way.
+The options are read by a parser built from the same table as ``mcpfleet.cli.main``'s
+(``mcpfleet.contract.options``), so that a command line means the same thing either way.
 """
 
 from __future__ import annotations
@@ -24,21 +24,23 @@ import argparse
 import os
 import socket
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NoReturn
 
+from mcpfleet.contract.environment import GATEWAY_PID_VARIABLE
+from mcpfleet.contract.options import (
+    HELP_FLAGS,
+    SERVE,
+    VERSION_FLAG,
+    add_global_options,
+    add_serve_options,
+    merge_global_options,
+)
 from mcpfleet.errors import MCPFleetError
 
 if TYPE_CHECKING:
     from mcpfleet.daemon_client.shim import ShimSettings
-
-SERVE = "serve"
-MIN_NAME_LENGTH = 10
-"""``--max-name-length``'s least value: ``mcpfleet.fleet.tools.MIN_TOOL_NAME_LENGTH`` (not
-imported: it loads the fleet; a test keeps the two equal)."""
-GATEWAY_PID_VARIABLE = "MCPFLEET_GATEWAY_PID"
-"""The gateway's mark (``mcpfleet.config.gateway_entry``; not imported: it loads discovery)."""
 
 
 class _CommandLineError(MCPFleetError):
@@ -80,7 +82,7 @@ def _cli_main(arguments: list[str]) -> int:
 
 def serve_route(arguments: Sequence[str]) -> ServeRoute:
     """Whether ``mcpfleet <arguments>`` is a ``serve`` the daemon can take (see the module)."""
-    from mcpfleet.cli.options import FLEET_CHANGING_OPTIONS, merge_global_options
+    from mcpfleet.cli.options import FLEET_CHANGING_OPTIONS
     from mcpfleet.daemon_client.launch import daemon_disabled
 
     try:
@@ -115,38 +117,17 @@ def _shim_settings(args: argparse.Namespace) -> ShimSettings:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The options of ``mcpfleet [global options] serve [serve options]``, as in ``cli/main.py``
-    and ``cli/serve_commands.py``, checked alike: a command line the CLI would refuse goes to
-    it, and it says what is wrong."""
-    from mcpfleet.cli.options import add_global_options
-
+    """The options of ``mcpfleet [global options] serve [serve options]``, from the table
+    ``cli/main.py`` builds its parser from, checked alike: a command line the CLI would refuse
+    goes to it, and it says what is wrong."""
     parser = _Parser(prog="mcpfleet", add_help=False)
-    parser.add_argument("-h", "--help", action="store_true")
+    parser.add_argument(*HELP_FLAGS, action="store_true")
     # The CLI prints the version and exits: read here only to leave that command line to it.
-    parser.add_argument("--version", action="store_true", default=argparse.SUPPRESS)
+    parser.add_argument(VERSION_FLAG, action="store_true", default=argparse.SUPPRESS)
     add_global_options(parser)
     subparsers = parser.add_subparsers(dest="command")
     serve = subparsers.add_parser(SERVE, add_help=False)
-    serve.add_argument("-h", "--help", dest="serve_help", action="store_true")
-    serve.add_argument("--prefix", choices=("always", "none"), default="always")
-    serve.add_argument("--max-name-length", type=_at_least(MIN_NAME_LENGTH), default=64)
-    serve.add_argument("--http")
-    serve.add_argument("--auth-token-file")
-    serve.add_argument("--insecure-no-auth", action="store_true")
-    serve.add_argument("--auth-token")
-    serve.add_argument("--tools", dest="tool_mode", choices=("all", "search", "auto"), default="auto")
-    serve.add_argument("--max-tools", type=_at_least(1))
-    serve.add_argument("--profile")
-    serve.add_argument("--no-daemon", action="store_true")
+    serve.add_argument(*HELP_FLAGS, dest="serve_help", action="store_true")
+    add_serve_options(serve)
     add_global_options(serve, depth=1)
     return parser
-
-
-def _at_least(minimum: int) -> Callable[[str], int]:
-    def whole_number(text: str) -> int:
-        value = int(text)
-        if value < minimum:
-            raise ValueError(text)
-        return value
-
-    return whole_number

@@ -15,9 +15,7 @@ import sys
 from collections.abc import Callable, Iterator, Sequence
 from typing import NoReturn
 
-from mcpfleet.cli.display import safe_text
 from mcpfleet.cli.help_texts import describe_command
-from mcpfleet.cli.options import add_global_options, merge_global_options
 from mcpfleet.cli.output import (
     EXIT_FAILED,
     EXIT_INTERRUPTED,
@@ -29,6 +27,8 @@ from mcpfleet.cli.output import (
     request_json_output,
     start_output,
 )
+from mcpfleet.contract.options import VERSION_FLAG, add_global_options, merge_global_options
+from mcpfleet.contract.text import safe_text
 from mcpfleet.errors import ConfigError
 
 COMMAND_MODULES: tuple[str, ...] = (
@@ -62,7 +62,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Global options are accepted after the command too (`mcpfleet daemon status --json`). "
         "`mcpfleet COMMAND --help` describes one command, with examples.",
     )
-    parser.add_argument("--version", action="version", version=f"mcpfleet {__version__}")
+    parser.add_argument(VERSION_FLAG, action="version", version=f"mcpfleet {__version__}")
     add_global_options(parser)
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for module_name in COMMAND_MODULES:

@@ -1,10 +1,11 @@
 """The global options that say which fleet a command works on, read once.
 
 ``--cwd``, ``--config``, ``--no-project-config``, ``--trust-project``,
-``--startup-timeout`` and ``--no-cache`` become one ``FleetOptions``, and every command
-builds its discovery, its manager or its agent session from that one object, so a flag
-means the same thing to every command. The agent's own discovery hook (Exa servers left
-to the native integration) is applied here too, as an agent session applies it.
+``--startup-timeout`` and ``--no-cache`` (declared in ``mcpfleet.contract.options``) become
+one ``FleetOptions``, and every command builds its discovery, its manager or its agent
+session from that one object, so a flag means the same thing to every command. The agent's
+own discovery hook (Exa servers left to the native integration) is applied here too, as an
+agent session applies it.
 
 Nothing heavy is imported at module level: ``mcpfleet --help`` loads this module.
 """
@@ -14,12 +15,12 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, TypedDict
+from typing import TYPE_CHECKING, Literal, TypedDict
 
 # Standard library only, as this module: the shim's route (``cli.entry``) builds its spec here.
+from mcpfleet.contract.defaults import STARTUP_TIMEOUT_MS
 from mcpfleet.contract.wire import FleetSpec
 
 if TYPE_CHECKING:
@@ -40,151 +41,6 @@ FLEET_CHANGING_OPTIONS = {
 }
 """Options (their ``dest``) that give a command a fleet of its own, which the shared daemon
 cannot serve, and the line on stderr with which ``serve`` says so."""
-
-
-GLOBAL_AFTER_COMMAND = "global{depth}_"
-"""The prefix of a global option's ``dest`` when given after a command (``depth`` 1) or after
-a sub-command's action (2): kept apart there, then merged by ``merge_global_options``, since
-argparse gives each sub-command a namespace of its own that would otherwise overwrite the
-values given before the command (``--config a status --config b`` keeps both)."""
-
-
-def milliseconds(text: str) -> int:
-    """``--startup-timeout``'s value: a whole number of milliseconds, 0 or more."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number of milliseconds, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 (wait for every server) or more, got {value}")
-    return value
-
-
-@dataclass(frozen=True)
-class GlobalOption:
-    """One option of ``mcpfleet [global options] COMMAND``, accepted after the command too."""
-
-    flags: tuple[str, ...]
-    dest: str
-    action: Literal["store", "store_true", "append", "count"]
-    default: Any
-    help: str
-    metavar: str | None = None
-    type: Callable[[str], Any] | None = None
-
-    def add_to(self, parser: argparse.ArgumentParser | argparse._ArgumentGroup, *, depth: int) -> None:
-        """Before the command (``depth`` 0) with its default; after it, under a dest of its
-        own and no default, so that an absent option leaves the earlier value alone."""
-        dest = self.dest if depth == 0 else GLOBAL_AFTER_COMMAND.format(depth=depth) + self.dest
-        keywords: dict[str, Any] = {
-            "dest": dest,
-            "action": self.action,
-            "default": self.default if depth == 0 else argparse.SUPPRESS,
-            "help": self.help,
-        }
-        if self.metavar is not None:
-            keywords["metavar"] = self.metavar
-        if self.type is not None:
-            keywords["type"] = self.type
-        parser.add_argument(*self.flags, **keywords)
-
-
-GLOBAL_OPTIONS: tuple[GlobalOption, ...] = (
-    GlobalOption(
-        ("--cwd",),
-        "cwd",
-        "store",
-        None,
-        "project root (default: current directory)",
-        metavar="DIR",
-        type=Path,
-    ),
-    GlobalOption(
-        ("--config",),
-        "extra_configs",
-        "append",
-        [],
-        "extra config file (repeatable); overrides discovered servers of the same name",
-        metavar="FILE",
-        type=Path,
-    ),
-    GlobalOption(
-        ("--no-project-config",),
-        "no_project_config",
-        "store_true",
-        False,
-        "ignore project-level config files",
-    ),
-    GlobalOption(
-        ("--trust-project",),
-        "trust_project",
-        "store_true",
-        False,
-        "approve this project's servers for this run only",
-    ),
-    GlobalOption(
-        ("--startup-timeout",),
-        "startup_timeout",
-        "store",
-        250,
-        "start-up gate in ms (default 250; 0 waits for every server)",
-        metavar="MS",
-        type=milliseconds,
-    ),
-    GlobalOption(("--no-cache",), "no_cache", "store_true", False, "do not read or write the tool cache"),
-    GlobalOption(
-        ("--json",), "json", "store_true", False, "machine-readable output on stdout, errors included"
-    ),
-    GlobalOption(
-        ("--strict",),
-        "strict",
-        "store_true",
-        False,
-        "config, status, tools: exit 1 when any server or file failed",
-    ),
-    GlobalOption(
-        ("-v", "--verbose"),
-        "verbose",
-        "count",
-        0,
-        "more logging on stderr, and what caused an error",
-    ),
-)
-"""The global options, in the order ``--help`` shows them (``cli.main`` and ``cli.entry``
-both add them from here, so the two parsers cannot drift apart)."""
-
-
-def add_global_options(parser: argparse.ArgumentParser, *, depth: int = 0) -> None:
-    """The global options on ``parser``: the top-level parser (``depth`` 0) or a command's
-    (1) or an action's (2), where each one the command does not define itself is accepted
-    too, in a group of its own in the command's ``--help``."""
-    if depth == 0:
-        for option in GLOBAL_OPTIONS:
-            option.add_to(parser, depth=0)
-        return
-    group = parser.add_argument_group("global options (also accepted before the command)")
-    for option in GLOBAL_OPTIONS:
-        if not any(flag in parser._option_string_actions for flag in option.flags):
-            option.add_to(group, depth=depth)
-
-
-def merge_global_options(args: argparse.Namespace) -> argparse.Namespace:
-    """Fold the global options given after the command into the top-level ones: a repeatable
-    one gathers every value, ``-v`` counts every time, any other takes the last value given."""
-    for depth in (1, 2):
-        prefix = GLOBAL_AFTER_COMMAND.format(depth=depth)
-        for option in GLOBAL_OPTIONS:
-            late = prefix + option.dest
-            if not hasattr(args, late):
-                continue
-            value = getattr(args, late)
-            delattr(args, late)
-            if option.action == "append":
-                value = [*getattr(args, option.dest), *value]
-            elif option.action == "count":
-                value = getattr(args, option.dest) + value
-            setattr(args, option.dest, value)
-    return args
 
 
 class DiscoverySettings(TypedDict):
@@ -217,7 +73,7 @@ class FleetOptions:
     extra_config_paths: tuple[Path, ...] = ()
     enable_project_config: bool = True
     trust_project: bool = False
-    startup_timeout_ms: int = 250
+    startup_timeout_ms: int = STARTUP_TIMEOUT_MS
     use_cache: bool = True
     roots: tuple[Path, ...] | None = None
     """The folders servers are offered as roots (``--roots``, absolute); ``None``: none (an

@@ -4,7 +4,7 @@ stderr, the exit codes of the CLI contract, and text from outside shown as text.
 Every string that came from a server, a config file or a path reaches the terminal
 through one of these functions (or through ``rich_text`` inside a rich table), so it is
 never read as rich markup and its control characters are made visible
-(``mcpfleet.cli.display.safe_text``).
+(``mcpfleet.contract.text.safe_text``).
 """
 
 from __future__ import annotations
@@ -14,16 +14,15 @@ import sys
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, ClassVar, TextIO
 
-from mcpfleet.cli.display import json_for_terminal, safe_text
+# The commands take the contract's exit codes from here, beside the rest of the output rules.
+from mcpfleet.contract.exit_codes import EXIT_FAILED as EXIT_FAILED
+from mcpfleet.contract.exit_codes import EXIT_INTERRUPTED as EXIT_INTERRUPTED
+from mcpfleet.contract.exit_codes import EXIT_OK as EXIT_OK
+from mcpfleet.contract.exit_codes import EXIT_USAGE as EXIT_USAGE
+from mcpfleet.contract.text import json_for_terminal, safe_text
 
 if TYPE_CHECKING:
     from rich.text import Text
-
-EXIT_OK = 0
-EXIT_FAILED = 1
-EXIT_USAGE = 2
-EXIT_INTERRUPTED = 130
-"""Ctrl-C: 128 + SIGINT, as a shell reports a program the signal ended."""
 
 logger = logging.getLogger(__name__)
 

@@ -16,15 +16,13 @@ import logging
 import os
 import signal
 from collections.abc import Callable
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from mcpfleet.cli.options import FleetOptions
 from mcpfleet.cli.output import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, error_line
+from mcpfleet.contract.environment import GATEWAY_TOKEN_VARIABLE as TOKEN_VARIABLE
+from mcpfleet.contract.options import SERVE, SERVE_HELP, add_serve_options
 from mcpfleet.errors import ConfigError, first_leaf
-
-TOKEN_VARIABLE = "MCPFLEET_GATEWAY_TOKEN"
-"""``mcpfleet.gateway.http.TOKEN_VARIABLE`` (not imported here: it loads uvicorn)."""
 
 if TYPE_CHECKING:
     from contextlib import AbstractAsyncContextManager
@@ -39,93 +37,9 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    serve = subparsers.add_parser(
-        "serve", help="serve every configured MCP server as one MCP server (stdio, or HTTP with --http)"
-    )
-    serve.add_argument(
-        "--prefix",
-        choices=("always", "none"),
-        default="always",
-        help="always: serve <server>_<tool> (default); none: names and URIs as the servers give them "
-        "(a name two servers share refuses to start)",
-    )
-    serve.add_argument(
-        "--max-name-length",
-        type=_name_length,
-        default=64,
-        metavar="N",
-        help="longest served tool name (default 64); lower it to leave room for a host's own prefix",
-    )
-    serve.add_argument(
-        "--http",
-        metavar="[HOST:]PORT",
-        help="serve streamable HTTP at http://HOST:PORT/mcp instead of stdio "
-        "(host 127.0.0.1 unless given; port 0 picks a free one)",
-    )
-    serve.add_argument(
-        "--auth-token-file",
-        type=Path,
-        metavar="FILE",
-        help="with --http: the file holding the bearer token every request must carry "
-        "(else MCPFLEET_GATEWAY_TOKEN, else one generated once into the state folder's "
-        "gateway-token.json); stderr says where it is",
-    )
-    serve.add_argument(
-        "--insecure-no-auth",
-        action="store_true",
-        help="with --http on loopback: serve without a bearer token, so every user of this "
-        "machine can call every tool (throw-away fleets only)",
-    )
-    # Refused (see serve_command): a token on the command line is readable by every user in ps.
-    serve.add_argument("--auth-token", metavar="T", help=argparse.SUPPRESS)
-    serve.add_argument(
-        "--tools",
-        dest="tool_mode",
-        choices=("all", "search", "auto"),
-        default="auto",
-        help="all: every tool; search: find_tools and call_tool instead (plus pinned tools); "
-        "auto (default): every tool up to the client's budget, the pair above it",
-    )
-    serve.add_argument(
-        "--max-tools",
-        type=_tool_count,
-        metavar="N",
-        help="the budget of every client in --tools auto (default: known from the client's name, "
-        "else no limit)",
-    )
-    serve.add_argument(
-        "--profile",
-        metavar="NAME",
-        help='serve the servers and tools of this profile ("profiles" in mcpfleet\'s user config)',
-    )
-    serve.add_argument(
-        "--no-daemon",
-        action="store_true",
-        help="serve from this process instead of through the user's daemon (also MCPFLEET_NO_DAEMON=1)",
-    )
+    serve = subparsers.add_parser(SERVE, help=SERVE_HELP)
+    add_serve_options(serve)
     serve.set_defaults(handler=serve_command)
-
-
-def _tool_count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number of tools, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be 1 or more, got {value}")
-    return value
-
-
-def _name_length(text: str) -> int:
-    from mcpfleet.fleet.tools import MIN_TOOL_NAME_LENGTH
-
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number of characters, got {text!r}") from None
-    if value < MIN_TOOL_NAME_LENGTH:
-        raise argparse.ArgumentTypeError(f"must be at least {MIN_TOOL_NAME_LENGTH}, got {value}")
-    return value
 
 
 def serve_command(args: argparse.Namespace) -> int:

@@ -13,9 +13,9 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
-from mcpfleet.cli.display import safe_text
 from mcpfleet.cli.output import log_causes
 from mcpfleet.cli.render import look_of
+from mcpfleet.contract.text import safe_text
 from mcpfleet.errors import MCPFleetError
 from mcpfleet.reports.messages import counted
 

@@ -65,6 +65,7 @@ from mcpfleet.client.inbound import (
 )
 from mcpfleet.client.screening import ToolScreen
 from mcpfleet.client.secrets import resolve_secrets_off_loop
+from mcpfleet.contract import notifications
 from mcpfleet.errors import ConnectError, EraMismatchError, ToolCallError
 from mcpfleet.transport.process import exit_description
 
@@ -90,11 +91,7 @@ LISTEN_REOPENS = 3
 that was lost while the connection lives; then the server's list changes are no longer
 followed until it reconnects."""
 LISTEN_REOPEN_DELAY_S = 1.0
-LIST_CHANGED_NOTIFICATIONS = {
-    "tools": "notifications/tools/list_changed",
-    "prompts": "notifications/prompts/list_changed",
-    "resources": "notifications/resources/list_changed",
-}
+LIST_CHANGED_NOTIFICATIONS = notifications.LIST_CHANGED
 """Capability → the notification that announces a change of its list."""
 
 _T = TypeVar("_T")
@@ -293,7 +290,7 @@ class ServerConnection:
         client = self._live_client()
         if self.era != "legacy":
             return
-        asked = Asked(self.name, "notifications/roots/list_changed")
+        asked = Asked(self.name, notifications.ROOTS_LIST_CHANGED)
         with request_errors(asked, close_reason=self._close_reason):
             await _handshake_era_call(client.session.send_roots_list_changed)
 

@@ -23,6 +23,7 @@ from mcp.shared.exceptions import MCPError
 from pydantic import BaseModel, ValidationError
 
 from mcpfleet.client._sdk import PrivateApiMovedError, pending_request_ids
+from mcpfleet.contract import notifications
 
 if TYPE_CHECKING:
     from mcp.client.session import ClientRequestContext, ClientSession
@@ -251,7 +252,7 @@ class InboundHandlers:
         if not isinstance(method, str):
             return
         params = data.get("params")
-        if method == "notifications/progress" and self._progress_belongs_to_call(params):
+        if method == notifications.PROGRESS and self._progress_belongs_to_call(params):
             return
         await self.deliver(method, params if isinstance(params, dict) else None)
 

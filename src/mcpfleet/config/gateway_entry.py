@@ -38,9 +38,9 @@ from urllib.parse import SplitResult, urlsplit
 
 from mcpfleet import paths
 from mcpfleet.config.model import ServerConfig
+from mcpfleet.contract.environment import GATEWAY_PID_VARIABLE as GATEWAY_PID_VARIABLE
+from mcpfleet.contract.options import GLOBAL_OPTIONS, HELP_FLAGS, VERSION_FLAG, long_flags
 
-GATEWAY_PID_VARIABLE = "MCPFLEET_GATEWAY_PID"
-"""Set by a serving gateway in its own environment: the pid of that gateway."""
 GATEWAY_URL_VARIABLE = "MCPFLEET_GATEWAY_URL"
 """Set by a gateway serving HTTP: its endpoint, so that its own discovery skips it before
 the endpoint is announced to other processes."""
@@ -67,22 +67,13 @@ _MODULE_NAMES = frozenset({"mcpfleet", "mcpfleet.cli.main", "mcpfleet.__main__"}
 _PROGRAM_SUFFIXES = (".exe", ".cmd", ".bat", ".ps1", ".pyz")
 _SERVE_COMMAND = "serve"
 
-GLOBAL_OPTIONS_WITH_VALUE = frozenset({"--cwd", "--config", "--startup-timeout"})
-"""Global options of the ``mcpfleet`` command that take a value (``cli/main.py``; a test
-keeps the two in step)."""
-GLOBAL_FLAGS = frozenset(
-    {
-        "--no-project-config",
-        "--trust-project",
-        "--no-cache",
-        "--json",
-        "--strict",
-        "--verbose",
-        "--help",
-        "--version",
-    }
-)
-"""Global options of the ``mcpfleet`` command that take no value."""
+GLOBAL_OPTIONS_WITH_VALUE = long_flags(GLOBAL_OPTIONS, taking_a_value=True)
+"""Global options of the ``mcpfleet`` command that take a value."""
+GLOBAL_FLAGS = long_flags(GLOBAL_OPTIONS, taking_a_value=False) | {
+    flag for flag in (*HELP_FLAGS, VERSION_FLAG) if flag.startswith("--")
+}
+"""Global options of the ``mcpfleet`` command that take no value, ``--help`` and ``--version``
+included."""
 
 _SPLIT_DEPTH = 3
 """How many times a word holding a whole command line (``sh -c "…"``) is split and read

@@ -40,6 +40,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from mcpfleet.contract import defaults
 from mcpfleet.errors import DaemonError
 
 PROTOCOL = 2
@@ -122,11 +123,11 @@ class FleetSpec:
     cwd: str
     trust_project: bool = False
     enable_project_config: bool = True
-    startup_timeout_ms: int = 250
+    startup_timeout_ms: int = defaults.STARTUP_TIMEOUT_MS
     profile: str | None = None
-    prefix: str = "always"
-    max_name_length: int = 64
-    tools: str = "auto"
+    prefix: str = defaults.DEFAULT_PREFIX
+    max_name_length: int = defaults.MAX_TOOL_NAME_LENGTH
+    tools: str = defaults.DEFAULT_TOOL_MODE
     max_tools: int | None = None
     entry_filters: tuple[str, ...] = ()
     """What the client's own discovery leaves out (``ENTRY_FILTERS``), in order: the agent's

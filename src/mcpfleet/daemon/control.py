@@ -32,6 +32,7 @@ import anyio
 from mcpfleet.config.entry_filters import named_entry_filter
 from mcpfleet.config.profiles import Profile, read_gateway_settings
 from mcpfleet.contract import wire
+from mcpfleet.contract.exit_codes import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE
 from mcpfleet.contract.framing import LineFramer, OversizedLine, describe_size
 from mcpfleet.daemon.socket_io import receive, send_all
 from mcpfleet.errors import ConfigError, DaemonError
@@ -44,11 +45,6 @@ if TYPE_CHECKING:
     from mcpfleet.fleet.startup import StartupReport
 
 logger = logging.getLogger(__name__)
-
-EXIT_FAILED = 1
-EXIT_USAGE = 2
-EXIT_CANCELLED = 130
-"""What a command cancelled by its user (Ctrl-C) exits with."""
 
 
 class ControlError(DaemonError):
@@ -205,7 +201,7 @@ async def _run(
             await operation.answer(result)
     if scope.cancelled_caught:
         await send(
-            {"id": request_id, "error": {"message": "cancelled by the client", "exit": EXIT_CANCELLED}}
+            {"id": request_id, "error": {"message": "cancelled by the client", "exit": EXIT_INTERRUPTED}}
         )
 
 

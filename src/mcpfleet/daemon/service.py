@@ -66,7 +66,7 @@ from mcpfleet.daemon.memory import process_tree, resident_bytes
 from mcpfleet.daemon.socket_io import receive, send_all
 from mcpfleet.daemon_client import paths
 from mcpfleet.daemon_client.peer import peer_credentials
-from mcpfleet.errors import ConfigError, DaemonError, MCPFleetError, first_leaf
+from mcpfleet.errors import ConfigError, DaemonError, first_leaf
 
 if TYPE_CHECKING:
     from mcpfleet.config.profiles import DaemonSettings
@@ -640,7 +640,7 @@ class DaemonOptions:
     verbose: int = 0
 
 
-class DaemonNotStarted(MCPFleetError):
+class DaemonNotStarted(DaemonError):
     """``daemon run`` could not begin serving: its log or its socket is unusable. The message
     says why and what to do; the command line prints it (the daemon has no terminal of its
     own to write to)."""

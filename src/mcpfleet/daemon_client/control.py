@@ -26,6 +26,7 @@ from types import TracebackType
 from typing import Any, BinaryIO
 
 from mcpfleet.contract import wire
+from mcpfleet.contract.exit_codes import EXIT_FAILED
 from mcpfleet.daemon_client import paths
 from mcpfleet.daemon_client.launch import no_daemon_listens
 from mcpfleet.daemon_client.peer import ForeignDaemon, require_same_user
@@ -163,7 +164,7 @@ def parse_control_line(line: bytes) -> Answer | Event:
     if isinstance(error, dict):
         message, exit_code = error.get("message"), error.get("exit")
         if not isinstance(exit_code, int) or isinstance(exit_code, bool):
-            exit_code = 1
+            exit_code = EXIT_FAILED
         return Answer(request_id, failure=OperationFailed(str(message), exit_code))
     raise wire.WireError(f'answer {request_id} has neither a "result" object nor an "error" object')
 

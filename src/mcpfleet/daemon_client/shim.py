@@ -59,7 +59,9 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from mcpfleet import __version__
-from mcpfleet.contract import wire
+from mcpfleet.contract import notifications, wire
+from mcpfleet.contract.defaults import MAX_HOST_MESSAGE_BYTES
+from mcpfleet.contract.exit_codes import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from mcpfleet.contract.framing import (
     LineFramer,
     OversizedLine,
@@ -74,9 +76,8 @@ from mcpfleet.errors import DaemonError
 if TYPE_CHECKING:
     import subprocess
 
-MAX_HOST_LINE_BYTES = 16 * 1024 * 1024
-"""The longest line the host may send: the in-process gateway's ``MAX_MESSAGE_BYTES`` (a test
-keeps the two equal)."""
+MAX_HOST_LINE_BYTES = MAX_HOST_MESSAGE_BYTES
+"""The longest line the host may send: the in-process gateway's limit too."""
 PARSED_LINE_BYTES = 64 * 1024
 """A line up to this size is parsed whole; a longer one only at its two ends (its id)."""
 READ_BYTES = 256 * 1024
@@ -103,17 +104,6 @@ DAEMON_STOPPED = -32603
 """The error a host request in flight gets when the daemon goes away (JSON-RPC internal error)."""
 INVALID_REQUEST = -32600
 REPLAY_ID_PREFIX = "mcpfleet-shim-initialize-"
-LIST_CHANGED: dict[str, str] = {
-    "tools": "notifications/tools/list_changed",
-    "resources": "notifications/resources/list_changed",
-    "prompts": "notifications/prompts/list_changed",
-}
-"""The notification the host gets after a reconnection, per capability its first answer declared."""
-
-EXIT_OK = 0
-EXIT_FAILED = 1
-EXIT_USAGE = 2
-"""The exit codes of the CLI contract (``cli/output.py``; not imported: it loads logging)."""
 
 
 class ShimError(DaemonError):
@@ -402,7 +392,8 @@ def _refusal_exit(code: str) -> int:
 
 def _say(message: str) -> None:
     """One line on stderr (the host logs it); text from the daemon shown as text."""
-    from mcpfleet.cli.display import safe_text
+    # Imported when there is something to say: a session that says nothing skips its patterns.
+    from mcpfleet.contract.text import safe_text
 
     sys.stderr.write(f"mcpfleet: {safe_text(' '.join(message.split()))}\n")
     sys.stderr.flush()
@@ -499,9 +490,9 @@ class SessionMemory:
             if message.method == "initialize":
                 self.initialize, self.initialize_key = bytes(line), key
                 self.initialize_answered, self.list_changed = False, ()
-        elif message.method == "notifications/initialized":
+        elif message.method == notifications.INITIALIZED:
             self.initialized = bytes(line)
-        elif message.method == "notifications/cancelled":
+        elif message.method == notifications.CANCELLED:
             # A cancelled request may never be answered: no error for it after a reconnection.
             request_id = _cancelled_id(message)
             if request_id is not _NO_ID:
@@ -524,7 +515,7 @@ class SessionMemory:
             key = _key(message.id)
             self.daemon_requests.add(key)
             self.stale_daemon_requests.discard(key)  # the id is the new daemon's now
-        elif message.method == "notifications/cancelled":
+        elif message.method == notifications.CANCELLED:
             request_id = _cancelled_id(message)
             if request_id is not _NO_ID:
                 self.daemon_requests.discard(_key(request_id))
@@ -556,7 +547,8 @@ def _cancelled_id(message: _Message) -> Any:
 
 
 def _changing_lists(answer: dict[str, Any] | None) -> tuple[str, ...]:
-    """The list-changed notifications an ``initialize`` answer's capabilities allow."""
+    """The list-changed notifications an ``initialize`` answer's capabilities allow: what the
+    host gets after a reconnection."""
     result = answer.get("result") if answer is not None else None
     capabilities = result.get("capabilities") if isinstance(result, dict) else None
     if not isinstance(capabilities, dict):
@@ -566,7 +558,8 @@ def _changing_lists(answer: dict[str, Any] | None) -> tuple[str, ...]:
         for capability, options in capabilities.items()
         if isinstance(options, dict) and options.get("listChanged") is True
     ]
-    return tuple(LIST_CHANGED[capability] for capability in LIST_CHANGED if capability in declared)
+    changes = notifications.LIST_CHANGED
+    return tuple(method for capability, method in changes.items() if capability in declared)
 
 
 def _error_line(request_id: Any, code: int, message: str) -> bytes:

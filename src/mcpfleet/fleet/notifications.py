@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from mcpfleet.contract import notifications
 from mcpfleet.errors import MCPFleetError
 from mcpfleet.fleet.catalog import ToolSlice, filter_tools
 from mcpfleet.fleet.server import Attempt, ServerRegistry, ServerSlot, ToolRefresh
@@ -58,17 +59,17 @@ class Notifications:
             # A connection of a retired server no longer speaks for anyone.
             if slot.is_retired() or not registry.open:
                 return
-            if method == "notifications/tools/list_changed":
+            if method == notifications.TOOLS_LIST_CHANGED:
                 self._schedule_refresh(slot)
-            elif method == "notifications/resources/list_changed":
+            elif method == notifications.RESOURCES_LIST_CHANGED:
                 registry.emit("resources_changed", slot.name, announced=True)
-            elif method == "notifications/prompts/list_changed":
+            elif method == notifications.PROMPTS_LIST_CHANGED:
                 registry.emit("prompts_changed", slot.name, announced=True)
-            elif method == "notifications/resources/updated":
+            elif method == notifications.RESOURCE_UPDATED:
                 uri = (params or {}).get("uri")
                 if isinstance(uri, str):
                     self._deliver_resource_update(slot.name, uri)
-            elif method == "notifications/message" and params is not None:
+            elif method == notifications.LOG_MESSAGE and params is not None:
                 for listener in list(self._log_listeners):
                     registry.events.call(listener, slot.name, params, what=f"log message of {slot.name}")
             else:

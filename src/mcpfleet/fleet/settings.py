@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
+from mcpfleet.contract.defaults import STARTUP_TIMEOUT_MS as STARTUP_TIMEOUT_MS
 from mcpfleet.fleet.supervision import ReconnectPolicy
 
 if TYPE_CHECKING:
@@ -13,9 +14,6 @@ if TYPE_CHECKING:
     from mcpfleet.client.definitions import LogLevel
     from mcpfleet.client.inbound import RootsOffer
     from mcpfleet.config import EntryFilter
-
-STARTUP_TIMEOUT_MS = 250
-"""How long ``connect_servers`` waits before handing out what is ready."""
 
 SHUTDOWN_TIMEOUT_S = 6.0
 """One deadline for closing every server together."""

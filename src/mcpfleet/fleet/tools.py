@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, NamedTuple, Protocol
 
 from mcpfleet.client.definitions import ToolDefinition
+from mcpfleet.contract.defaults import MAX_TOOL_NAME_LENGTH, MIN_TOOL_NAME_LENGTH, TOOL_NAME_HASH_LENGTH
 
 __all__ = [
     "DeferredMCPTool",
@@ -35,11 +36,6 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 MCP_TOOL_PREFIX = "mcp_"
-# Strict LLM providers validate tool names against ^[a-zA-Z0-9_-]{1,64}$.
-MAX_TOOL_NAME_LENGTH = 64
-_HASH_SUFFIX_LENGTH = 8
-MIN_TOOL_NAME_LENGTH = _HASH_SUFFIX_LENGTH + 2
-"""The shortest length limit a name can be shortened to: one kept character, ``_`` and the hash."""
 _CLAUDE_PREFIX = "mcp__"
 _CLAUDE_SEPARATOR = "__"
 
@@ -95,11 +91,11 @@ def _prefix_key(part: str) -> str:
 
 def _short_hash(text: str) -> str:
     # A lone surrogate (JSON can carry one, from a cache file say) must still hash, not raise.
-    return hashlib.sha256(text.encode("utf-8", errors="surrogatepass")).hexdigest()[:_HASH_SUFFIX_LENGTH]
+    return hashlib.sha256(text.encode("utf-8", errors="surrogatepass")).hexdigest()[:TOOL_NAME_HASH_LENGTH]
 
 
 def _with_hash_suffix(name: str, hashed: str, max_length: int) -> str:
-    kept = max_length - _HASH_SUFFIX_LENGTH - 1
+    kept = max_length - TOOL_NAME_HASH_LENGTH - 1
     return f"{name[:kept].rstrip('_')}_{_short_hash(hashed)}"
 
 

@@ -15,9 +15,10 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TypeVar, get_args
 
+from mcpfleet.contract.defaults import STARTUP_TIMEOUT_MS
 from mcpfleet.errors import ConfigError
 from mcpfleet.gateway.budget import ToolBudget, ToolMode, tool_budget
-from mcpfleet.gateway.core import DEFAULT_STARTUP_TIMEOUT_MS, Gateway, first_list_cap_ms
+from mcpfleet.gateway.core import Gateway, first_list_cap_ms
 from mcpfleet.gateway.naming import NamingPolicy, PrefixMode
 from mcpfleet.gateway.relay import ANSWER_TIMEOUT_S, Relay
 from mcpfleet.gateway.sessions import ClientSessions
@@ -41,7 +42,7 @@ class GatewayOptions:
 
     budget: ToolBudget = field(default_factory=ToolBudget)
     naming: NamingPolicy = field(default_factory=NamingPolicy)
-    startup_timeout_ms: int = DEFAULT_STARTUP_TIMEOUT_MS
+    startup_timeout_ms: int = STARTUP_TIMEOUT_MS
     answer_timeout_s: float = ANSWER_TIMEOUT_S
     """How long a backend's question waits for the client's answer (``gateway.relay``)."""
 

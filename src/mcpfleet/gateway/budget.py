@@ -29,8 +29,10 @@ import fnmatch
 import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
+from mcpfleet.contract.defaults import DEFAULT_TOOL_MODE
+from mcpfleet.contract.defaults import ToolMode as ToolMode
 from mcpfleet.gateway.naming import ServedNames
 from mcpfleet.gateway.search import ToolIndex
 
@@ -38,8 +40,6 @@ if TYPE_CHECKING:
     from mcpfleet.config.profiles import Profile
     from mcpfleet.gateway.served_catalog import ServedCatalog
 
-ToolMode = Literal["all", "search", "auto"]
-TOOL_MODES: tuple[ToolMode, ...] = ("all", "search", "auto")
 
 FIND_TOOLS = "find_tools"
 CALL_TOOL = "call_tool"
@@ -95,7 +95,7 @@ class ToolBudget:
 
     def __init__(
         self,
-        mode: ToolMode = "auto",
+        mode: ToolMode = DEFAULT_TOOL_MODE,
         *,
         max_tools: int | None = None,
         client_budgets: Sequence[tuple[str, int | None]] = (),

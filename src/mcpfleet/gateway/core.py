@@ -28,6 +28,8 @@ from typing import TYPE_CHECKING, Any, Self
 import anyio
 import anyio.abc
 
+from mcpfleet.contract import notifications
+from mcpfleet.contract.defaults import STARTUP_TIMEOUT_MS
 from mcpfleet.errors import ConfigError, ConnectError, MCPFleetError
 from mcpfleet.gateway.budget import ToolBudget
 from mcpfleet.gateway.forward import Forward, InFlight, ProgressRelay
@@ -53,11 +55,6 @@ ResourceUpdatedListener = Callable[[str], Awaitable[None]]
 SERVER_NAME = "mcpfleet"
 """The gateway's own name in ``serverInfo``."""
 
-_LIST_CHANGED_METHODS: dict[ListKind, str] = {
-    "tools": "notifications/tools/list_changed",
-    "resources": "notifications/resources/list_changed",
-    "prompts": "notifications/prompts/list_changed",
-}
 LOG_FLUSH_TIMEOUT_S = 5.0
 """At most this long a call's answer waits for the backend's log messages of that call to go
 out before it (they are sent by then unless the client is stuck)."""
@@ -67,16 +64,13 @@ starting or being listed: a client may ask for a name it knows from an earlier s
 the backend that owns it has been listed in this one. Past this, or once every backend has
 settled, the name is unknown (a JSON-RPC error)."""
 
-DEFAULT_STARTUP_TIMEOUT_MS = 250
-"""The start-up gate's default (``--startup-timeout``): left at it, the first list's wait has no
-cap of its own (see ``first_list_cap_ms``)."""
-
 
 def first_list_cap_ms(startup_timeout_ms: int) -> int | None:
     """How long the gateway's first list may wait for servers with nothing cached: no cap but
     each server's handshake timeout (``None``) at the default gate, or when the gate already
     waits for every server (0); a ``--startup-timeout`` the user chose caps it."""
-    if startup_timeout_ms in (0, DEFAULT_STARTUP_TIMEOUT_MS):
+    # Left at the default, the first list's wait has no cap of its own.
+    if startup_timeout_ms in (0, STARTUP_TIMEOUT_MS):
         return None
     return startup_timeout_ms
 
@@ -274,7 +268,7 @@ class Gateway(anyio.AsyncContextManagerMixin):
             announced, self._announced = self._announced, set()
             for kind in [*changed, *(kind for kind in announced if kind not in changed)]:
                 logger.info("served %s changed; telling %d client(s)", kind, len(self.sessions))
-                await self.sessions.notify_all(_LIST_CHANGED_METHODS[kind])
+                await self.sessions.notify_all(notifications.LIST_CHANGED[kind])
                 await _call_each(self._list_changed_listeners, kind)
 
     # -- requests -------------------------------------------------------------------------------------------
@@ -466,7 +460,7 @@ class Gateway(anyio.AsyncContextManagerMixin):
         subscription = self._subscriptions.get(uri)
         for client in list(subscription.clients) if subscription is not None else ():
             if client.registered:
-                await client.notify("notifications/resources/updated", {"uri": uri})
+                await client.notify(notifications.RESOURCE_UPDATED, {"uri": uri})
         await _call_each(self._resource_updated_listeners, uri)
 
     def _backend_rejection(self, server: str, error: MCPFleetError) -> BackendRejection | None:

@@ -42,6 +42,7 @@ from mcp.server.subscriptions import (
 from mcp.shared.exceptions import MCPError
 
 from mcpfleet import __version__
+from mcpfleet.contract import notifications
 from mcpfleet.errors import MCPFleetError
 from mcpfleet.gateway.core import SERVER_NAME, BackendRejection, Gateway, UnknownNameError
 from mcpfleet.gateway.forward import InFlight, LogRelay, ProgressRelay
@@ -285,7 +286,7 @@ def _request_scoped_logs(ctx: Context) -> LogRelay | None:
         if level not in LOG_LEVELS or LOG_LEVELS.index(level) < least:
             return
         notification = mcp_types.server_notification_adapter.validate_python(
-            {"method": "notifications/message", "params": params}, by_name=False
+            {"method": notifications.LOG_MESSAGE, "params": params}, by_name=False
         )
         await ctx.session.send_notification(notification, related_request_id=ctx.request_id)
 
@@ -303,7 +304,7 @@ def _call_scoped_logs(ctx: Context, client: ClientSession) -> LogRelay:
         if not isinstance(level, str) or not client.wants_log(level):
             return
         notification = mcp_types.server_notification_adapter.validate_python(
-            {"method": "notifications/message", "params": params}, by_name=False
+            {"method": notifications.LOG_MESSAGE, "params": params}, by_name=False
         )
         await ctx.session.send_notification(notification, related_request_id=ctx.request_id)
 

@@ -51,6 +51,7 @@ import uvicorn
 from anyio.abc import TaskStatus
 
 from mcpfleet import paths
+from mcpfleet.contract.environment import GATEWAY_TOKEN_VARIABLE as TOKEN_VARIABLE
 from mcpfleet.errors import MCPFleetError, ServeAddressError
 from mcpfleet.gateway.connections import ACCEPT_BURST, ConnectionGuard, ListenerBounds, bounded_protocol
 
@@ -68,9 +69,6 @@ SHUTDOWN_GRACE_S = 3
 """How long open HTTP responses get to finish once the gateway stops, before they are cut."""
 LISTEN_BACKLOG = ACCEPT_BURST
 TOKEN_FILE_NAME = "gateway-token.json"
-TOKEN_VARIABLE = "MCPFLEET_GATEWAY_TOKEN"
-"""Where a bearer token may be given instead of a file: a process's environment is readable by
-its own user only, its command line by every user (``ps``)."""
 MAX_TOKEN_FILE_BYTES = 4096
 GENERATED_TOKEN_BYTES = 32
 """256 bits of randomness: a token nobody guesses, printable as 43 URL-safe characters."""

@@ -18,12 +18,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Literal
 from urllib.parse import quote, unquote
 
-from mcpfleet.fleet.tools import MAX_TOOL_NAME_LENGTH, MIN_TOOL_NAME_LENGTH, assign_tool_names
-
-PrefixMode = Literal["always", "none"]
+from mcpfleet.contract.defaults import DEFAULT_PREFIX, MAX_TOOL_NAME_LENGTH, MIN_TOOL_NAME_LENGTH
+from mcpfleet.contract.defaults import PrefixMode as PrefixMode
+from mcpfleet.fleet.tools import assign_tool_names
 
 URI_SCHEME = "mcpfleet"
 _URI_START = f"{URI_SCHEME}://"
@@ -33,7 +32,7 @@ _URI_START = f"{URI_SCHEME}://"
 class NamingPolicy:
     """How the gateway names what it serves (``--prefix``, ``--max-name-length``)."""
 
-    prefix: PrefixMode = "always"
+    prefix: PrefixMode = DEFAULT_PREFIX
     max_name_length: int = MAX_TOOL_NAME_LENGTH
 
     def __post_init__(self) -> None:

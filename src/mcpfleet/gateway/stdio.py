@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import anyio.to_thread
 
+from mcpfleet.contract.defaults import MAX_HOST_MESSAGE_BYTES
 from mcpfleet.contract.framing import LineFramer, OversizedLine, oversized_refusal, oversized_request_id
 from mcpfleet.gateway.core import Gateway
 
@@ -43,8 +44,8 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-MAX_MESSAGE_BYTES = 16 * 1024 * 1024
-"""The largest message a client may send the gateway on stdin."""
+MAX_MESSAGE_BYTES = MAX_HOST_MESSAGE_BYTES
+"""The largest message a client may send the gateway on stdin (the shim holds a host to it too)."""
 READ_BYTES = 256 * 1024
 """The most one read of stdin takes."""
 

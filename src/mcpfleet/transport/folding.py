@@ -29,6 +29,8 @@ import logging
 import re
 from collections import deque
 
+from mcpfleet.contract import notifications
+
 logger = logging.getLogger(__name__)
 
 FOLD_WINDOW_S = 0.05
@@ -72,8 +74,8 @@ _MEMBERS = (
 _PARAMETERLESS_LIST_CHANGED = re.compile(_OPEN + _MEMBERS + _CLOSE)
 _LIST_CHANGED_METHOD = re.compile(rb"notifications/(?:tools|resources|prompts)/list_changed")
 _NOTIFICATION_MEMBERS = frozenset({"jsonrpc", "method", "params"})
-_LOG_MESSAGE = "notifications/message"
-_PROGRESS = "notifications/progress"
+_LOG_MESSAGE = notifications.LOG_MESSAGE
+_PROGRESS = notifications.PROGRESS
 
 
 def fold_key(line: Line) -> FoldKey | None:

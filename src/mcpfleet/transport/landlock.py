@@ -31,6 +31,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Final
 
+from mcpfleet.errors import MCPFleetError
+
 __all__ = [
     "LAUNCHER",
     "LandlockUnavailableError",
@@ -76,7 +78,7 @@ UNAVAILABLE_FIX: Final = (
 )
 
 
-class LandlockUnavailableError(RuntimeError):
+class LandlockUnavailableError(MCPFleetError, RuntimeError):
     """Landlock was asked for where the kernel or platform has none."""
 
 

@@ -11,7 +11,7 @@ import pytest
 
 from mcpfleet import __version__
 from mcpfleet.cli.main import build_parser, command_parsers, main
-from mcpfleet.cli.options import merge_global_options
+from mcpfleet.contract.options import merge_global_options
 
 COMMAND_LINES: dict[tuple[str, ...], list[str]] = {
     ("config",): ["config"],

@@ -1,7 +1,8 @@
 """The console script's routing: which ``serve`` goes to the daemon, and with which fleet.
 
 The entry reads the command line with a parser of its own (``cli/main.py``'s loads too much
-for a shim); these tests hold it to the same options and the same meaning as the CLI's.
+for a shim), built from the same option table (``mcpfleet.contract.options``); these tests
+hold it to the same options and the same meaning as the CLI's.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from hypothesis import strategies as st
 from mcpfleet.cli import entry, output
 from mcpfleet.cli.main import build_parser as cli_parser
 from mcpfleet.cli.options import serve_fleet_spec
+from mcpfleet.contract import defaults
 from mcpfleet.contract.wire import FleetSpec
 from mcpfleet.daemon_client import shim
 
@@ -183,7 +185,11 @@ def test_the_shim_keeps_the_contract_s_exit_codes_and_the_gateway_s_limits() -> 
     from mcpfleet.fleet.tools import MIN_TOOL_NAME_LENGTH
     from mcpfleet.gateway.stdio import MAX_MESSAGE_BYTES
 
-    assert entry.MIN_NAME_LENGTH == MIN_TOOL_NAME_LENGTH
+    assert defaults.MIN_TOOL_NAME_LENGTH == MIN_TOOL_NAME_LENGTH
+    shortest = ["serve", "--max-name-length", str(MIN_TOOL_NAME_LENGTH)]
+    assert entry.serve_route(shortest).settings is not None
+    too_short = ["serve", "--max-name-length", str(MIN_TOOL_NAME_LENGTH - 1)]
+    assert entry.serve_route(too_short) == entry.ServeRoute()
     assert (shim.EXIT_OK, shim.EXIT_FAILED, shim.EXIT_USAGE) == (
         output.EXIT_OK,
         output.EXIT_FAILED,

@@ -8,7 +8,6 @@ import json
 
 from rich.console import Console
 
-from mcpfleet.cli.display import json_for_terminal
 from mcpfleet.cli.render import (
     EntryRow,
     PendingReview,
@@ -20,6 +19,7 @@ from mcpfleet.cli.render import (
     tools_table,
 )
 from mcpfleet.config.model import DiscoveredEntry, ServerConfig, SourceInfo
+from mcpfleet.contract.text import json_for_terminal
 from mcpfleet.errors import Failure
 from mcpfleet.reports.rows import ErrorRow, ServerRow, ToolRow
 

@@ -20,7 +20,6 @@ from hypothesis import strategies as st
 from rich.console import Console, RenderableType
 
 from mcpfleet.cli import output
-from mcpfleet.cli.display import json_for_terminal, safe_text
 from mcpfleet.cli.progress import progress_table
 from mcpfleet.cli.render import (
     error_text,
@@ -29,6 +28,7 @@ from mcpfleet.cli.render import (
     tools_table,
 )
 from mcpfleet.config.model import SourceInfo
+from mcpfleet.contract.text import json_for_terminal, safe_text
 from mcpfleet.fleet.tools import assign_tool_names, mcp_tool_name
 from mcpfleet.reports.rows import ErrorRow, ServerRow, ToolRow
 
@@ -37,7 +37,7 @@ TERMINAL_CONTROL = re.compile(
     "[\\x00-\\x08\\x0b-\\x1f\\x7f-\\x9f\\u061c\\u200e\\u200f\\u2028-\\u202e\\u2066-\\u2069\\ud800-\\udfff]"
 )
 """What must never reach a terminal raw: C0 but tab and newline, DEL, C1, bidi controls,
-line and paragraph separators, lone surrogates (the rule of ``mcpfleet.cli.display``)."""
+line and paragraph separators, lone surrogates (the rule of ``mcpfleet.contract.text``)."""
 
 # Every code point, lone surrogates included (JSON can carry them even where UTF-8 cannot).
 any_character = st.characters(min_codepoint=0, max_codepoint=0x10FFFF, exclude_categories=())

@@ -16,6 +16,9 @@ characters that reorder what the reader sees. Whatever shows such text passes it
 
 Machine output keeps the exact strings: ``json_for_terminal`` only writes those same
 characters as JSON ``\\u`` escapes, which decode to the original text.
+
+Standard library only: the CLI's renderers and log lines use it, and so does the shim, which
+loads no CLI module.
 """
 
 from __future__ import annotations

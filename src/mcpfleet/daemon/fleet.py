@@ -64,8 +64,8 @@ from mcpfleet.daemon.view import FleetView, Route
 from mcpfleet.errors import Failure
 from mcpfleet.fleet import settings as defaults
 from mcpfleet.fleet.cache import MCPToolCache
+from mcpfleet.fleet.registry import Phase
 from mcpfleet.fleet.reload import ConfigWatcher, log_new_config_errors
-from mcpfleet.fleet.server import Phase
 from mcpfleet.fleet.startup import StartupReport
 
 if TYPE_CHECKING:

@@ -23,7 +23,7 @@ import anyio.abc
 
 from mcpfleet.errors import ServerNotConnectedError
 from mcpfleet.fleet.events import EventKind, ManagerEvent
-from mcpfleet.fleet.server import Phase, ServerState
+from mcpfleet.fleet.registry import Phase, ServerState
 
 if TYPE_CHECKING:
     from mcpfleet.client.connection import ProgressCallback, ServerConnection
@@ -33,12 +33,12 @@ if TYPE_CHECKING:
     from mcpfleet.daemon.sharing import Assignment
     from mcpfleet.daemon.wire import FleetSpec
     from mcpfleet.fleet.cache import MCPToolCache
-    from mcpfleet.fleet.catalog import AnyTool
     from mcpfleet.fleet.events import EventListener
     from mcpfleet.fleet.manager import MCPManager
     from mcpfleet.fleet.notifications import LogListener, ResourceListener
-    from mcpfleet.fleet.server import ConnectionStatus
+    from mcpfleet.fleet.registry import ConnectionStatus
     from mcpfleet.fleet.startup import StartupReport
+    from mcpfleet.fleet.tool_list import AnyTool
     from mcpfleet.gateway.relay import Relay
 
 logger = logging.getLogger(__name__)

@@ -19,10 +19,10 @@ import anyio
 
 from mcpfleet.client.opening import import_off_loop, open_connection
 from mcpfleet.errors import EraMismatchError, Failure, MCPFleetError
-from mcpfleet.fleet.catalog import AnyTool, ToolSlice, filter_tools
 from mcpfleet.fleet.questions import FleetQuestions
-from mcpfleet.fleet.server import Attempt, ServerRegistry, ServerSlot
+from mcpfleet.fleet.registry import Attempt, ServerRegistry, ServerSlot
 from mcpfleet.fleet.settings import FleetSettings, UncachedPolicy
+from mcpfleet.fleet.tool_list import AnyTool, ToolSlice, filter_tools
 from mcpfleet.redaction import redact_text
 
 if TYPE_CHECKING:

@@ -28,7 +28,8 @@ from mcpfleet.fleet.registry import Phase, ServerState
 if TYPE_CHECKING:
     from mcpfleet.client.connection import ProgressCallback, ServerConnection
     from mcpfleet.config.model import DiscoveryResult, ServerConfig, SourceInfo
-    from mcpfleet.daemon.fleet import EnvKey, SessionFilter, SharedFleet
+    from mcpfleet.daemon.discoveries import EnvKey, SessionFilter
+    from mcpfleet.daemon.fleet import SharedFleet
     from mcpfleet.daemon.scopes import Scope
     from mcpfleet.daemon.sharing import Assignment
     from mcpfleet.daemon.wire import FleetSpec

@@ -31,7 +31,7 @@ from mcpfleet.config import load_all_mcp_configs
 from mcpfleet.config.approval import ApprovalStore, approve_project_servers
 from mcpfleet.config.model import DiscoveryResult
 from mcpfleet.config.profiles import DaemonSettings, read_gateway_settings
-from mcpfleet.daemon import fleet as fleet_module
+from mcpfleet.daemon import discoveries as discoveries_module
 from mcpfleet.daemon.fleet import SharedFleet
 from mcpfleet.daemon.view import FleetView
 from mcpfleet.daemon.wire import FleetSpec
@@ -454,7 +454,7 @@ async def test_one_config_edit_reads_each_discovery_once_off_the_event_loop(
         discovered_on.append(threading.get_ident())
         return load_all_mcp_configs(*args, **kwargs)
 
-    monkeypatch.setattr(fleet_module, "load_all_mcp_configs", counted)
+    monkeypatch.setattr(discoveries_module, "load_all_mcp_configs", counted)
     event_loop_thread = threading.get_ident()
     interval_s = 0.05
     async with (
@@ -492,7 +492,7 @@ async def test_a_discovery_read_across_a_config_change_is_read_again(
             release.wait(SETTLE_S)
         return result
 
-    monkeypatch.setattr(fleet_module, "load_all_mcp_configs", held)
+    monkeypatch.setattr(discoveries_module, "load_all_mcp_configs", held)
     seen: list[list[str]] = []
 
     async def attach_narrow(fleet: SharedFleet) -> None:

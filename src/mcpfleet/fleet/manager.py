@@ -110,13 +110,6 @@ class MCPManager(anyio.AsyncContextManagerMixin):
         with an empty list (a server that follows roots, such as the reference filesystem
         server, then keeps the folders its own config names; the capability stays declared, so
         the tools listed do not change)."""
-        if server_requests is not None and (
-            elicitation_handler is not None or sampling_handler is not None or roots != "working-folder"
-        ):
-            raise ValueError(
-                "MCPManager: pass either server_requests or elicitation_handler/sampling_handler/roots, "
-                "not both"
-            )
         self.settings = FleetSettings(
             cwd=Path(cwd).resolve(),
             startup_timeout_ms=startup_timeout_ms,

@@ -55,12 +55,14 @@ def _on_route(
     method: Callable[Concatenate[MCPManager, _P], Coroutine[Any, Any, _T]],
 ) -> Callable[Concatenate[FleetView, _P], Coroutine[Any, Any, _T]]:
     """``method`` of ``MCPManager`` as a view's: run on the manager of the scope that runs the
-    server its first argument names (``ServerNotConnectedError`` when none runs it yet)."""
+    server its first argument names (``ServerNotConnectedError`` when none runs it yet). The
+    manager's own method of that name is called, so a scope's manager may override it."""
     server_parameter = _server_parameter(method)
 
     async def routed(view: FleetView, /, *args: _P.args, **kwargs: _P.kwargs) -> _T:
         manager = view._running_manager(_server_of(args, kwargs, server_parameter))
-        return await method(manager, *args, **kwargs)
+        own: Callable[_P, Coroutine[Any, Any, _T]] = getattr(manager, method.__name__)
+        return await own(*args, **kwargs)
 
     return routed
 
@@ -75,7 +77,10 @@ def _on_route_or(
     def routed(view: FleetView, /, *args: _P.args, **kwargs: _P.kwargs) -> _T:
         name = _server_of(args, kwargs, server_parameter)
         manager = view._manager(name)
-        return absent(name) if manager is None else method(manager, *args, **kwargs)
+        if manager is None:
+            return absent(name)
+        own: Callable[_P, _T] = getattr(manager, method.__name__)
+        return own(*args, **kwargs)
 
     return routed
 

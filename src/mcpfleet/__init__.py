@@ -46,7 +46,7 @@ if TYPE_CHECKING:
     from mcpfleet.fleet.cache import MCPToolCache
     from mcpfleet.fleet.events import ManagerEvent
     from mcpfleet.fleet.manager import MCPManager
-    from mcpfleet.fleet.server import ServerState
+    from mcpfleet.fleet.registry import ServerState
     from mcpfleet.fleet.startup import StartupReport
     from mcpfleet.fleet.supervision import ReconnectPolicy
     from mcpfleet.fleet.tools import DeferredMCPTool, MCPTool, ToolResult
@@ -81,7 +81,7 @@ _HOME_OF: dict[str, str] = {
     "ServerExitedError": "mcpfleet.errors",
     "ServerNotConnectedError": "mcpfleet.errors",
     "ServerReconnectingError": "mcpfleet.errors",
-    "ServerState": "mcpfleet.fleet.server",
+    "ServerState": "mcpfleet.fleet.registry",
     "StartupReport": "mcpfleet.fleet.startup",
     "ToolCallError": "mcpfleet.errors",
     "ToolNotFoundError": "mcpfleet.errors",

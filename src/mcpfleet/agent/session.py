@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
@@ -333,6 +334,66 @@ def _is_mcp_tool(tool: object) -> bool:
     return isinstance(tool, MCPTool)
 
 
+@dataclass(frozen=True, kw_only=True)
+class SessionOptions:
+    """What a session is opened with besides its folder: the keywords of
+    ``open_agent_session`` and ``create_agent_session`` (each field is the keyword of the same
+    name, documented there, with its default there), in one record built by those two fronts
+    and carried to wherever the session and its manager are made."""
+
+    enable_mcp: bool
+    enable_project_config: bool
+    trust_project: bool
+    startup_timeout_ms: int
+    on_uncached: UncachedPolicy
+    cache: MCPToolCache | Literal["default"] | None
+    extra_config_paths: tuple[str | Path, ...]
+    mcp_manager: MCPManager | None
+    tools: tuple[Tool, ...]
+    watch: bool
+    elicitation_handler: ElicitationHandler | None
+    sampling_handler: SamplingHandler | None
+    roots: RootsOffer
+
+    def manager(self, cwd: str | Path) -> MCPManager:
+        """The manager of a session's own fleet at ``cwd`` (not started); Exa servers are left
+        to the agent's native integration."""
+        return MCPManager(
+            cwd,
+            cache=self.cache,
+            startup_timeout_ms=self.startup_timeout_ms,
+            on_uncached=self.on_uncached,
+            enable_project_config=self.enable_project_config,
+            trust_project=self.trust_project,
+            entry_filter=exa_entry_filter,
+            extra_config_paths=self.extra_config_paths,
+            watch=self.watch,
+            elicitation_handler=self.elicitation_handler,
+            sampling_handler=self.sampling_handler,
+            roots=self.roots,
+        )
+
+    def refuse_daemon_incompatible(self) -> None:
+        """Refuse, rather than ignore, the options that describe a fleet of this process when
+        the fleet is the daemon's (their defaults are fine: the fallback in this process uses
+        them)."""
+        given = {
+            "mcp_manager": self.mcp_manager is not None,
+            "cache": self.cache != "default",
+            "extra_config_paths": bool(self.extra_config_paths),
+            "on_uncached": self.on_uncached != "wait",
+            "elicitation_handler": self.elicitation_handler is not None,
+            "sampling_handler": self.sampling_handler is not None,
+            "roots": self.roots != "working-folder",
+        }
+        refused = [name for name, is_given in given.items() if is_given]
+        if refused:
+            raise ValueError(
+                f"daemon=True takes the fleet the daemon runs; {', '.join(refused)} "
+                "describe a fleet of this process: drop them, or open the session without daemon=True"
+            )
+
+
 def open_agent_session(
     cwd: str | Path,
     *,
@@ -371,46 +432,27 @@ def open_agent_session(
     describe a fleet of this process (``mcp_manager``, ``cache``, ``extra_config_paths``,
     ``on_uncached`` and the two handlers), given with ``daemon=True``, raise ``ValueError``.
     """
-    # A daemon=True session may fall back to this when it is entered: the tools are taken now.
-    own_tools = list(tools)
-
-    def in_process(folder: str | Path) -> AgentSession:
-        return _build_session(
-            folder,
-            enable_mcp=enable_mcp,
-            enable_project_config=enable_project_config,
-            trust_project=trust_project,
-            startup_timeout_ms=startup_timeout_ms,
-            on_uncached=on_uncached,
-            cache=cache,
-            extra_config_paths=extra_config_paths,
-            mcp_manager=mcp_manager,
-            tools=own_tools,
-            watch=watch,
-            elicitation_handler=elicitation_handler,
-            sampling_handler=sampling_handler,
-            roots=roots,
-        )
-
+    options = SessionOptions(
+        enable_mcp=enable_mcp,
+        enable_project_config=enable_project_config,
+        trust_project=trust_project,
+        startup_timeout_ms=startup_timeout_ms,
+        on_uncached=on_uncached,
+        cache=cache,
+        extra_config_paths=tuple(extra_config_paths),
+        mcp_manager=mcp_manager,
+        # A daemon=True session may fall back to a fleet of its own when it is entered: the
+        # tools are taken now.
+        tools=tuple(tools),
+        watch=watch,
+        elicitation_handler=elicitation_handler,
+        sampling_handler=sampling_handler,
+        roots=roots,
+    )
     if daemon and enable_mcp:
-        _refuse_daemon_incompatible(
-            cache=cache,
-            extra_config_paths=extra_config_paths,
-            mcp_manager=mcp_manager,
-            on_uncached=on_uncached,
-            elicitation_handler=elicitation_handler,
-            sampling_handler=sampling_handler,
-            roots=roots,
-        )
-        return _daemon_session(
-            Path(cwd).expanduser().resolve(),
-            enable_project_config=enable_project_config,
-            trust_project=trust_project,
-            startup_timeout_ms=startup_timeout_ms,
-            tools=own_tools,
-            in_process=in_process,
-        )
-    return _entered(in_process(cwd))
+        options.refuse_daemon_incompatible()
+        return _daemon_session(Path(cwd).expanduser().resolve(), options)
+    return _entered(_build_session(cwd, options))
 
 
 @asynccontextmanager
@@ -419,47 +461,10 @@ async def _entered(session: AgentSession) -> AsyncIterator[AgentSession]:
         yield session
 
 
-def _refuse_daemon_incompatible(
-    *,
-    cache: MCPToolCache | Literal["default"] | None,
-    extra_config_paths: Sequence[str | Path],
-    mcp_manager: MCPManager | None,
-    on_uncached: UncachedPolicy,
-    elicitation_handler: ElicitationHandler | None,
-    sampling_handler: SamplingHandler | None,
-    roots: RootsOffer,
-) -> None:
-    """Refuse, rather than ignore, the keywords that describe a fleet of this process when the
-    fleet is the daemon's (their defaults are fine: the fallback in this process uses them)."""
-    given = {
-        "mcp_manager": mcp_manager is not None,
-        "cache": cache != "default",
-        "extra_config_paths": bool(extra_config_paths),
-        "on_uncached": on_uncached != "wait",
-        "elicitation_handler": elicitation_handler is not None,
-        "sampling_handler": sampling_handler is not None,
-        "roots": roots != "working-folder",
-    }
-    refused = [name for name, is_given in given.items() if is_given]
-    if refused:
-        raise ValueError(
-            f"daemon=True takes the fleet the daemon runs; {', '.join(refused)} "
-            "describe a fleet of this process: drop them, or open the session without daemon=True"
-        )
-
-
 @asynccontextmanager
-async def _daemon_session(
-    cwd: Path,
-    *,
-    enable_project_config: bool,
-    trust_project: bool,
-    startup_timeout_ms: int,
-    tools: list[Tool],
-    in_process: Callable[[Path], AgentSession],
-) -> AsyncIterator[AgentSession]:
-    """A session on the daemon's fleet, or on one of this process (``in_process``, with the
-    caller's keywords) when the daemon refuses it.
+async def _daemon_session(cwd: Path, options: SessionOptions) -> AsyncIterator[AgentSession]:
+    """A session on the daemon's fleet, or on one of this process (with the same ``options``)
+    when the daemon refuses it.
 
     ``cwd`` is resolved already: what the daemon keys the project by.
     """
@@ -472,9 +477,9 @@ async def _daemon_session(
 
     spec = FleetSpec(
         cwd=str(cwd),
-        trust_project=trust_project,
-        enable_project_config=enable_project_config,
-        startup_timeout_ms=startup_timeout_ms,
+        trust_project=options.trust_project,
+        enable_project_config=options.enable_project_config,
+        startup_timeout_ms=options.startup_timeout_ms,
         entry_filters=agent_entry_filters(filter_exa=True),
     )
     async with AsyncExitStack() as stack:
@@ -487,10 +492,10 @@ async def _daemon_session(
                 "the mcpfleet daemon cannot serve this session (%s): its MCP servers run in this process",
                 error,
             )
-            session = in_process(cwd)
+            session = _build_session(cwd, options)
         else:
             session = AgentSession(
-                Path(spec.cwd), manager=None, owns_manager=False, tools=tools, remote=remote
+                Path(spec.cwd), manager=None, owns_manager=False, tools=options.tools, remote=remote
             )
         await stack.enter_async_context(session)
         yield session
@@ -531,58 +536,32 @@ async def create_agent_session(
     """
     return _build_session(
         cwd,
-        enable_mcp=enable_mcp,
-        enable_project_config=enable_project_config,
-        trust_project=trust_project,
-        startup_timeout_ms=startup_timeout_ms,
-        on_uncached=on_uncached,
-        cache=cache,
-        extra_config_paths=extra_config_paths,
-        mcp_manager=mcp_manager,
-        tools=tools,
-        watch=watch,
-        elicitation_handler=elicitation_handler,
-        sampling_handler=sampling_handler,
-        roots=roots,
+        SessionOptions(
+            enable_mcp=enable_mcp,
+            enable_project_config=enable_project_config,
+            trust_project=trust_project,
+            startup_timeout_ms=startup_timeout_ms,
+            on_uncached=on_uncached,
+            cache=cache,
+            extra_config_paths=tuple(extra_config_paths),
+            mcp_manager=mcp_manager,
+            tools=tuple(tools),
+            watch=watch,
+            elicitation_handler=elicitation_handler,
+            sampling_handler=sampling_handler,
+            roots=roots,
+        ),
     )
 
 
-def _build_session(
-    cwd: str | Path,
-    *,
-    enable_mcp: bool,
-    enable_project_config: bool,
-    trust_project: bool,
-    startup_timeout_ms: int,
-    on_uncached: UncachedPolicy,
-    cache: MCPToolCache | Literal["default"] | None,
-    extra_config_paths: Sequence[str | Path],
-    mcp_manager: MCPManager | None,
-    tools: Iterable[Tool],
-    watch: bool,
-    elicitation_handler: ElicitationHandler | None,
-    sampling_handler: SamplingHandler | None,
-    roots: RootsOffer,
-) -> AgentSession:
+def _build_session(cwd: str | Path, options: SessionOptions) -> AgentSession:
     """A session, not started: a manager of its own is created here and started on entry."""
-    if not enable_mcp:
-        return AgentSession(Path(cwd), manager=None, owns_manager=False, tools=tools)
-    if mcp_manager is not None:
-        session = AgentSession(mcp_manager.cwd, manager=mcp_manager, owns_manager=False, tools=tools)
-        session._install_mcp_tools(mcp_manager.get_tools())
+    if not options.enable_mcp:
+        return AgentSession(Path(cwd), manager=None, owns_manager=False, tools=options.tools)
+    if options.mcp_manager is not None:
+        borrowed = options.mcp_manager
+        session = AgentSession(borrowed.cwd, manager=borrowed, owns_manager=False, tools=options.tools)
+        session._install_mcp_tools(borrowed.get_tools())
         return session
-    manager = MCPManager(
-        cwd,
-        cache=cache,
-        startup_timeout_ms=startup_timeout_ms,
-        on_uncached=on_uncached,
-        enable_project_config=enable_project_config,
-        trust_project=trust_project,
-        entry_filter=exa_entry_filter,
-        extra_config_paths=extra_config_paths,
-        watch=watch,
-        elicitation_handler=elicitation_handler,
-        sampling_handler=sampling_handler,
-        roots=roots,
-    )
-    return AgentSession(manager.cwd, manager=manager, owns_manager=True, tools=tools)
+    manager = options.manager(cwd)
+    return AgentSession(manager.cwd, manager=manager, owns_manager=True, tools=options.tools)

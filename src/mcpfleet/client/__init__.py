@@ -3,7 +3,8 @@
 Importing this package is cheap: ``ServerConnection`` lives with the SDK-importing code in
 ``mcpfleet.client.connection`` and is loaded on first use; ``open_connection`` (the owner task
 in the caller's task group) and ``connect_to_server`` (an ``async with`` block) spawn a stdio
-server before loading the SDK (``opening``).
+server before loading the SDK (``opening``). Both take one ``ConnectionOptions`` record
+(``options``), or its fields as keywords.
 
 ``client`` may use ``transport`` and never ``auth``: a connection receives its ``httpx2.Auth``
 ready-made, and ``auth`` is the one that imports from here.
@@ -15,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from mcpfleet.client.definitions import ServerInfo, ToolDefinition
 from mcpfleet.client.opening import connect_to_server, open_connection
+from mcpfleet.client.options import ConnectionOptions
 
 if TYPE_CHECKING:
     from mcpfleet.client.connection import ServerConnection
@@ -28,4 +30,11 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'mcpfleet.client' has no attribute {name!r}")
 
 
-__all__ = ["ServerConnection", "ServerInfo", "ToolDefinition", "connect_to_server", "open_connection"]
+__all__ = [
+    "ConnectionOptions",
+    "ServerConnection",
+    "ServerInfo",
+    "ToolDefinition",
+    "connect_to_server",
+    "open_connection",
+]

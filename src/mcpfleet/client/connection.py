@@ -10,22 +10,23 @@ connection holds for its life (``opening.py``).
 Around the connection: ``handshake.py`` settles the protocol era (a remembered verdict, or the
 bounded ``server/discover`` probe; a remembered verdict the server refuses raises
 ``EraMismatchError`` and the caller connects again without it), ``inbound.py`` answers what the
-server asks of the client, and ``_errors.py`` maps whatever the SDK raises to mcpfleet errors.
+server asks of the client, ``_errors.py`` maps whatever the SDK raises to mcpfleet errors,
+``link.py`` holds the transport underneath, ``listings.py`` walks paginated listings and caps
+the tool list, ``deadline.py`` is a call's progress-armed deadline and ``listening.py`` follows
+a 2026-07-28 server's list changes. ``options.py`` is the record a connection is opened with.
 
 This module imports ``mcp``; import it only when a server is actually contacted.
 """
 
 from __future__ import annotations
 
-import inspect
 import logging
 import math
 import time
 import warnings
 from collections.abc import Awaitable, Callable
 from functools import partial
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 import anyio.abc
@@ -38,61 +39,44 @@ from mcpfleet.client._errors import (
     Asked,
     closed_error,
     era_mismatch,
-    first_line,
     raise_connect_error,
     request_errors,
     request_failure,
 )
 from mcpfleet.client.behalf import Caller, current_caller
+from mcpfleet.client.deadline import CallDeadline, ProgressCallback
 from mcpfleet.client.definitions import (
     DEFAULT_PROBE_TIMEOUT_MS,
     Era,
     EraVerdict,
-    LogLevel,
     ServerInfo,
     ToolDefinition,
 )
 from mcpfleet.client.handshake import Negotiated, negotiated_client, plan_connection
 from mcpfleet.client.inbound import (
-    WORKING_FOLDER,
     ElicitationHandler,
     InboundHandlers,
     NotificationCallback,
-    RootsOffer,
     SamplingHandler,
     ServerRequestHandler,
     server_request_handler,
 )
+from mcpfleet.client.link import TransportLink
+from mcpfleet.client.listening import follow_list_changes
+from mcpfleet.client.listings import capped_tool_definitions, enough_tools, walk_pages
 from mcpfleet.client.screening import ToolScreen
-from mcpfleet.client.secrets import resolve_secrets_off_loop
 from mcpfleet.contract import notifications
-from mcpfleet.errors import ConnectError, EraMismatchError, ToolCallError
-from mcpfleet.transport.process import exit_description
+from mcpfleet.errors import EraMismatchError
 
 if TYPE_CHECKING:
+    from mcpfleet.client.options import ConnectionOptions
     from mcpfleet.config.model import ServerConfig
-    from mcpfleet.transport.http import HttpTransport
-    from mcpfleet.transport.process import ServerProcess
     from mcpfleet.transport.stdio import StdioTransport
 
 logger = logging.getLogger(__name__)
 
-ProgressCallback = Callable[[float, float | None, str | None], Awaitable[None] | None]
-
-PROGRESS_CEILING_FACTOR = 10
-"""Progress keeps re-arming a call's deadline, up to this many times its timeout in total."""
 CLOSE_BOUND_S = 5.0
 """Bound of the transport teardown beyond the stdio kill ladder (HTTP session DELETE, streams)."""
-EXIT_OBSERVE_S = 1.0
-"""After the session ends, how long to wait for the process exit status to name the reason."""
-MAX_LIST_PAGES = 1000
-LISTEN_REOPENS = 3
-"""How many times a connection re-opens a 2026-07-28 server's ``subscriptions/listen`` stream
-that was lost while the connection lives; then the server's list changes are no longer
-followed until it reconnects."""
-LISTEN_REOPEN_DELAY_S = 1.0
-LIST_CHANGED_NOTIFICATIONS = notifications.LIST_CHANGED
-"""Capability → the notification that announces a change of its list."""
 
 _T = TypeVar("_T")
 
@@ -106,23 +90,11 @@ class ServerConnection:
         self,
         name: str,
         config: ServerConfig,
+        options: ConnectionOptions,
         *,
-        cwd: Path,
-        timeout_ms: int | None,
-        on_notification: NotificationCallback | None,
-        era: EraVerdict | None,
-        auth: object | None,
-        resolve_secrets: bool,
-        elicitation_handler: ElicitationHandler | None = None,
-        sampling_handler: SamplingHandler | None = None,
-        server_requests: ServerRequestHandler | None = None,
-        probe_timeout_ms: int = DEFAULT_PROBE_TIMEOUT_MS,
         stdio_transport: StdioTransport | None = None,
-        log_level: LogLevel | None = None,
-        roots: RootsOffer = WORKING_FOLDER,
     ) -> None:
-        if config.transport == "stdio" and stdio_transport is None:
-            raise ValueError(f"{name}: a stdio connection takes over a spawned transport (see opening.py)")
+        self._link = TransportLink(name, config, options, stdio_transport)
         self.name = name
         self.config = config
         self.server_info = ServerInfo(name="", version="", protocol_version="")
@@ -136,42 +108,34 @@ class ServerConnection:
         self.probed = False
         """Whether connecting sent a ``server/discover`` probe (no usable remembered verdict)."""
         self.probe_timed_out = False
-        """Whether that probe went unanswered within ``probe_timeout_ms``."""
+        """Whether that probe went unanswered within the options' ``probe_timeout_ms``."""
         self.pid: int | None = None
         self.timings_ms: dict[str, float] = {}
         self.closed = False
         self.close_reason: str | None = None
-        self._timeout_ms = config.effective_timeout_ms if timeout_ms is None else timeout_ms
-        self._remembered_era = era
+        self._options = options
+        self._timeout_ms = config.effective_timeout_ms if options.timeout_ms is None else options.timeout_ms
         self._verdict_unconfirmed = False
         """Connected on a remembered verdict that no answer of the server has confirmed yet."""
-        self._probe_timeout_ms = probe_timeout_ms
-        self._log_level = log_level
-        self._auth = auth
-        self._resolve_secrets = resolve_secrets
         self._inbound = InboundHandlers(
             name,
-            cwd=cwd,
-            on_notification=on_notification,
-            requests=server_request_handler(server_requests, elicitation_handler, sampling_handler, roots),
+            cwd=options.cwd,
+            on_notification=options.on_notification,
+            requests=server_request_handler(
+                options.server_requests, options.elicitation_handler, options.sampling_handler, options.roots
+            ),
             session_of=lambda: self._client.session if self._client is not None else None,
         )
         self._client: Client | None = None
         self._screen = ToolScreen(name, config.effective_max_tools)
-        self._stdio = stdio_transport
-        self._http: HttpTransport | None = None
         self._wake = anyio.Event()
         self._close_requested = False
         self._owner_done = anyio.Event()
 
     # -- state ------------------------------------------------------------------------------------------
-    @property
-    def _process(self) -> ServerProcess | None:
-        return self._stdio.process if self._stdio is not None else None
-
     def stderr_tail(self, lines: int = 20) -> list[str]:
         """The last lines the server wrote on stderr (stdio only)."""
-        return self._process.stderr.tail(lines) if self._process is not None else []
+        return self._link.stderr_tail(lines)
 
     @property
     def ended(self) -> bool:
@@ -201,40 +165,13 @@ class ServerConnection:
         """Every tool of the server (all pages), up to its cap (``maxTools``): past it, the list
         is cut with one warning and no further page is asked for. Tools that cannot be used were
         left out of each answer already (``screening.py``)."""
-        cap = self._screen.max_tools
         cut_before = self._screen.cut_answers
         pages = await self._paginate(
             "tools/list",
             lambda session, params: session.list_tools(params=params),
-            enough=lambda pages: sum(len(page.tools) for page in pages) >= cap,
+            enough=enough_tools(self._screen),
         )
-        listed = [tool for page in pages for tool in page.tools]
-        more_pages = len(listed) >= cap and pages[-1].next_cursor is not None
-        if self._screen.cut_answers > cut_before or len(listed) > cap or more_pages:
-            logger.warning(
-                'MCP server "%s" lists more than %d tools: only its first %d are used; raise "maxTools" '
-                'in its entry (or "maxToolsPerServer" in mcpfleet\'s user config) to take more',
-                self.name,
-                cap,
-                cap,
-            )
-        tools: list[ToolDefinition] = []
-        for tool in listed[:cap]:
-            annotations = (
-                tool.annotations.model_dump(by_alias=True, exclude_none=True) if tool.annotations else None
-            )
-            tools.append(
-                ToolDefinition(
-                    name=tool.name,
-                    description=tool.description,
-                    input_schema=dict(tool.input_schema),
-                    output_schema=dict(tool.output_schema) if tool.output_schema is not None else None,
-                    title=tool.title,
-                    annotations=annotations,
-                    raw=tool.model_dump(by_alias=True, mode="json", exclude_unset=True),
-                )
-            )
-        return tools
+        return capped_tool_definitions(self.name, pages, self._screen, cut_before)
 
     async def list_resources(self) -> list[dict[str, Any]]:
         pages = await self._paginate(
@@ -368,35 +305,22 @@ class ServerConnection:
         and retry with its ``inputResponses`` and ``requestState``."""
         client = self._live_client()
         caller = self._relayed_for()
-        timeout = self.config.effective_tool_timeout_ms if timeout_ms is None else timeout_ms
-        bounded = timeout > 0
-        started = anyio.current_time()
-        timeout_s = timeout / 1000
-        ceiling = started + timeout_s * PROGRESS_CEILING_FACTOR
-        scope = anyio.CancelScope(deadline=started + timeout_s if bounded else math.inf)
-
-        async def relay_progress(progress: float, total: float | None, message: str | None) -> None:
-            if bounded:
-                scope.deadline = min(anyio.current_time() + timeout_s, ceiling)
-            if on_progress is not None:
-                outcome = on_progress(progress, total, message)
-                if inspect.isawaitable(outcome):
-                    await outcome
-
-        wants_progress = bounded or on_progress is not None
+        deadline = CallDeadline(
+            self.config.effective_tool_timeout_ms if timeout_ms is None else timeout_ms, on_progress
+        )
         try:
-            with scope:
+            with deadline.scope:
                 if caller is not None:
                     return await client.session.call_tool(
                         tool,
                         arguments or {},
-                        progress_callback=relay_progress if wants_progress else None,
+                        progress_callback=deadline.progress_callback,
                         input_responses=_input_responses(caller),
                         request_state=caller.request_state,
                         allow_input_required=True,
                     )
                 return await client.call_tool(
-                    tool, arguments or {}, progress_callback=relay_progress if wants_progress else None
+                    tool, arguments or {}, progress_callback=deadline.progress_callback
                 )
         except Exception as error:
             # Mapped here rather than by ``request_errors``: every call would pay for setting
@@ -408,14 +332,7 @@ class ServerConnection:
                 raise
             raise failure from error
         # Only the deadline's cancellation, swallowed by the scope, gets here.
-        elapsed_ms = round((anyio.current_time() - started) * 1000)
-        raise ToolCallError(
-            f'MCP tool {tool} on server "{self.name}" timed out after {elapsed_ms}ms '
-            f"(timeout {timeout}ms, re-armed by progress up to {PROGRESS_CEILING_FACTOR}x); "
-            'raise "toolTimeout" in its config or pass a longer timeout to the call',
-            server=self.name,
-            tool=tool,
-        )
+        raise deadline.expired(server=self.name, tool=tool)
 
     def _relayed_for(self) -> Caller | None:
         """The client this task's requests are sent for, on a 2026-07-28 connection (the only
@@ -434,8 +351,9 @@ class ServerConnection:
         """While the remembered era is unconfirmed: whether ``error`` says the server refused it."""
         if not self._verdict_unconfirmed:
             return None
-        http_status = self._http.error_status if self._http is not None else None
-        return era_mismatch(error, server=self.name, remembered=self._remembered_era, http_status=http_status)
+        return era_mismatch(
+            error, server=self.name, remembered=self._options.era, http_status=self._link.http_status
+        )
 
     async def _request(self, method: str, send: Callable[[], Awaitable[_T]]) -> _T:
         bound = self._timeout_ms / 1000 if self._timeout_ms > 0 else math.inf
@@ -458,23 +376,9 @@ class ServerConnection:
         fetch: Callable[[Any, Any], Awaitable[Any]],
         enough: Callable[[list[Any]], bool] | None = None,
     ) -> list[Any]:
-        """Every page of a listing; ``enough(pages)`` stops the walk early."""
-        client = self._live_client()
-        pages: list[Any] = []
-        cursor: str | None = None
-        seen: set[str] = set()
-        for _ in range(MAX_LIST_PAGES):
-            params = mcp_types.PaginatedRequestParams(cursor=cursor) if cursor is not None else None
-            page = await self._request(method, partial(fetch, client.session, params))
-            pages.append(page)
-            if enough is not None and enough(pages):
-                break
-            cursor = page.next_cursor
-            # A server that repeats a cursor would page forever.
-            if cursor is None or cursor in seen:
-                break
-            seen.add(cursor)
-        return pages
+        """Every page of a listing (``listings.walk_pages``), each asked for with ``fetch``."""
+        session = self._live_client().session
+        return await walk_pages(lambda params: self._request(method, partial(fetch, session, params)), enough)
 
     # -- owner task -------------------------------------------------------------------------------------
     async def run_owner(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
@@ -492,19 +396,19 @@ class ServerConnection:
         )
         try:
             with scope:
-                plan = plan_connection(self.name, self.config.transport, self._remembered_era)
+                plan = plan_connection(self.name, self.config.transport, self._options.era)
                 self._verdict_unconfirmed = plan.from_verdict
                 self.probed = plan.probes
-                transport = await self._build_transport()
+                transport = await self._link.build()
                 handshake_started = time.perf_counter()
                 async with negotiated_client(
                     transport,
                     plan,
                     server=self.name,
-                    probe_bound_s=self._probe_timeout_ms / 1000,
+                    probe_bound_s=self._options.probe_bound_ms / 1000,
                     on_transport_end=self._wake.set,
                     screen=self._screen,
-                    log_level=self._log_level,
+                    log_level=self._options.log_level,
                     **self._inbound.client_options(),
                 ) as negotiated:
                     # An initialize answer confirms a remembered legacy verdict; an adopted
@@ -515,12 +419,20 @@ class ServerConnection:
                     self._adopt(negotiated, (time.perf_counter() - handshake_started) * 1000)
                     async with anyio.create_task_group() as listening:
                         if self.era == "modern":
-                            listening.start_soon(self._follow_list_changes, negotiated.client)
+                            listening.start_soon(
+                                partial(
+                                    follow_list_changes,
+                                    negotiated.client,
+                                    server=self.name,
+                                    capabilities=self.capabilities,
+                                    deliver=self._inbound.deliver,
+                                )
+                            )
                         task_status.started()
                         await self._wake.wait()
                         listening.cancel_scope.cancel()
                     if not self._close_requested:
-                        self._mark_closed(await self._loss_reason())
+                        self._mark_closed(await self._link.loss_reason(self._inbound.transport_error))
                     self._client = None
                     scope.deadline = anyio.current_time() + CLOSE_BOUND_S
             if not handshake_done:
@@ -534,8 +446,8 @@ class ServerConnection:
                     timeout_ms=self._timeout_ms,
                     timed_out=scope.cancel_called,
                     era_check=self._era_check,
-                    http=self._http,
-                    process=self._process,
+                    http=self._link.http,
+                    process=self._link.process,
                 )
             if not isinstance(error, Exception):
                 raise
@@ -543,73 +455,6 @@ class ServerConnection:
         finally:
             self._client = None
             self._owner_done.set()
-
-    async def _follow_list_changes(self, client: Client) -> None:
-        """Keep one ``subscriptions/listen`` stream open on a 2026-07-28 server, for the list
-        changes its capabilities say it announces.
-
-        That era has no unsolicited notifications: a server tells only the listen streams a
-        client opened. The SDK passes each event of the stream to the ``message_handler`` as the
-        matching ``list_changed`` notification, so the host sees them as it sees a handshake-era
-        server's. A stream lost while the connection lives is re-opened (``LISTEN_REOPENS``
-        times), each time followed by one ``list_changed`` per list, since what changed in
-        between was not seen. Closed with the connection (the owner cancels it).
-        """
-        from mcp.client.subscriptions import SubscriptionLost
-        from mcp.shared.exceptions import MCPError
-
-        announced = [
-            capability
-            for capability in LIST_CHANGED_NOTIFICATIONS
-            if isinstance(self.capabilities.get(capability), dict)
-            and self.capabilities[capability].get("listChanged")
-        ]
-        if not announced:
-            return
-        for reopen in range(LISTEN_REOPENS + 1):
-            try:
-                async with client.listen(
-                    tools_list_changed="tools" in announced,
-                    prompts_list_changed="prompts" in announced,
-                    resources_list_changed="resources" in announced,
-                ) as subscription:
-                    if reopen:
-                        for capability in announced:
-                            await self._inbound.deliver(LIST_CHANGED_NOTIFICATIONS[capability], None)
-                    async for _event in subscription:
-                        pass  # already delivered through the message handler
-                return  # the server closed the stream gracefully: it announces nothing more
-            except SubscriptionLost as error:
-                logger.info("%s: the subscriptions/listen stream was lost (%s)", self.name, error)
-            except (MCPError, TimeoutError) as error:
-                logger.info(
-                    "%s: subscriptions/listen was refused (%s); its list changes are not followed",
-                    self.name,
-                    error,
-                )
-                return
-            await anyio.sleep(LISTEN_REOPEN_DELAY_S)
-        logger.warning(
-            "%s: the subscriptions/listen stream was lost %d times; its list changes are no longer "
-            "followed until it reconnects",
-            self.name,
-            LISTEN_REOPENS + 1,
-        )
-
-    async def _build_transport(self) -> StdioTransport | HttpTransport:
-        if self._stdio is not None:
-            return self._stdio
-        from mcpfleet.transport.http import HttpTransport
-
-        config = self.config
-        if not config.url:
-            raise ConnectError(f'MCP server "{self.name}" has no "url"', server=self.name)
-        headers = await resolve_secrets_off_loop(
-            self.name, config.headers, enabled=self._resolve_secrets, literal_keys=config.literal_header_keys
-        )
-        kind: Literal["http", "sse"] = "sse" if config.transport == "sse" else "http"
-        self._http = HttpTransport(config.url, kind=kind, headers=headers, auth=self._auth)  # type: ignore[arg-type]
-        return self._http
 
     def _adopt(self, negotiated: Negotiated, handshake_ms: float) -> None:
         client = negotiated.client
@@ -628,25 +473,13 @@ class ServerConnection:
             protocol_version=self.protocol_version,
             instructions=self.instructions,
         )
-        process = self._process
+        process = self._link.process
         if process is not None:
             self.pid = process.pid
             if process.spawn_ms is not None:
                 self.timings_ms["spawn"] = round(process.spawn_ms, 2)
         self.timings_ms["handshake"] = round(handshake_ms, 2)
         self._client = client
-
-    async def _loss_reason(self) -> str:
-        process = self._process
-        if process is not None:
-            with anyio.move_on_after(EXIT_OBSERVE_S):
-                await process.exited.wait()
-            if process.returncode is not None:
-                return f"process {exit_description(process.returncode)}"
-            return "the server closed its stdout"
-        if self._inbound.transport_error is not None:
-            return f"the HTTP stream failed: {first_line(self._inbound.transport_error)}"
-        return "the server ended the session"
 
 
 def _handshake_era_call(method: Callable[..., Awaitable[_T]], *args: str) -> Awaitable[_T]:

@@ -26,13 +26,13 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.abc
 import anyio.to_thread
 
-from mcpfleet.client.definitions import DEFAULT_PROBE_TIMEOUT_MS
+from mcpfleet.client.options import ConnectionOptions, connection_options
 from mcpfleet.client.secrets import resolve_secrets_off_loop
 from mcpfleet.errors import ConnectError
 from mcpfleet.transport.process import ServerProcess
@@ -40,14 +40,6 @@ from mcpfleet.transport.stdio import StdioTransport
 
 if TYPE_CHECKING:
     from mcpfleet.client.connection import ServerConnection
-    from mcpfleet.client.definitions import EraVerdict, LogLevel
-    from mcpfleet.client.inbound import (
-        ElicitationHandler,
-        NotificationCallback,
-        RootsOffer,
-        SamplingHandler,
-        ServerRequestHandler,
-    )
     from mcpfleet.config.model import ServerConfig
 
 CONNECTION_MODULE = "mcpfleet.client.connection"
@@ -132,63 +124,30 @@ async def open_connection(
     task_group: anyio.abc.TaskGroup,
     name: str,
     config: ServerConfig,
-    *,
-    cwd: Path,
-    timeout_ms: int | None = None,
-    on_notification: NotificationCallback | None = None,
-    era: EraVerdict | None = None,
-    auth: object | None = None,
-    resolve_secrets: bool = True,
-    elicitation_handler: ElicitationHandler | None = None,
-    sampling_handler: SamplingHandler | None = None,
-    server_requests: ServerRequestHandler | None = None,
-    probe_timeout_ms: int | None = None,
-    log_level: LogLevel | None = None,
-    roots: RootsOffer = "working-folder",
+    options: ConnectionOptions | None = None,
+    /,
+    **fields: Any,
 ) -> ServerConnection:
     """Connect ``name`` with its owner task hosted in ``task_group`` (which must outlive the
     connection). Returns once the handshake is done; otherwise raises the connect error with
     nothing left running.
 
-    The handshake is bounded by ``timeout_ms``, else the config's timeout (default 30 000 ms;
-    0 = unbounded). ``era`` is the verdict remembered from an earlier contact (the connection's
-    ``era_verdict``): with it nothing is probed (``initialize`` for a legacy server, the
-    remembered ``DiscoverResult`` adopted for a 2026-07-28 one) and a server that refuses it
-    raises ``EraMismatchError``; without it ``server/discover`` is probed, bounded by
-    ``probe_timeout_ms`` (default 1000), then ``initialize`` if it is not answered. ``auth`` (an
-    ``httpx2.Auth``) is used for HTTP servers. ``resolve_secrets=False`` (unapproved entries)
-    skips ``!command`` and environment-name substitution. ``elicitation_handler`` and
-    ``sampling_handler`` answer ``elicitation/create`` and ``sampling/createMessage``, whether
-    the server sends them as requests (legacy) or inside an ``input_required`` result;
-    ``server_requests`` (a ``ServerRequestHandler``, instead of those two) answers them and
-    ``roots/list``, told which server asks. ``log_level`` asks a 2026-07-28 server for its log
-    messages at that level and above on every request (none by default). ``roots`` are the
-    roots the host's hooks offer (``mcpfleet.client.inbound.RootsOffer``: the working folder
-    by default; ``None``: an empty list).
+    How it connects is ``options`` (a ``ConnectionOptions``), or its fields given as keywords
+    (``open_connection(group, name, config, cwd=…, timeout_ms=…)``), or both: the keywords
+    then replace those fields of ``options``.
     """
+    opened_with = connection_options(options, fields)
     check_transport(name, config)
     stdio: StdioTransport | None = None
     if config.transport == "stdio":
-        stdio = await prepare_stdio_transport(name, config, cwd=cwd, resolve_secrets=resolve_secrets)
+        stdio = await prepare_stdio_transport(
+            name, config, cwd=opened_with.cwd, resolve_secrets=opened_with.resolve_secrets
+        )
         await stdio.process.spawn()
     try:
         module = await import_off_loop(CONNECTION_MODULE)
         connection: ServerConnection = module.ServerConnection(
-            name,
-            config,
-            cwd=cwd,
-            timeout_ms=timeout_ms,
-            on_notification=on_notification,
-            era=era,
-            auth=auth,
-            resolve_secrets=resolve_secrets,
-            elicitation_handler=elicitation_handler,
-            sampling_handler=sampling_handler,
-            server_requests=server_requests,
-            probe_timeout_ms=DEFAULT_PROBE_TIMEOUT_MS if probe_timeout_ms is None else probe_timeout_ms,
-            stdio_transport=stdio,
-            log_level=log_level,
-            roots=roots,
+            name, config, opened_with, stdio_transport=stdio
         )
         await task_group.start(_run_owner, connection, name=f"mcpfleet connection {name}")
     except BaseException:
@@ -207,24 +166,11 @@ async def _run_owner(
 
 @asynccontextmanager
 async def connect_to_server(
-    name: str,
-    config: ServerConfig,
-    *,
-    cwd: Path,
-    timeout_ms: int | None = None,
-    on_notification: NotificationCallback | None = None,
-    era: EraVerdict | None = None,
-    auth: object | None = None,
-    resolve_secrets: bool = True,
-    elicitation_handler: ElicitationHandler | None = None,
-    sampling_handler: SamplingHandler | None = None,
-    server_requests: ServerRequestHandler | None = None,
-    probe_timeout_ms: int | None = None,
-    log_level: LogLevel | None = None,
-    roots: RootsOffer = "working-folder",
+    name: str, config: ServerConfig, options: ConnectionOptions | None = None, /, **fields: Any
 ) -> AsyncIterator[ServerConnection]:
     """``open_connection`` for the length of an ``async with`` block, whose task group of its
-    own hosts the owner: ``async with connect_to_server(name, config, cwd=…) as connection:``.
+    own hosts the owner: ``async with connect_to_server(name, config, cwd=…) as connection:``
+    (the same ``options`` or keywords as ``open_connection``).
 
     Leaving the block closes the connection (the server's process group is gone on exit),
     even when the block is cancelled. The connect error, and whatever the block raises, come
@@ -233,23 +179,7 @@ async def connect_to_server(
     failure: BaseException | None = None
     try:
         async with anyio.create_task_group() as owner_group:
-            connection = await open_connection(
-                owner_group,
-                name,
-                config,
-                cwd=cwd,
-                timeout_ms=timeout_ms,
-                on_notification=on_notification,
-                era=era,
-                auth=auth,
-                resolve_secrets=resolve_secrets,
-                elicitation_handler=elicitation_handler,
-                sampling_handler=sampling_handler,
-                server_requests=server_requests,
-                probe_timeout_ms=probe_timeout_ms,
-                log_level=log_level,
-                roots=roots,
-            )
+            connection = await open_connection(owner_group, name, config, options, **fields)
             try:
                 yield connection
             finally:

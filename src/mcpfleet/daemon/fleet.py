@@ -19,10 +19,11 @@ starts what it needs (lazily: nothing runs before a session needs it; a server i
 from the tool cache until it answers). A server no session uses is stopped after its idle
 timeout (``idleTimeout`` of the entry, else the daemon's), unless it is ``keepWarm``.
 
-Config files are watched (one watcher for the files of every discovery in use): an edit is
-rediscovered, the views' routes recomputed, and every scope converges by difference
-(removed servers stop, edited ones restart, new ones start if a session sees them); each
-view tells its gateway, which announces ``list_changed`` to the clients that see the change.
+Config files are watched (``daemon.discoveries`` holds the projects in use and every
+discovery, with one watcher for all their files): an edit is rediscovered, the views' routes
+recomputed, and every scope converges by difference (removed servers stop, edited ones
+restart, new ones start if a session sees them); each view tells its gateway, which
+announces ``list_changed`` to the clients that see the change.
 
 Backends' questions (sampling, elicitation, roots) reach the session whose call caused them
 (``daemon.routing``); a server whose question cannot be tied to one session gets one backend
@@ -34,38 +35,36 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Self
 
 import anyio
 import anyio.abc
-import anyio.to_thread
 
 from mcpfleet import paths
-from mcpfleet.config import LastGoodFiles, load_all_mcp_configs
 from mcpfleet.config.discovery import EntryFilter
-from mcpfleet.config.model import DiscoveryResult, ServerConfig
 from mcpfleet.config.profiles import DaemonSettings, Profile
+from mcpfleet.daemon.discoveries import (
+    Discoveries,
+    EnvKey,
+    Project,
+    SessionFilter,
+    environment_key,
+    key_of,
+)
 from mcpfleet.daemon.memory import process_tree
 from mcpfleet.daemon.routing import RequestRouter
 from mcpfleet.daemon.scopes import Scope, Wanted, place
-from mcpfleet.daemon.sharing import (
-    PER_SESSION_FILE,
-    PerSessionServers,
-    assign,
-    bind_session_values,
-    referenced_names,
-)
+from mcpfleet.daemon.sharing import PER_SESSION_FILE, PerSessionServers, assign
 from mcpfleet.daemon.view import FleetView, Route
 from mcpfleet.errors import Failure
 from mcpfleet.fleet import settings as defaults
 from mcpfleet.fleet.cache import MCPToolCache
-from mcpfleet.fleet.reload import ConfigWatcher, log_new_config_errors
-from mcpfleet.fleet.server import Phase
+from mcpfleet.fleet.registry import Phase
 from mcpfleet.fleet.startup import StartupReport
 
 if TYPE_CHECKING:
@@ -73,73 +72,6 @@ if TYPE_CHECKING:
     from mcpfleet.gateway.relay import Relay
 
 logger = logging.getLogger(__name__)
-
-ProjectKey = tuple[str, bool, bool]
-"""A project's real path, whether its servers are trusted without approval, and whether its
-project files are read at all: sessions that agree on all three share its backends."""
-EnvKey = frozenset[tuple[str, str]]
-"""A session's environment values (what its shim sent): sessions with equal ones resolve
-every entry alike, so they share their discoveries."""
-
-
-NO_ENVIRONMENT: EnvKey = frozenset()
-
-
-def environment_key(environ: Mapping[str, str]) -> EnvKey:
-    return frozenset(environ.items())
-
-
-@dataclass(frozen=True)
-class SessionFilter:
-    """What one session does not see: the servers its profile does not serve, and what the
-    host's own discovery hook leaves out (the agent's Exa filter, for a CLI command or an agent
-    session). Sessions with equal filters share one discovery of their project."""
-
-    profile: Profile | None = None
-    extra: EntryFilter | None = None
-
-    def entry_filter(self) -> EntryFilter | None:
-        """Discovery's hook for this filter (the first reason given is the entry's)."""
-        hooks = [hook for hook in (self.profile and self.profile.entry_filter(), self.extra) if hook]
-        if not hooks:
-            return None
-
-        def leave_out(config: ServerConfig) -> str | None:
-            return next((reason for hook in hooks if (reason := hook(config)) is not None), None)
-
-        return leave_out
-
-
-NO_FILTER = SessionFilter()
-
-
-DiscoveryKey = tuple[SessionFilter, EnvKey]
-
-
-@dataclass(eq=False)
-class _Project:
-    """One project in use: its discoveries and its scopes."""
-
-    key: ProjectKey
-    reference: DiscoveryResult
-    """Its discovery with no values: which variables its entries name, which files to watch,
-    each entry's fingerprint."""
-    scopes: list[Scope] = field(default_factory=list)
-    """Each holds at most one backend per name: a name whose sessions resolve it differently
-    runs in as many scopes (``scopes.place``)."""
-    discoveries: dict[DiscoveryKey, DiscoveryResult] = field(default_factory=dict)
-    """One per filter and environment its sessions use: what a session does not see is left
-    out by discovery itself, as in-process, so an entry it does not serve never shadows a twin
-    it does (same connection, another name); its placeholders are its own values."""
-    sessions: dict[str, DiscoveryKey] = field(default_factory=dict)
-    """The attached sessions, and each one's filter and environment."""
-
-    @property
-    def root(self) -> str:
-        return self.key[0]
-
-    def new_scope(self) -> Scope:
-        return Scope("project", Path(self.root), self.root)
 
 
 class SharedFleet(anyio.AsyncContextManagerMixin):
@@ -160,23 +92,10 @@ class SharedFleet(anyio.AsyncContextManagerMixin):
         self._cache: MCPToolCache | None = None
         self._task_group: anyio.abc.TaskGroup | None = None
         self._views: dict[str, FleetView] = {}
-        self._projects: dict[ProjectKey, _Project] = {}
+        self._discoveries = Discoveries(watch_interval_s)
         self._user_scopes: list[Scope] = []
-        self._user_discoveries: dict[EnvKey, DiscoveryResult] = {}
-        """The user's own discovery (the neutral folder, no project files), per environment."""
-        self._user_reference = DiscoveryResult()
-        """The user's discovery with no values: which files to watch, which variables its
-        entries name, and each entry's fingerprint (which names the unresolved entry)."""
-        self._watcher = ConfigWatcher(watch_interval_s)
-        self._config_changes = 0
-        """How many config changes were taken: a discovery read across one is read again."""
         self._per_session: PerSessionServers | None = None
         self._wake_reaper: anyio.Event | None = None
-        self._last_good = LastGoodFiles()
-        """Every config file as it last parsed, for all discoveries: a file that stops parsing
-        keeps its servers running."""
-        self._config_errors: list[Failure] = []
-        """The config errors of the discoveries in use, each logged once when it appeared."""
 
     # -- lifetime --------------------------------------------------------------------------------------------
 
@@ -185,14 +104,14 @@ class SharedFleet(anyio.AsyncContextManagerMixin):
         self._cache = MCPToolCache.open_default() if self._cache_setting == "default" else self._cache_setting
         self._per_session = PerSessionServers(paths.user_state_dir() / PER_SESSION_FILE)
         self._wake_reaper = anyio.Event()
-        self._user_reference = await _discover_user(NO_ENVIRONMENT, self._last_good)
-        self._watch_discovered()
-        self._note_config_errors()
+        await self._discoveries.open()
         try:
             async with anyio.create_task_group() as task_group:
                 self._task_group = task_group
                 try:
-                    task_group.start_soon(self._watcher.run, self._config_changed, name="mcpfleet config")
+                    task_group.start_soon(
+                        self._discoveries.follow, self._config_changed, name="mcpfleet config"
+                    )
                     task_group.start_soon(self._reap, name="mcpfleet idle servers")
                     yield self
                 finally:
@@ -263,14 +182,8 @@ class SharedFleet(anyio.AsyncContextManagerMixin):
         )
 
     async def variables_of(self, spec: FleetSpec | None) -> frozenset[str]:
-        """The variables whose values a connection's client is asked for: those the configs
-        of ``spec``'s fleet reference, or with no fleet (a control connection) those of every
-        fleet in use (which variables an entry names does not depend on their values)."""
-        if spec is None:
-            references = [self._user_reference, *(project.reference for project in self._projects.values())]
-            return frozenset(name for reference in references for name in reference.referenced_variables)
-        project = await self._project(_key_of(spec))
-        return frozenset(project.reference.referenced_variables)
+        """The variables whose values a connection's client is asked for (``Discoveries.variables_of``)."""
+        return await self._discoveries.variables_of(spec)
 
     @asynccontextmanager
     async def _attached(
@@ -286,7 +199,7 @@ class SharedFleet(anyio.AsyncContextManagerMixin):
         self._running()
         if session_id in self._views:
             raise ValueError(f"session {session_id!r} is attached already")
-        project = await self._project_for(spec, session_filter, environment)
+        project = await self._discoveries.project_for(spec, session_filter, environment)
         project.sessions[session_id] = (session_filter, environment)
         try:
             async with anyio.create_task_group() as view_tasks:
@@ -344,48 +257,13 @@ class SharedFleet(anyio.AsyncContextManagerMixin):
 
     # -- who runs what ---------------------------------------------------------------------------------------
 
-    async def _project_for(
-        self, spec: FleetSpec, session_filter: SessionFilter, environment: EnvKey
-    ) -> _Project:
-        """The project ``spec`` names, with its discovery for ``session_filter`` and
-        ``environment``, and the user's own discovery for ``environment``."""
-        key = _key_of(spec)
-        wanted: DiscoveryKey = (session_filter, environment)
-        while True:
-            project = await self._project(key)
-            if wanted in project.discoveries and environment in self._user_discoveries:
-                # No await since it was looked up: the reaper closes only a project without
-                # sessions, and the caller adds its own at once.
-                return project
-            changes = self._config_changes
-            found = await _discover_project(key, session_filter, environment, self._last_good)
-            user = self._user_discoveries.get(environment) or await _discover_user(
-                environment, self._last_good
-            )
-            if changes != self._config_changes or self._projects.get(key) is not project:
-                continue  # the files changed while they were read, or the reaper closed it
-            project.discoveries.setdefault(wanted, found)
-            self._user_discoveries.setdefault(environment, user)
-            self._watch_discovered()
-            self._note_config_errors()
-
-    async def _project(self, key: ProjectKey) -> _Project:
-        """The project in use at ``key``, opened with its reference discovery if it is not."""
-        while (project := self._projects.get(key)) is None:
-            changes = self._config_changes
-            reference = await _discover_project(key, NO_FILTER, NO_ENVIRONMENT, self._last_good)
-            if changes == self._config_changes and key not in self._projects:
-                self._projects[key] = _Project(key, reference)
-                self._watch_discovered()
-        return project
-
-    def _route(self, view: FleetView, project: _Project) -> None:
+    def _route(self, view: FleetView, project: Project) -> None:
         """Compute ``view``'s routes from the current discoveries (its filter's and
         environment's): each server to the scope of its share that runs it as this session
         resolves it."""
         assert self._per_session is not None
         discovery = project.discoveries[view.session_filter, view.environment]
-        assignments = assign(discovery, self._user_discoveries[view.environment], self._per_session.known)
+        assignments = assign(discovery, self._discoveries.user[view.environment], self._per_session.known)
         routes: dict[str, Route] = {}
         for name, assignment in assignments.items():
             current = view.routes.get(name)
@@ -448,7 +326,7 @@ class SharedFleet(anyio.AsyncContextManagerMixin):
 
     def _scopes(self) -> Iterator[Scope]:
         yield from self._user_scopes
-        for project in self._projects.values():
+        for project in self._discoveries.projects.values():
             yield from project.scopes
         for view in self._views.values():
             yield view.session_scope
@@ -460,89 +338,20 @@ class SharedFleet(anyio.AsyncContextManagerMixin):
 
     # -- changes ---------------------------------------------------------------------------------------------
 
-    def _watch_discovered(self) -> None:
-        """Watch the files of every discovery in use (a project's include the user's)."""
-        self._watcher.watch(path for discovery in self._all_discoveries() for path in discovery.config_paths)
-
     async def _config_changed(self) -> None:
-        """A watched file changed. Every discovery is read again, the user's and each
-        project's (each filter's in use), and taken all at once: a project's routes depend
-        on both (a user-level entry is shared only if the project resolves it as the user
-        scope does), and a half-updated pair would start a server in the wrong scope."""
-        self._config_changes += 1
-        user_reference = await _discover_user(NO_ENVIRONMENT, self._last_good)
-        references = {
-            key: await _discover_project(key, NO_FILTER, NO_ENVIRONMENT, self._last_good)
-            for key in list(self._projects)
-        }
-        user = {
-            environment: await _discover_user(environment, self._last_good)
-            for environment in self._environments_in_use()
-        }
-        found = {
-            (key, discovery_key): await _discover_project(key, *discovery_key, self._last_good)
-            for key, discovery_keys in self._discoveries_in_use().items()
-            for discovery_key in discovery_keys
-        }
-        # A session that attached while these were read brought its own, read after this change.
-        self._user_discoveries.update(user)
-        self._user_reference = user_reference
-        for key, project in self._projects.items():
-            if key in references:
-                project.reference = references[key]
-            for discovery_key in project.discoveries:
-                if (key, discovery_key) in found:
-                    project.discoveries[discovery_key] = found[key, discovery_key]
-        self._forget_unused_discoveries()
-        self._watch_discovered()
-        self._note_config_errors()
+        """The config files changed and every discovery was read again: reroute by them."""
         await self._reroute(config_changed=True)
-
-    def _note_config_errors(self) -> None:
-        """Log each config error of the discoveries in use once, when it first appears: the
-        daemon has no terminal, its log and ``daemon status`` are where a typo shows."""
-        current = {
-            failure.message: failure for discovery in self._all_discoveries() for failure in discovery.errors
-        }
-        log_new_config_errors(self._config_errors, current.values())
-        self._config_errors = list(current.values())
 
     def config_errors(self) -> list[dict[str, str]]:
         """The ``errors`` rows of ``daemon status --json``: what the config files in use say wrong."""
-        return [failure.to_dict() for failure in self._config_errors]
-
-    def _discoveries_in_use(self) -> dict[ProjectKey, set[DiscoveryKey]]:
-        """Per project, the filters and environments of its attached sessions."""
-        return {key: set(project.sessions.values()) for key, project in self._projects.items()}
-
-    def _environments_in_use(self) -> set[EnvKey]:
-        return {
-            environment for project in self._projects.values() for _, environment in project.sessions.values()
-        }
-
-    def _forget_unused_discoveries(self) -> None:
-        """Drop the discoveries no attached session uses (after a config change: read again,
-        they would be read for nobody)."""
-        in_use = self._discoveries_in_use()
-        for key, project in self._projects.items():
-            for discovery_key in list(project.discoveries):
-                if discovery_key not in in_use[key]:
-                    del project.discoveries[discovery_key]
-        environments = self._environments_in_use()
-        for environment in list(self._user_discoveries):
-            if environment not in environments:
-                del self._user_discoveries[environment]
+        return self._discoveries.config_errors()
 
     def _refresh_idle_servers(self) -> None:
         """After a config change, the servers no session uses: one whose entry was edited or
         removed stops (its sessions' values are gone, so it cannot be resolved again; the next
         session that needs it starts it as edited); the others take the entry's new daemon
         keys (``keepWarm``, ``idleTimeout``), which change how long they run, not what runs."""
-        current = {
-            (name, config.fingerprint): config
-            for discovery in self._all_discoveries()
-            for name, config in discovery.configs.items()
-        }
+        current = self._discoveries.current_entries()
         for scope in self._scopes():
             if scope.kind == "session":
                 continue
@@ -558,19 +367,11 @@ class SharedFleet(anyio.AsyncContextManagerMixin):
                     wanted.source,
                 )
 
-    def _all_discoveries(self) -> list[DiscoveryResult]:
-        """Every discovery held: the references and those of the sessions' environments."""
-        discoveries = [self._user_reference, *self._user_discoveries.values()]
-        for project in self._projects.values():
-            discoveries.append(project.reference)
-            discoveries.extend(project.discoveries.values())
-        return discoveries
-
     async def _reroute(self, *, config_changed: bool = False) -> None:
         """Recompute every view's routes, then bring every scope to what it should run now
         (``config_changed``: after a config change, see ``_refresh_idle_servers``)."""
         for view in list(self._views.values()):
-            project = self._projects.get(_key_of(view.spec))
+            project = self._discoveries.projects.get(key_of(view.spec))
             if project is not None:
                 self._route(view, project)
         if config_changed:
@@ -635,17 +436,11 @@ class SharedFleet(anyio.AsyncContextManagerMixin):
             self._wake_reaper.set()
 
     async def _close_unused_projects(self) -> None:
-        for key, project in list(self._projects.items()):
+        for key, project in list(self._discoveries.projects.items()):
             if project.sessions or not all(scope.empty for scope in project.scopes):
                 await _close_empty(project.scopes)
                 continue
-            del self._projects[key]
-            # The user's discoveries of environments no project holds any more go with it.
-            held = {environment for each in self._projects.values() for _, environment in each.discoveries}
-            for environment in [each for each in self._user_discoveries if each not in held]:
-                del self._user_discoveries[environment]
-            self._watch_discovered()
-            for scope in project.scopes:
+            for scope in self._discoveries.close_project(key).scopes:
                 await scope.close()
         await _close_empty(self._user_scopes)
 
@@ -653,32 +448,37 @@ class SharedFleet(anyio.AsyncContextManagerMixin):
 
     def status(self) -> list[dict[str, Any]]:
         """The ``servers`` rows of ``daemon status --json``: one per backend the daemon holds."""
-        now = time.monotonic()
-        rows: list[dict[str, Any]] = []
-        for scope in self._scopes():
-            manager = scope.manager
-            if manager is None:
-                continue
-            for name in manager.get_all_server_names():
-                state = manager.get_server_state(name)
-                since = scope.lingering.get(name)
-                wanted = scope.available.get(name)
-                tree = process_tree(state.pid) if state.pid is not None else None
-                rows.append(
-                    {
-                        "name": name,
-                        "state": str(state.state),
-                        "share": scope.kind,
-                        "sessions": scope.sessions_of(name),
-                        "pid": state.pid,
-                        "rss_bytes": tree.rss_bytes if tree is not None else None,
-                        "processes": tree.processes if tree is not None else 0,
-                        "idle_s": round(now - since, 3) if since is not None else 0.0,
-                        "project": scope.project,
-                        "keep_warm": wanted is not None and wanted.config.keep_warm,
-                    }
-                )
-        return rows
+        return backend_rows(self._scopes())
+
+
+def backend_rows(scopes: Iterable[Scope]) -> list[dict[str, Any]]:
+    """One status row per backend the ``scopes`` run: its state, share, sessions, memory, idle time."""
+    now = time.monotonic()
+    rows: list[dict[str, Any]] = []
+    for scope in scopes:
+        manager = scope.manager
+        if manager is None:
+            continue
+        for name in manager.get_all_server_names():
+            state = manager.get_server_state(name)
+            since = scope.lingering.get(name)
+            wanted = scope.available.get(name)
+            tree = process_tree(state.pid) if state.pid is not None else None
+            rows.append(
+                {
+                    "name": name,
+                    "state": str(state.state),
+                    "share": scope.kind,
+                    "sessions": scope.sessions_of(name),
+                    "pid": state.pid,
+                    "rss_bytes": tree.rss_bytes if tree is not None else None,
+                    "processes": tree.processes if tree is not None else 0,
+                    "idle_s": round(now - since, 3) if since is not None else 0.0,
+                    "project": scope.project,
+                    "keep_warm": wanted is not None and wanted.config.keep_warm,
+                }
+            )
+    return rows
 
 
 async def _close_empty(scopes: list[Scope]) -> None:
@@ -694,64 +494,3 @@ async def _converge_logged(scope: Scope) -> None:
         await scope.converge()
     except Exception:
         logger.exception("the %s could not start or stop its servers", scope)
-
-
-def _key_of(spec: FleetSpec) -> ProjectKey:
-    return (os.path.realpath(spec.cwd), spec.trust_project, spec.enable_project_config)
-
-
-async def _discover_user(environment: EnvKey, last_good: LastGoodFiles | None = None) -> DiscoveryResult:
-    """The discovery the user scopes run, with a session's values: no project files, in the
-    neutral folder."""
-    return await _discover(
-        paths.neutral_working_dir(), environment, enable_project_config=False, last_good=last_good
-    )
-
-
-async def _discover_project(
-    key: ProjectKey,
-    session_filter: SessionFilter,
-    environment: EnvKey,
-    last_good: LastGoodFiles | None = None,
-) -> DiscoveryResult:
-    """The project's discovery as the sessions with ``session_filter`` and ``environment`` see it."""
-    root, trust_project, enable_project_config = key
-    return await _discover(
-        root,
-        environment,
-        enable_project_config=enable_project_config,
-        trust_project=trust_project,
-        entry_filter=session_filter.entry_filter(),
-        last_good=last_good,
-    )
-
-
-async def _discover(
-    cwd: str | Path,
-    environment: EnvKey,
-    *,
-    enable_project_config: bool,
-    trust_project: bool = False,
-    entry_filter: EntryFilter | None = None,
-    last_good: LastGoodFiles | None = None,
-) -> DiscoveryResult:
-    """A discovery whose entries are resolved with ``environment`` alone (placeholders and the
-    connect-time variable lookups, ``sharing.bind_session_values``); its
-    ``referenced_variables`` are every variable its entries name either way."""
-    values = dict(environment)
-    # Off the event loop: a large ~/.claude.json takes a good part of a second to read,
-    # and every session's calls wait meanwhile.
-    found = await anyio.to_thread.run_sync(
-        partial(
-            load_all_mcp_configs,
-            cwd,
-            enable_project_config=enable_project_config,
-            trust_project=trust_project,
-            entry_filter=entry_filter,
-            environ=values,
-            last_good=last_good,
-        )
-    )
-    bound = bind_session_values(found, values)
-    bound.referenced_variables = referenced_names(found)
-    return bound

@@ -11,37 +11,90 @@ that became per-session), the view tells its gateway what appeared, moved or wen
 
 from __future__ import annotations
 
+import inspect
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, Self, TypeVar
 
 import anyio
 import anyio.abc
 
 from mcpfleet.errors import ServerNotConnectedError
 from mcpfleet.fleet.events import EventKind, ManagerEvent
-from mcpfleet.fleet.server import Phase, ServerState
+from mcpfleet.fleet.manager import MCPManager
+from mcpfleet.fleet.registry import Phase, ServerState
 
 if TYPE_CHECKING:
-    from mcpfleet.client.connection import ProgressCallback, ServerConnection
     from mcpfleet.config.model import DiscoveryResult, ServerConfig, SourceInfo
     from mcpfleet.contract.wire import FleetSpec
-    from mcpfleet.daemon.fleet import EnvKey, SessionFilter, SharedFleet
+    from mcpfleet.daemon.discoveries import EnvKey, SessionFilter
+    from mcpfleet.daemon.fleet import SharedFleet
     from mcpfleet.daemon.scopes import Scope
     from mcpfleet.daemon.sharing import Assignment
     from mcpfleet.fleet.cache import MCPToolCache
-    from mcpfleet.fleet.catalog import AnyTool
     from mcpfleet.fleet.events import EventListener
-    from mcpfleet.fleet.manager import MCPManager
-    from mcpfleet.fleet.notifications import LogListener, ResourceListener
-    from mcpfleet.fleet.server import ConnectionStatus
+    from mcpfleet.fleet.notifications import LogListener
+    from mcpfleet.fleet.registry import ConnectionStatus
     from mcpfleet.fleet.startup import StartupReport
+    from mcpfleet.fleet.tool_list import AnyTool
     from mcpfleet.gateway.relay import Relay
 
 logger = logging.getLogger(__name__)
+
+
+_P = ParamSpec("_P")
+_T = TypeVar("_T")
+
+_DISCONNECTED: ConnectionStatus = "disconnected"
+
+
+def _on_route(
+    method: Callable[Concatenate[MCPManager, _P], Coroutine[Any, Any, _T]],
+) -> Callable[Concatenate[FleetView, _P], Coroutine[Any, Any, _T]]:
+    """``method`` of ``MCPManager`` as a view's: run on the manager of the scope that runs the
+    server its first argument names (``ServerNotConnectedError`` when none runs it yet). The
+    manager's own method of that name is called, so a scope's manager may override it."""
+    server_parameter = _server_parameter(method)
+
+    async def routed(view: FleetView, /, *args: _P.args, **kwargs: _P.kwargs) -> _T:
+        manager = view._running_manager(_server_of(args, kwargs, server_parameter))
+        own: Callable[_P, Coroutine[Any, Any, _T]] = getattr(manager, method.__name__)
+        return await own(*args, **kwargs)
+
+    return routed
+
+
+def _on_route_or(
+    method: Callable[Concatenate[MCPManager, _P], _T], absent: Callable[[str], _T]
+) -> Callable[Concatenate[FleetView, _P], _T]:
+    """A lookup of ``MCPManager``'s as a view's: asked of the manager of the scope that runs the
+    server its first argument names, ``absent(name)`` when no scope runs it yet."""
+    server_parameter = _server_parameter(method)
+
+    def routed(view: FleetView, /, *args: _P.args, **kwargs: _P.kwargs) -> _T:
+        name = _server_of(args, kwargs, server_parameter)
+        manager = view._manager(name)
+        if manager is None:
+            return absent(name)
+        own: Callable[_P, _T] = getattr(manager, method.__name__)
+        return own(*args, **kwargs)
+
+    return routed
+
+
+def _server_parameter(method: Callable[..., object]) -> str:
+    """The name of the parameter naming the server (the first after ``self``)."""
+    return list(inspect.signature(method).parameters)[1]
+
+
+def _server_of(args: tuple[object, ...], kwargs: Mapping[str, object], parameter: str) -> str:
+    server = args[0] if args else kwargs[parameter]
+    if not isinstance(server, str):
+        raise TypeError(f"a server's name is a string, not {type(server).__name__}")
+    return server
 
 
 @dataclass(frozen=True)
@@ -206,7 +259,7 @@ class FleetView(anyio.AsyncContextManagerMixin):
         route = self.routes.get(name)
         return route.scope.manager if route is not None else None
 
-    def _ready_manager(self, name: str) -> MCPManager:
+    def _running_manager(self, name: str) -> MCPManager:
         manager = self._manager(name)
         if manager is None:
             raise ServerNotConnectedError(name)
@@ -219,39 +272,12 @@ class FleetView(anyio.AsyncContextManagerMixin):
         held = route.scope.manager.get_server_config(name) if route.scope.manager is not None else None
         return held if held is not None else route.assignment.config
 
-    def get_server_state(self, name: str) -> ServerState:
-        manager = self._manager(name)
-        if manager is None:
-            return ServerState(name, Phase.DISCONNECTED)
-        return manager.get_server_state(name)
-
-    def get_connection_status(self, name: str) -> ConnectionStatus:
-        manager = self._manager(name)
-        return manager.get_connection_status(name) if manager is not None else "disconnected"
-
-    def get_connection(self, name: str) -> ServerConnection | None:
-        manager = self._manager(name)
-        return manager.get_connection(name) if manager is not None else None
-
     def get_tools(self) -> list[AnyTool]:
         tools: list[AnyTool] = []
         managers = {route.scope.manager for route in self.routes.values() if route.scope.manager is not None}
         for manager in managers:
             tools.extend(tool for tool in manager.get_tools() if self._routed_to(tool.server_name, manager))
         return sorted(tools, key=lambda tool: tool.name)
-
-    # What a status report reads too (``reports.status.ReportedFleet``).
-
-    def is_deferred(self, name: str) -> bool:
-        manager = self._manager(name)
-        return manager is not None and manager.is_deferred(name)
-
-    def get_timings(self, name: str) -> dict[str, float]:
-        manager = self._manager(name)
-        return manager.get_timings(name) if manager is not None else {}
-
-    async def wait_for_connection(self, name: str) -> None:
-        await self._ready_manager(name).wait_for_connection(name)
 
     def _routed_to(self, server: str, manager: MCPManager) -> bool:
         route = self.routes.get(server)
@@ -265,50 +291,26 @@ class FleetView(anyio.AsyncContextManagerMixin):
         self._log_listeners.append(listener)
         return lambda: self._log_listeners.remove(listener) if listener in self._log_listeners else None
 
-    async def subscribe_resource(
-        self, server: str, uri: str, listener: ResourceListener
-    ) -> Callable[[], None]:
-        return await self._ready_manager(server).subscribe_resource(server, uri, listener)
-
-    async def call_tool(
-        self,
-        server_name: str,
-        tool_name: str,
-        arguments: dict[str, Any],
-        *,
-        timeout_ms: int | None = None,
-        on_progress: ProgressCallback | None = None,
-    ) -> Any:
-        manager = self._ready_manager(server_name)
-        return await manager.call_tool(
-            server_name, tool_name, arguments, timeout_ms=timeout_ms, on_progress=on_progress
-        )
-
-    async def list_resources(self, server: str) -> list[dict[str, Any]]:
-        return await self._ready_manager(server).list_resources(server)
-
-    async def list_resource_templates(self, server: str) -> list[dict[str, Any]]:
-        return await self._ready_manager(server).list_resource_templates(server)
-
-    async def read_resource(self, server: str, uri: str) -> dict[str, Any]:
-        return await self._ready_manager(server).read_resource(server, uri)
-
-    async def list_prompts(self, server: str) -> list[dict[str, Any]]:
-        return await self._ready_manager(server).list_prompts(server)
-
-    async def get_prompt(
-        self, server: str, name: str, arguments: dict[str, str] | None = None
-    ) -> dict[str, Any]:
-        return await self._ready_manager(server).get_prompt(server, name, arguments)
-
-    async def complete(
-        self,
-        server: str,
-        ref: dict[str, Any],
-        argument: dict[str, str],
-        context_arguments: dict[str, str] | None = None,
-    ) -> dict[str, Any]:
-        return await self._ready_manager(server).complete(server, ref, argument, context_arguments)
+    # Per server, the view answers with the manager of the scope the server's route names; a
+    # lookup of a server no scope runs yet gets the answer of a disconnected one, a request
+    # raises ``ServerNotConnectedError``. A status report reads these too
+    # (``cli.documents.ReportedFleet``).
+    get_server_state = _on_route_or(
+        MCPManager.get_server_state, lambda name: ServerState(name, Phase.DISCONNECTED)
+    )
+    get_connection_status = _on_route_or(MCPManager.get_connection_status, lambda _: _DISCONNECTED)
+    get_connection = _on_route_or(MCPManager.get_connection, lambda _: None)
+    is_deferred = _on_route_or(MCPManager.is_deferred, lambda _: False)
+    get_timings = _on_route_or(MCPManager.get_timings, lambda _: {})
+    wait_for_connection = _on_route(MCPManager.wait_for_connection)
+    subscribe_resource = _on_route(MCPManager.subscribe_resource)
+    call_tool = _on_route(MCPManager.call_tool)
+    list_resources = _on_route(MCPManager.list_resources)
+    list_resource_templates = _on_route(MCPManager.list_resource_templates)
+    read_resource = _on_route(MCPManager.read_resource)
+    list_prompts = _on_route(MCPManager.list_prompts)
+    get_prompt = _on_route(MCPManager.get_prompt)
+    complete = _on_route(MCPManager.complete)
 
     async def notify_roots_changed(self) -> None:
         """Tell the view's connected servers that the roots changed, each scope's manager its

@@ -5,12 +5,12 @@ task, so callers in any task may connect, call and disconnect in any order, and 
 the block closes every server within one deadline, whatever state each one is in. The
 work itself lives in the rooms next door:
 
-* ``server``: one ``ServerSlot`` per server and the registry (``retire`` ends a server);
+* ``registry``: one ``ServerSlot`` per server and the registry (``retire`` ends a server);
 * ``startup``: the connect-and-list pipeline and the start-up gate;
 * ``recovery`` / ``supervision``: reconnecting lost servers, the ladder and the breaker;
 * ``notifications``: re-lists after ``list_changed``, resource subscriptions;
 * ``reload``: the reload plan and the config watcher; ``events``: what subscribers see;
-* ``catalog``: the merged, named tool list.
+* ``tool_list``: the merged, named tool list.
 """
 
 from __future__ import annotations
@@ -30,15 +30,15 @@ from mcpfleet.config.model import DiscoveryResult, ServerConfig, SourceInfo
 from mcpfleet.errors import ConnectionClosedError, ServerNotConnectedError, ToolCallError
 from mcpfleet.fleet import settings as defaults
 from mcpfleet.fleet.cache import MCPToolCache
-from mcpfleet.fleet.catalog import AnyTool, build_tools
 from mcpfleet.fleet.events import DEFAULT_STREAM_BUFFER, EventHub, EventListener, EventStream, ManagerEvent
 from mcpfleet.fleet.notifications import LogListener, Notifications, ResourceListener
 from mcpfleet.fleet.recovery import Recovery
+from mcpfleet.fleet.registry import Attempt, ConnectionStatus, Phase, ServerRegistry, ServerState
 from mcpfleet.fleet.reload import ConfigWatcher, apply_reload, log_new_config_errors
-from mcpfleet.fleet.server import Attempt, ConnectionStatus, Phase, ServerRegistry, ServerState
 from mcpfleet.fleet.settings import FleetSettings, UncachedPolicy
 from mcpfleet.fleet.startup import Connector, StartupReport
 from mcpfleet.fleet.supervision import ReconnectPolicy, Supervisor
+from mcpfleet.fleet.tool_list import AnyTool, build_tools
 
 if TYPE_CHECKING:
     from mcpfleet.client.connection import (
@@ -110,13 +110,6 @@ class MCPManager(anyio.AsyncContextManagerMixin):
         with an empty list (a server that follows roots, such as the reference filesystem
         server, then keeps the folders its own config names; the capability stays declared, so
         the tools listed do not change)."""
-        if server_requests is not None and (
-            elicitation_handler is not None or sampling_handler is not None or roots != "working-folder"
-        ):
-            raise ValueError(
-                "MCPManager: pass either server_requests or elicitation_handler/sampling_handler/roots, "
-                "not both"
-            )
         self.settings = FleetSettings(
             cwd=Path(cwd).resolve(),
             startup_timeout_ms=startup_timeout_ms,

@@ -22,10 +22,10 @@ import anyio
 
 from mcpfleet.contract import notifications
 from mcpfleet.errors import MCPFleetError
-from mcpfleet.fleet.catalog import ToolSlice, filter_tools
-from mcpfleet.fleet.server import Attempt, ServerRegistry, ServerSlot, ToolRefresh
+from mcpfleet.fleet.registry import Attempt, ServerRegistry, ServerSlot, ToolRefresh
 from mcpfleet.fleet.settings import FleetSettings
 from mcpfleet.fleet.startup import remember_tools
+from mcpfleet.fleet.tool_list import ToolSlice, filter_tools
 
 if TYPE_CHECKING:
     from mcpfleet.client.connection import ServerConnection

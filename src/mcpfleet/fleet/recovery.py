@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import anyio
 
 from mcpfleet.errors import ConnectError, ServerNotConnectedError, ServerReconnectingError
-from mcpfleet.fleet.server import STDERR_TAIL_LINES, Attempt, Reconnection, ServerRegistry, ServerSlot
+from mcpfleet.fleet.registry import STDERR_TAIL_LINES, Attempt, Reconnection, ServerRegistry, ServerSlot
 from mcpfleet.fleet.startup import Connector
 from mcpfleet.fleet.supervision import Supervisor, is_remote
 

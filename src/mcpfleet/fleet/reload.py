@@ -19,7 +19,7 @@ import anyio.to_thread
 
 from mcpfleet.config.model import DiscoveryResult, ServerConfig, SourceInfo
 from mcpfleet.errors import Failure
-from mcpfleet.fleet.server import ServerRegistry
+from mcpfleet.fleet.registry import ServerRegistry
 from mcpfleet.fleet.startup import StartupReport
 
 logger = logging.getLogger(__name__)

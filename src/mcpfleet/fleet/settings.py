@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
@@ -37,26 +37,38 @@ UncachedPolicy = Literal["wait", "late-join"]
 wait for it (correctness before speed), or let it join later with a ``tools_changed``."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class FleetSettings:
-    """The manager's constructor arguments, read by every part of the fleet."""
+    """The manager's constructor arguments, read by every part of the fleet: the record behind
+    ``MCPManager(...)``'s keywords, built there (where each default and meaning is documented)."""
 
     cwd: Path
-    startup_timeout_ms: int = STARTUP_TIMEOUT_MS
-    on_uncached: UncachedPolicy = "wait"
-    enable_project_config: bool = True
-    trust_project: bool = False
-    entry_filter: EntryFilter | None = None
-    extra_config_paths: tuple[Path, ...] = ()
-    shutdown_timeout_s: float = SHUTDOWN_TIMEOUT_S
-    reconnect_policy: ReconnectPolicy = field(default_factory=ReconnectPolicy)
-    watch: bool = False
-    watch_interval_s: float = WATCH_INTERVAL_S
-    list_changed_debounce_ms: int = LIST_CHANGED_DEBOUNCE_MS
-    list_changed_min_interval_s: float = LIST_CHANGED_MIN_INTERVAL_S
-    elicitation_handler: ElicitationHandler | None = None
-    sampling_handler: SamplingHandler | None = None
-    server_requests: ServerRequestHandler | None = None
-    probe_timeout_ms: int | None = None
-    log_level: LogLevel | None = None
-    roots: RootsOffer = "working-folder"
+    startup_timeout_ms: int
+    on_uncached: UncachedPolicy
+    enable_project_config: bool
+    trust_project: bool
+    entry_filter: EntryFilter | None
+    extra_config_paths: tuple[Path, ...]
+    shutdown_timeout_s: float
+    reconnect_policy: ReconnectPolicy
+    watch: bool
+    watch_interval_s: float
+    list_changed_debounce_ms: int
+    list_changed_min_interval_s: float
+    elicitation_handler: ElicitationHandler | None
+    sampling_handler: SamplingHandler | None
+    server_requests: ServerRequestHandler | None
+    probe_timeout_ms: int | None
+    log_level: LogLevel | None
+    roots: RootsOffer
+
+    def __post_init__(self) -> None:
+        if self.server_requests is not None and (
+            self.elicitation_handler is not None
+            or self.sampling_handler is not None
+            or self.roots != "working-folder"
+        ):
+            raise ValueError(
+                "MCPManager: pass either server_requests or elicitation_handler/sampling_handler/roots, "
+                "not both"
+            )

@@ -18,11 +18,12 @@ from typing import TYPE_CHECKING
 import anyio
 
 from mcpfleet.client.opening import import_off_loop, open_connection
+from mcpfleet.client.options import ConnectionOptions
 from mcpfleet.errors import EraMismatchError, Failure, MCPFleetError
-from mcpfleet.fleet.catalog import AnyTool, ToolSlice, filter_tools
 from mcpfleet.fleet.questions import FleetQuestions
-from mcpfleet.fleet.server import Attempt, ServerRegistry, ServerSlot
+from mcpfleet.fleet.registry import Attempt, ServerRegistry, ServerSlot
 from mcpfleet.fleet.settings import FleetSettings, UncachedPolicy
+from mcpfleet.fleet.tool_list import AnyTool, ToolSlice, filter_tools
 from mcpfleet.redaction import redact_text
 
 if TYPE_CHECKING:
@@ -146,10 +147,15 @@ class Connector:
         self._settings = settings
         self._handler_for = handler_for
         self._on_ready = on_ready
-        # One set of capabilities for every fleet (``questions.py``), whatever its host passed.
-        self._server_requests = settings.server_requests or FleetQuestions(
-            settings.elicitation_handler, settings.sampling_handler, settings.roots
+        self._connection = ConnectionOptions(
+            cwd=settings.cwd,
+            # One set of capabilities for every fleet (``questions.py``), whatever its host passed.
+            server_requests=settings.server_requests
+            or FleetQuestions(settings.elicitation_handler, settings.sampling_handler, settings.roots),
+            probe_timeout_ms=settings.probe_timeout_ms,
+            log_level=settings.log_level,
         )
+        """How every server of the fleet is connected; each attempt adds its own three fields."""
 
     async def connect_round(
         self, configs: Mapping[str, ServerConfig], sources: Mapping[str, SourceInfo]
@@ -281,19 +287,14 @@ class Connector:
             attempt.done.set()
 
     async def _open(self, attempt: Attempt, era: EraVerdict | None) -> ServerConnection:
-        config = attempt.config
-        settings = self._settings
         return await open_connection(
             self._registry.task_group,
             attempt.name,
-            config,
-            cwd=settings.cwd,
+            attempt.config,
+            self._connection,
             on_notification=self._handler_for(attempt),
             era=era,
-            auth=await _auth_for(attempt.name, config),
-            server_requests=self._server_requests,
-            probe_timeout_ms=settings.probe_timeout_ms,
-            log_level=settings.log_level,
+            auth=await _auth_for(attempt.name, attempt.config),
         )
 
 

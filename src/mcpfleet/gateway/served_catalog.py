@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, Literal
 
-from mcpfleet.fleet.server import Phase
+from mcpfleet.fleet.registry import Phase
 from mcpfleet.gateway.listings import ServerListings
 from mcpfleet.gateway.naming import (
     NameCollision,

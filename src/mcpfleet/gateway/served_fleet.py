@@ -23,11 +23,11 @@ if TYPE_CHECKING:
     from mcpfleet.client.connection import ProgressCallback, ServerConnection
     from mcpfleet.config.model import DiscoveryResult, ServerConfig, SourceInfo
     from mcpfleet.fleet.cache import MCPToolCache
-    from mcpfleet.fleet.catalog import AnyTool
     from mcpfleet.fleet.events import EventListener
     from mcpfleet.fleet.notifications import LogListener, ResourceListener
-    from mcpfleet.fleet.server import ConnectionStatus, ServerState
+    from mcpfleet.fleet.registry import ConnectionStatus, ServerState
     from mcpfleet.fleet.startup import StartupReport
+    from mcpfleet.fleet.tool_list import AnyTool
 
 
 class ServedFleet(AbstractAsyncContextManager[object, bool | None], Protocol):

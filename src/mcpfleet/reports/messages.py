@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from mcpfleet.fleet.catalog import AnyTool
+    from mcpfleet.fleet.tool_list import AnyTool
 
 
 def counted(count: Any, noun: str, plural: str | None = None) -> str:

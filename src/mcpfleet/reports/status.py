@@ -20,9 +20,9 @@ if TYPE_CHECKING:
     from mcpfleet.client.connection import ServerConnection
     from mcpfleet.config.model import DiscoveryResult
     from mcpfleet.errors import Failure
-    from mcpfleet.fleet.catalog import AnyTool
-    from mcpfleet.fleet.server import ConnectionStatus, ServerState
+    from mcpfleet.fleet.registry import ConnectionStatus, ServerState
     from mcpfleet.fleet.startup import StartupReport
+    from mcpfleet.fleet.tool_list import AnyTool
 
 
 class ReportedFleet(Protocol):

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from mcpfleet.reports.rows import ErrorRow, ToolRow
 
 if TYPE_CHECKING:
-    from mcpfleet.fleet.catalog import AnyTool
+    from mcpfleet.fleet.tool_list import AnyTool
     from mcpfleet.fleet.tools import ToolResult
 
 

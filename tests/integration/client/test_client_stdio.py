@@ -13,7 +13,7 @@ import anyio
 import pytest
 from tests.servers.fixtures import completed, fake_server_config, first_text
 
-from mcpfleet.client import connect_to_server, open_connection
+from mcpfleet.client import ConnectionOptions, connect_to_server, open_connection
 from mcpfleet.errors import (
     CommandNotFoundError,
     ConnectionClosedError,
@@ -80,6 +80,19 @@ async def test_handshake_timeout_has_the_exact_message_and_kills_the_server(tmp_
     assert str(caught.value) == 'Connection to MCP server "slow" timed out after 400ms'
     assert time.monotonic() - started < 5
     assert await wait_group_gone(read_pids(pid_file)[0])
+
+
+async def test_a_connection_opens_from_one_options_record_its_keywords_replacing_fields(
+    tmp_path: Path,
+) -> None:
+    """The record is what the fleet passes; a keyword given with it wins over its field."""
+    options = ConnectionOptions(cwd=tmp_path, timeout_ms=30_000)
+    async with connect_to_server("files", fake_server_config("files"), options) as connection:
+        assert connection.server_info.name == "files"
+    config = fake_server_config("slow", "--delay-start", "30")
+    with pytest.raises(ConnectTimeoutError, match="timed out after 300ms"):
+        async with connect_to_server("slow", config, options, timeout_ms=300):
+            pass
 
 
 async def test_config_timeout_bounds_the_handshake(tmp_path: Path) -> None:

@@ -33,9 +33,11 @@ from mcpfleet.config.approval import ApprovalStore, approve_project_servers
 from mcpfleet.config.model import DiscoveryResult
 from mcpfleet.config.profiles import DaemonSettings, read_gateway_settings
 from mcpfleet.contract.wire import FleetSpec
-from mcpfleet.daemon import fleet as fleet_module
+from mcpfleet.daemon import discoveries as discoveries_module
 from mcpfleet.daemon.fleet import SharedFleet
 from mcpfleet.daemon.view import FleetView
+from mcpfleet.errors import ServerNotConnectedError
+from mcpfleet.fleet.registry import Phase
 from mcpfleet.gateway.assembly import GatewayOptions, open_gateway
 from mcpfleet.gateway.handlers import build_server
 from mcpfleet.gateway.relay import Relay
@@ -149,6 +151,42 @@ def projects(tmp_path: Path) -> tuple[Path, Path]:
     alpha.mkdir()
     beta.mkdir()
     return alpha, beta
+
+
+async def test_a_view_sends_each_request_to_the_scope_that_runs_its_server(
+    isolated_home: Path, tmp_path: Path, projects: tuple[Path, Path]
+) -> None:
+    """The view's per-server surface is the manager's, routed by the server's name, whether it
+    is passed by position or by keyword: each request reaches the backend of the session's own
+    project; a server the session does not see answers as disconnected, and a request to it
+    raises ``ServerNotConnectedError``."""
+    alpha, beta = projects
+    pids = tmp_path / "pids"
+    write_project_servers(alpha, {"builder": fake("builder", pids / "alpha-builder")})
+    write_project_servers(beta, {"builder": fake("builder", pids / "beta-builder")})
+    async with (
+        SharedFleet(DaemonSettings(), cache=None) as fleet,
+        session(fleet, alpha, "a") as a,
+        session(fleet, beta, "b") as b,
+    ):
+        for each, root in ((a, alpha), (b, beta)):
+            await each.view.wait_for_connection("builder")
+            assert each.view.get_connection_status(name="builder") == "connected"
+            state = each.view.get_server_state("builder")
+            assert state.pid is not None and state.pid in alive(pids / f"{root.name}-builder")
+            by_keyword = await each.view.call_tool(
+                server_name="builder", tool_name="echo", arguments={"message": root.name}
+            )
+            assert [block.text for block in by_keyword.content] == [root.name]
+        assert a.view.get_connection_status("missing") == "disconnected"
+        assert a.view.get_server_state("missing").state == Phase.DISCONNECTED
+        assert a.view.get_connection("missing") is None
+        assert a.view.get_timings("missing") == {}
+        assert not a.view.is_deferred("missing")
+        with pytest.raises(ServerNotConnectedError):
+            await a.view.call_tool("missing", "echo", {"message": "hi"})
+        with pytest.raises(ServerNotConnectedError):
+            await a.view.list_prompts(server="missing")
 
 
 async def test_user_servers_run_once_project_servers_once_per_project_session_ones_per_session(
@@ -458,7 +496,7 @@ async def test_one_config_edit_reads_each_discovery_once_off_the_event_loop(
         discovered_on.append(threading.get_ident())
         return load_all_mcp_configs(*args, **kwargs)
 
-    monkeypatch.setattr(fleet_module, "load_all_mcp_configs", counted)
+    monkeypatch.setattr(discoveries_module, "load_all_mcp_configs", counted)
     event_loop_thread = threading.get_ident()
     interval_s = 0.05
     async with (
@@ -496,7 +534,7 @@ async def test_a_discovery_read_across_a_config_change_is_read_again(
             release.wait(SETTLE_S)
         return result
 
-    monkeypatch.setattr(fleet_module, "load_all_mcp_configs", held)
+    monkeypatch.setattr(discoveries_module, "load_all_mcp_configs", held)
     seen: list[list[str]] = []
 
     async def attach_narrow(fleet: SharedFleet) -> None:

@@ -182,15 +182,17 @@ def test_an_unset_or_false_variable_leaves_the_daemon_on(monkeypatch: pytest.Mon
 
 
 def test_the_shim_keeps_the_contract_s_exit_codes_and_the_gateway_s_limits() -> None:
-    from mcpfleet.fleet.tools import MIN_TOOL_NAME_LENGTH
+    from mcpfleet.fleet import tools
     from mcpfleet.gateway.stdio import MAX_MESSAGE_BYTES
+
+    MIN_TOOL_NAME_LENGTH = vars(tools)["MIN_TOOL_NAME_LENGTH"]
 
     assert defaults.MIN_TOOL_NAME_LENGTH == MIN_TOOL_NAME_LENGTH
     shortest = ["serve", "--max-name-length", str(MIN_TOOL_NAME_LENGTH)]
     assert entry.serve_route(shortest).settings is not None
     too_short = ["serve", "--max-name-length", str(MIN_TOOL_NAME_LENGTH - 1)]
     assert entry.serve_route(too_short) == entry.ServeRoute()
-    assert (shim.EXIT_OK, shim.EXIT_FAILED, shim.EXIT_USAGE) == (
+    assert (vars(shim)["EXIT_OK"], vars(shim)["EXIT_FAILED"], vars(shim)["EXIT_USAGE"]) == (
         output.EXIT_OK,
         output.EXIT_FAILED,
         output.EXIT_USAGE,
@@ -201,5 +203,5 @@ def test_the_shim_keeps_the_contract_s_exit_codes_and_the_gateway_s_limits() -> 
 def test_the_gateway_mark_has_one_name() -> None:
     from mcpfleet.config.gateway_entry import GATEWAY_PID_VARIABLE
 
-    assert entry.GATEWAY_PID_VARIABLE == GATEWAY_PID_VARIABLE
+    assert vars(entry)["GATEWAY_PID_VARIABLE"] == GATEWAY_PID_VARIABLE
     assert os.environ.get(GATEWAY_PID_VARIABLE) is None

@@ -6,10 +6,10 @@ import pytest
 
 from mcpfleet.client.definitions import ToolDefinition
 from mcpfleet.config.model import ServerConfig, SourceInfo
-from mcpfleet.fleet.catalog import ToolSlice, build_tools
 from mcpfleet.fleet.events import EventHub, ManagerEvent
-from mcpfleet.fleet.server import Attempt, Phase, Reconnection, ServerRegistry, ServerSlot
+from mcpfleet.fleet.registry import Attempt, Phase, Reconnection, ServerRegistry, ServerSlot
 from mcpfleet.fleet.supervision import ReconnectPolicy, Supervisor
+from mcpfleet.fleet.tool_list import ToolSlice, build_tools
 
 pytestmark = pytest.mark.anyio
 

@@ -162,7 +162,8 @@ def test_an_instruction_in_an_arguments_description_is_warned_of_with_its_place(
 def test_an_instruction_in_the_output_schema_title_or_annotations_is_warned_of(
     field: str, value: object, place: str
 ) -> None:
-    (warning,) = warnings_for("Adds a note.", **{field: value})
+    fields: dict[str, Any] = {field: value}
+    (warning,) = warnings_for("Adds a note.", **fields)
 
     assert warning.rule == "model-instructions"
     assert f" in {place}: " in warning.text

@@ -9,7 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mcpfleet.fleet.tools import MIN_TOOL_NAME_LENGTH, assign_tool_names
+from mcpfleet.contract.defaults import MIN_TOOL_NAME_LENGTH
+from mcpfleet.fleet.tools import assign_tool_names
 from mcpfleet.gateway.naming import (
     NamingPolicy,
     assign_served_names,

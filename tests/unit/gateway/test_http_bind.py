@@ -133,4 +133,4 @@ def test_the_token_variable_has_one_name() -> None:
     from mcpfleet.cli import serve_commands
     from mcpfleet.gateway import http
 
-    assert serve_commands.TOKEN_VARIABLE == http.TOKEN_VARIABLE == "MCPFLEET_GATEWAY_TOKEN"
+    assert vars(serve_commands)["TOKEN_VARIABLE"] == vars(http)["TOKEN_VARIABLE"] == "MCPFLEET_GATEWAY_TOKEN"

@@ -21,9 +21,9 @@ import anyio
 import anyio.abc
 
 from mcpfleet.config.model import ServerConfig, SourceInfo
-from mcpfleet.fleet.catalog import AnyTool, ToolSlice
 from mcpfleet.fleet.events import EventHub, EventKind, ManagerEvent
 from mcpfleet.fleet.supervision import Breaker, Supervisor
+from mcpfleet.fleet.tool_list import AnyTool, ToolSlice
 from mcpfleet.redaction import redact_text
 
 if TYPE_CHECKING:

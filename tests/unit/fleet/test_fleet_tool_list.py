@@ -9,7 +9,7 @@ import pytest
 
 from mcpfleet.client.definitions import ToolDefinition
 from mcpfleet.config.model import ServerConfig
-from mcpfleet.fleet.catalog import ToolSlice, build_tools, filter_tools, merge_slices
+from mcpfleet.fleet.tool_list import ToolSlice, build_tools, filter_tools, merge_slices
 from mcpfleet.fleet.tools import DeferredMCPTool, MCPTool
 
 

@@ -126,6 +126,11 @@ class CommandNotFoundError(ConnectError):
     """The command of a stdio server does not exist or cannot be executed."""
 
 
+class SandboxError(ConnectError):
+    """A server meant to run in a sandbox that cannot be confined as asked (no back-end usable
+    here, or ``"network": false`` where only Landlock is); the message says how to fix it."""
+
+
 class AuthRequiredError(ConnectError):
     """An HTTP server needs an OAuth login first (``mcpfleet login NAME``)."""
 

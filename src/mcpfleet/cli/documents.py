@@ -73,6 +73,7 @@ def server_rows(discovery: DiscoveryResult, fleet: ReportedFleet, result: Startu
     """One row per server an agent would try to run, with its state after the gate."""
     from mcpfleet.cli.render import ServerRow
     from mcpfleet.redaction import redact_text
+    from mcpfleet.transport.sandbox import sandbox_kind
 
     rows: list[ServerRow] = []
     tool_counts: dict[str, int] = {}
@@ -120,6 +121,7 @@ def server_rows(discovery: DiscoveryResult, fleet: ReportedFleet, result: Startu
                 timings_ms={k: round(v, 1) for k, v in fleet.get_timings(entry.name).items()},
                 era=era,
                 protocol_version=protocol_version,
+                sandbox=sandbox_kind(entry.config) if entry.config is not None else "off",
             )
         )
     return rows

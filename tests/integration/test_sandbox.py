@@ -1,0 +1,141 @@
+"""A project's server in its sandbox, under each back-end: what it may reach and what it may not.
+
+Real processes: the project's own server (``tests/servers/escaping_server.py``) tries to read
+the user's SSH key and cloud credentials, to write their shell profile, to read mcpfleet's
+token store and another project, and (``"network": false``) to reach a loopback listener;
+it reads and writes its own project meanwhile.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tests.integration.sandbox_fleet import (
+    BACKENDS,
+    SECRET,
+    cloned_project,
+    force_backend,
+    loopback_listener,
+    plant_secrets,
+)
+
+from mcpfleet.errors import SandboxError
+from mcpfleet.fleet.manager import MCPManager
+from mcpfleet.transport import sandbox
+
+pytestmark = pytest.mark.anyio
+
+
+async def attempt(manager: MCPManager, action: str, target: str = "") -> dict[str, Any]:
+    result = await manager.call_tool("escaping", "attempt", {"action": action, "target": target})
+    structured: dict[str, Any] = result.structured_content
+    return structured
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    name: str = request.param
+    force_backend(monkeypatch, name)
+    return name
+
+
+async def test_a_project_server_reaches_none_of_the_users_secrets(
+    backend: str, isolated_home: Path, tmp_path: Path
+) -> None:
+    secrets = plant_secrets(isolated_home, tmp_path)
+    project = cloned_project(tmp_path / "cloned-repo")
+    async with MCPManager(project, cache=None, startup_timeout_ms=0, trust_project=True) as manager:
+        result = await manager.discover_and_connect()
+        assert result.errors == {}
+        assert manager.get_connection("escaping") is not None
+        for target in (secrets.ssh_key, secrets.aws_credentials, secrets.token_store, secrets.other_project):
+            outcome = await attempt(manager, "read", str(target))
+            assert not outcome["ok"], f"{backend}: the server read {target}"
+            assert SECRET not in outcome["detail"]
+        for written in ("~/.ssh/id_rsa", "~/.aws/credentials"):
+            assert not (await attempt(manager, "read", written))["ok"], f"{backend}: read {written}"
+        await attempt(manager, "write", str(secrets.bashrc))
+        await attempt(manager, "write", "~/.bashrc")
+        # Inside its own project it works as ever.
+        assert (await attempt(manager, "write", str(project / "notes.txt")))["ok"]
+        assert (await attempt(manager, "read", "notes.txt"))["detail"] == "written from inside\n"
+        whoami = json.loads((await attempt(manager, "whoami"))["detail"])
+    assert secrets.bashrc.read_text() == SECRET + "\n", f"{backend}: the server wrote the real ~/.bashrc"
+    assert (project / "notes.txt").read_text() == "written from inside\n"
+    assert whoami["cwd"] == str(project)
+    private = sandbox.private_folder("escaping", str(project))
+    if backend == "bwrap":
+        # Its home is its private one, bound where the user's home is: both writes went there.
+        assert whoami["home"] == str(isolated_home) and whoami["tmp"] == "/tmp"
+        assert (private / "home" / ".bashrc").read_text() == "written from inside\n" * 2
+    else:
+        assert whoami["home"] == str(private / "home")
+        assert whoami["tmp"] == str(private / "tmp")
+
+
+async def test_the_same_server_unconfined_reads_the_secrets(isolated_home: Path, tmp_path: Path) -> None:
+    """The check above can fail: with ``"sandbox": false`` the very same reads succeed."""
+    secrets = plant_secrets(isolated_home, tmp_path)
+    project = cloned_project(tmp_path / "cloned-repo", {"sandbox": False})
+    async with MCPManager(project, cache=None, startup_timeout_ms=0, trust_project=True) as manager:
+        await manager.discover_and_connect()
+        outcome = await attempt(manager, "read", str(secrets.ssh_key))
+    assert outcome == {"ok": True, "detail": SECRET + "\n"}
+
+
+@pytest.mark.parametrize("network", [True, False])
+async def test_network_false_cuts_the_loopback_under_bubblewrap(
+    network: bool, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    force_backend(monkeypatch, "bwrap")
+    project = cloned_project(tmp_path / "cloned-repo", {"sandbox": {"network": network}})
+    with loopback_listener() as port:
+        async with MCPManager(project, cache=None, startup_timeout_ms=0, trust_project=True) as manager:
+            await manager.discover_and_connect()
+            outcome = await attempt(manager, "connect", str(port))
+    assert outcome["ok"] is network, outcome
+
+
+async def test_network_false_is_refused_where_only_landlock_is(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    force_backend(monkeypatch, "landlock")
+    project = cloned_project(tmp_path / "cloned-repo", {"sandbox": {"network": False}})
+    async with MCPManager(project, cache=None, startup_timeout_ms=0, trust_project=True) as manager:
+        result = await manager.discover_and_connect()
+        assert manager.get_connection("escaping") is None
+    error = result.errors["escaping"]
+    assert '"network": false' in error and "apt-get install bubblewrap" in error
+    assert '"network": true' in error
+
+
+async def test_without_a_back_end_a_sandboxed_server_does_not_start(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv(sandbox.BACKEND_VARIABLE, "none")
+    project = cloned_project(tmp_path / "cloned-repo")
+    async with MCPManager(project, cache=None, startup_timeout_ms=0, trust_project=True) as manager:
+        result = await manager.discover_and_connect()
+        assert manager.get_connection("escaping") is None
+    error = result.errors["escaping"]
+    assert "apt-get install bubblewrap" in error and '"sandbox": false' in error
+
+
+async def test_without_a_back_end_sandbox_false_still_starts(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv(sandbox.BACKEND_VARIABLE, "none")
+    project = cloned_project(tmp_path / "cloned-repo", {"sandbox": False})
+    async with MCPManager(project, cache=None, startup_timeout_ms=0, trust_project=True) as manager:
+        result = await manager.discover_and_connect()
+        assert result.errors == {}
+        assert (await attempt(manager, "whoami"))["ok"]
+
+
+def test_an_unknown_forced_back_end_is_an_error_naming_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(sandbox.BACKEND_VARIABLE, "docker")
+    with pytest.raises(SandboxError, match="MCPFLEET_SANDBOX_BACKEND='docker' is not one of"):
+        sandbox.available_backend("files")

@@ -156,9 +156,7 @@ def section(starts: dict[str, float], calls: dict[str, float]) -> str:
         if kind != "off":
             met = added <= GOAL_START_MS and ratio <= GOAL_CALL_RATIO
             verdict = "met" if met else "missed"
-        lines.append(
-            f"| {kind} | {start:.1f} | {added:+.1f} | {calls[kind]:.3f} | {ratio:.3f} | {verdict} |"
-        )
+        lines.append(f"| {kind} | {start:.1f} | {added:+.1f} | {calls[kind]:.3f} | {ratio:.3f} | {verdict} |")
     missing = [kind for kind in KINDS if kind not in starts]
     if missing:
         lines += ["", f"Not usable on this machine, so not measured: {', '.join(missing)}."]
@@ -166,7 +164,9 @@ def section(starts: dict[str, float], calls: dict[str, float]) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--write", action="store_true", help="write the section into BENCHMARKS.md")
     parser.add_argument("--smoke", action="store_true", help="fewer runs; print only")
     options = parser.parse_args()

@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
@@ -23,7 +25,6 @@ from tests.integration.test_detached_descendants import (
     TAG_VARIABLE,
     detached_pids,
     kill_leftovers,
-    tag,  # noqa: F401  (the fixture)
     tagged_processes,
     wait_until_gone,
 )
@@ -40,6 +41,13 @@ def backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> 
     name: str = request.param
     force_backend(monkeypatch, name)
     return name
+
+
+@pytest.fixture
+def tag() -> Iterator[str]:
+    value = uuid.uuid4().hex
+    yield value
+    kill_leftovers(value)
 
 
 def detaching_config(tmp_path: Path, tag: str) -> ServerConfig:

@@ -51,7 +51,9 @@ def test_paths_are_expanded_from_the_home_and_the_working_folder(
 
 
 @pytest.mark.parametrize("source", ["codex", "opencode"])
-def test_the_key_is_honoured_in_every_source(home: Path, project: Path, write: WriteFile, source: str) -> None:
+def test_the_key_is_honoured_in_every_source(
+    home: Path, project: Path, write: WriteFile, source: str
+) -> None:
     if source == "codex":
         write(home / ".codex" / "config.toml", '[mcp_servers.one]\ncommand = "server-bin"\nsandbox = true\n')
     else:

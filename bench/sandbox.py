@@ -9,7 +9,7 @@ back-end (``MCPFLEET_SANDBOX_BACKEND``), interleaved start by start. **Start** i
 the call to ``connect_to_server`` to a finished handshake (spawn, the sandbox's set-up, the
 server's own start); the median of ``STARTS`` starts. **Call** is the median latency of
 ``CALLS`` ``echo`` calls on one connection of each kind, taken in one run, interleaved call by
-call; the ratio is the sandboxed median over the unconfined one.
+call (each kind first in turn); the ratio is the sandboxed median over the unconfined one.
 """
 
 from __future__ import annotations
@@ -93,6 +93,13 @@ def select(kind: str) -> None:
         os.environ[sandbox.BACKEND_VARIABLE] = kind
 
 
+def rotated(kinds: list[str], round_number: int) -> list[str]:
+    """``kinds`` starting at a different one each round: the first of a round runs after the
+    others' work, the last right before a pause, and each kind takes each place in turn."""
+    shift = round_number % len(kinds)
+    return kinds[shift:] + kinds[:shift]
+
+
 async def start_ms(kind: str, project: Path) -> float:
     from mcpfleet.client import connect_to_server
 
@@ -112,8 +119,8 @@ async def measure(starts: int, calls: int) -> tuple[dict[str, float], dict[str, 
         for kind in kinds:
             await start_ms(kind, project)
         start_samples: dict[str, list[float]] = {kind: [] for kind in kinds}
-        for _ in range(starts):
-            for kind in kinds:
+        for round_number in range(starts):
+            for kind in rotated(kinds, round_number):
                 start_samples[kind].append(await start_ms(kind, project))
         call_samples: dict[str, list[float]] = {kind: [] for kind in kinds}
         async with AsyncExitStack() as stack:
@@ -124,8 +131,8 @@ async def measure(starts: int, calls: int) -> tuple[dict[str, float], dict[str, 
                     connect_to_server("synthetic", config_of(kind, project), cwd=project)
                 )
             tool = "tool_0"
-            for _ in range(calls):
-                for kind in kinds:
+            for round_number in range(calls):
+                for kind in rotated(kinds, round_number):
                     started = time.perf_counter()
                     await connections[kind].call_tool(tool, {"message": "hi"})
                     call_samples[kind].append((time.perf_counter() - started) * 1000)

@@ -194,7 +194,7 @@ def launch(
     return Launch(argv, inside_env, start_in, "landlock")
 
 
-_NAMESPACES = ("--die-with-parent", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try")
+_NAMESPACES = ("--die-with-parent", "--unshare-pid", "--unshare-ipc")
 
 
 @dataclass(frozen=True)
@@ -220,7 +220,7 @@ class _Plan:
         read_write = [path for path in map(Path, sandbox.paths) if path.exists()]
         if working_dir is not None:
             read_write.insert(0, working_dir)
-        return cls(tuple(read_only), tuple(read_write), working_dir)
+        return cls(tuple(dict.fromkeys(read_only)), tuple(dict.fromkeys(read_write)), working_dir)
 
     def bwrap_arguments(self, home: Path, private_home: Path, network: bool) -> list[str]:
         program = shutil.which("bwrap") or "bwrap"

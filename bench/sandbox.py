@@ -15,7 +15,6 @@ call (each kind first in turn); the ratio is the sandboxed median over the uncon
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import os
 import statistics
 import sys
@@ -74,9 +73,7 @@ def usable_kinds() -> list[str]:
     from mcpfleet.transport import sandbox
 
     kinds = ["off"]
-    # The Landlock launcher comes from its own branch (issue #24); until it is there, bwrap only.
-    landlock = importlib.util.find_spec("mcpfleet.transport.landlock") is not None
-    for backend in ("bwrap", "landlock") if landlock else ("bwrap",):
+    for backend in ("bwrap", "landlock"):
         os.environ[sandbox.BACKEND_VARIABLE] = backend
         if sandbox.available_backend("bench") == backend:
             kinds.append(backend)

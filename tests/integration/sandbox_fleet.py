@@ -8,7 +8,6 @@ mcpfleet's store, and another project, each holding a secret line the server mus
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import shutil
 import socket
@@ -32,8 +31,6 @@ BACKENDS = ("bwrap", "landlock")
 def force_backend(monkeypatch: pytest.MonkeyPatch, backend: str) -> None:
     """Run sandboxed servers under ``backend`` only; skip when it is not usable here (the
     Makefile installs bubblewrap where it can; Landlock needs a kernel that has it)."""
-    if backend == "landlock" and importlib.util.find_spec("mcpfleet.transport.landlock") is None:
-        pytest.skip("the Landlock launcher (mcpfleet.transport.landlock, branch poisoning) is not merged yet")
     monkeypatch.setenv(sandbox.BACKEND_VARIABLE, backend)
     if sandbox.available_backend("probe") != backend:
         pytest.skip(f"the {backend} sandbox back-end is not usable on this machine")

@@ -45,7 +45,7 @@ Backend = Literal["bwrap", "landlock"]
 SandboxKind = Literal["bwrap", "landlock", "off"]
 """What ``status --json`` reports of a server's sandbox."""
 
-BACKEND_VARIABLE = "MCPFLEET_SANDBOX_BACKEND"
+BACKEND_VARIABLE = paths.SANDBOX_BACKEND_ENV
 """Restricts the back-end to one: ``bwrap``, ``landlock``, or ``none`` (as on a machine with
 neither). Unset: bubblewrap when usable, else Landlock."""
 BACKEND_CHOICES = ("bwrap", "landlock", "none")

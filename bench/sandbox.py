@@ -148,7 +148,9 @@ def section(starts: dict[str, float], calls: dict[str, float]) -> str:
         f"path, unconfined and in each usable sandbox back-end, interleaved: median of {STARTS} starts "
         f"(call to finished handshake), and the median of {CALLS} `tool_0` (echo) calls on one connection of "
         f"each kind in one run. Goals: at most {GOAL_START_MS:.0f} ms added per start, call ratio at "
-        f"most {GOAL_CALL_RATIO}.",
+        f"most {GOAL_CALL_RATIO}. Load average when it ran: {os.getloadavg()[0]:.1f} on "
+        f"{os.cpu_count()} cores (each launcher is a process more to schedule: on a loaded machine "
+        "the added start-up grows with the load).",
         "",
         "| sandbox | start (ms) | added (ms) | call (ms) | call ratio | goal |",
         "|---|---:|---:|---:|---:|---|",

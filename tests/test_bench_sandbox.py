@@ -4,7 +4,6 @@ against the unconfined server, and the section says met or missed against the go
 from __future__ import annotations
 
 import anyio
-
 from bench import sandbox
 
 

@@ -9,12 +9,15 @@ it reads and writes its own project meanwhile.
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.conftest import PYTHON
 from tests.integration.sandbox_fleet import (
     BACKENDS,
+    ESCAPING_SERVER,
     SECRET,
     cloned_project,
     force_backend,
@@ -24,6 +27,7 @@ from tests.integration.sandbox_fleet import (
 
 from mcpfleet.errors import SandboxError
 from mcpfleet.fleet.manager import MCPManager
+from mcpfleet.paths import user_config_file
 from mcpfleet.transport import sandbox
 
 pytestmark = pytest.mark.anyio
@@ -139,3 +143,34 @@ def test_an_unknown_forced_back_end_is_an_error_naming_the_variable(monkeypatch:
     monkeypatch.setenv(sandbox.BACKEND_VARIABLE, "docker")
     with pytest.raises(SandboxError, match="MCPFLEET_SANDBOX_BACKEND='docker' is not one of"):
         sandbox.available_backend("files")
+
+
+async def test_a_user_server_sandboxed_by_the_user_config_starts_in_its_private_home(
+    backend: str, isolated_home: Path, tmp_path: Path
+) -> None:
+    """A user-level server runs in the home; sandboxed (here by the level's default in
+    mcpfleet's user config), the home it starts in is its own, never the user's."""
+    secrets = plant_secrets(isolated_home, tmp_path)
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    shutil.copy(ESCAPING_SERVER, tools / "server.py")
+    user_config_file().parent.mkdir(parents=True, exist_ok=True)
+    user_config_file().write_text(
+        json.dumps(
+            {
+                "sandbox": {"user": {"readOnlyPaths": [str(tools)]}},
+                "mcpServers": {"escaping": {"command": PYTHON, "args": [str(tools / "server.py")]}},
+            }
+        )
+    )
+    async with MCPManager(tmp_path, cache=None, startup_timeout_ms=0) as manager:
+        result = await manager.discover_and_connect()
+        assert result.errors == {}
+        whoami = json.loads((await attempt(manager, "whoami"))["detail"])
+        listing = await attempt(manager, "read", str(secrets.ssh_key))
+        assert (await attempt(manager, "write", "in-its-home.txt"))["ok"]
+    assert not listing["ok"]
+    private_home = sandbox.private_folder("escaping", str(isolated_home)) / "home"
+    assert (private_home / "in-its-home.txt").read_text() == "written from inside\n"
+    assert not (isolated_home / "in-its-home.txt").exists()
+    assert whoami["cwd"] == (str(isolated_home) if backend == "bwrap" else str(private_home))

@@ -263,7 +263,7 @@ def _program_folders(executable: Path, home: Path) -> list[Path]:
         base = _venv_base(prefix)
         if base is not None and not _contains(base, home) and base != home / ".local":
             found.append(base)
-    return found
+    return list(dict.fromkeys(found))
 
 
 def _venv_base(prefix: Path) -> Path | None:

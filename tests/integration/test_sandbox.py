@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -174,3 +175,29 @@ async def test_a_user_server_sandboxed_by_the_user_config_starts_in_its_private_
     assert (private_home / "in-its-home.txt").read_text() == "written from inside\n"
     assert not (isolated_home / "in-its-home.txt").exists()
     assert whoami["cwd"] == (str(isolated_home) if backend == "bwrap" else str(private_home))
+
+
+def own_venv(project: Path) -> Path:
+    """A virtual environment in ``project`` made from this interpreter (no packages: the
+    escaping server needs none)."""
+    base = Path(sys.executable).resolve()
+    venv = project / ".venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "python").symlink_to(base)
+    (venv / "pyvenv.cfg").write_text(f"home = {base.parent}\ninclude-system-site-packages = false\n")
+    return venv
+
+
+async def test_a_project_server_run_by_the_projects_own_venv_may_still_write_into_it(
+    backend: str, tmp_path: Path
+) -> None:
+    """The interpreter's folders are made readable, but one inside the project stays writable
+    (a server may install into its own ``.venv``)."""
+    venv = own_venv(tmp_path / "cloned-repo")
+    project = cloned_project(tmp_path / "cloned-repo", {"command": str(venv / "bin" / "python")})
+    async with MCPManager(project, cache=None, startup_timeout_ms=0, trust_project=True) as manager:
+        result = await manager.discover_and_connect()
+        assert result.errors == {}
+        written = await attempt(manager, "write", str(venv / "installed.txt"))
+    assert written["ok"], written
+    assert (venv / "installed.txt").read_text() == "written from inside\n"

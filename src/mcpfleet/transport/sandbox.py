@@ -209,17 +209,23 @@ class _Plan:
 
     @classmethod
     def of(cls, sandbox: Sandbox, executable: str, home: Path, cwd: Path) -> _Plan:
+        working_dir = None if _contains(cwd, home) else cwd
+        read_write = [path for path in map(Path, sandbox.paths) if path.exists()]
+        if working_dir is not None:
+            read_write.insert(0, working_dir)
         read_only = [Path(folder) for folder in SYSTEM_FOLDERS if os.path.lexists(folder)]
-        read_only += _program_folders(Path(executable), home)
+        # A program inside a writable folder (the project's own .venv) stays writable: only
+        # what the entry declares read-only is made so there.
+        read_only += [
+            folder
+            for folder in _program_folders(Path(executable), home)
+            if not any(_contains(writable, folder) for writable in read_write)
+        ]
         read_only += [path for path in map(Path, sandbox.read_only_paths) if path.exists()]
         resolv = Path("/etc/resolv.conf")
         if resolv.is_symlink():
             # Often a link into /run (systemd-resolved): without its target, no name resolves.
             read_only.append(resolv.resolve().parent)
-        working_dir = None if _contains(cwd, home) else cwd
-        read_write = [path for path in map(Path, sandbox.paths) if path.exists()]
-        if working_dir is not None:
-            read_write.insert(0, working_dir)
         return cls(tuple(dict.fromkeys(read_only)), tuple(dict.fromkeys(read_write)), working_dir)
 
     def bwrap_arguments(self, home: Path, private_home: Path, network: bool) -> list[str]:

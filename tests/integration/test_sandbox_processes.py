@@ -18,7 +18,7 @@ from pathlib import Path
 import anyio
 import pytest
 from tests.conftest import PYTHON, SERVERS_DIR
-from tests.integration.sandbox_fleet import BACKENDS, force_backend
+from tests.integration.sandbox_fleet import BACKENDS, ESCAPING_SERVER, force_backend
 from tests.integration.test_detached_descendants import (
     DETACHING_SERVER,
     HOST_SCRIPT,
@@ -32,6 +32,7 @@ from tests.integration.test_detached_descendants import (
 from mcpfleet.client import connect_to_server
 from mcpfleet.config.model import Sandbox, ServerConfig
 from mcpfleet.errors import ConnectError
+from mcpfleet.transport import sandbox
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc (Linux)")
 
@@ -142,3 +143,27 @@ async def test_a_missing_command_in_a_sandbox_is_the_usual_command_not_found(
     with pytest.raises(ConnectError, match="command not found: no-such-mcp-server"):
         async with connect_to_server("gone", config, cwd=tmp_path):
             pass
+
+
+@pytest.mark.anyio
+async def test_a_home_that_is_the_root_folder_gets_a_private_home_of_its_own(
+    backend: str, tmp_path: Path
+) -> None:
+    """``HOME=/`` (a service account's): the root cannot be swapped for the private home, so
+    the server's ``HOME`` names the private home itself."""
+    config = ServerConfig(
+        name="rooted",
+        transport="stdio",
+        command=PYTHON,
+        args=(str(ESCAPING_SERVER),),
+        env={"HOME": "/"},
+        cwd=str(tmp_path),
+        sandbox=Sandbox(read_only_paths=(str(SERVERS_DIR),)),
+    )
+    async with connect_to_server("rooted", config, cwd=tmp_path) as connection:
+        result = await connection.call_tool("attempt", {"action": "whoami"})
+        written = await connection.call_tool("attempt", {"action": "write", "target": "~/note.txt"})
+    private_home = sandbox.private_folder("rooted", str(tmp_path)) / "home"
+    assert json.loads(result.structured_content["detail"])["home"] == str(private_home)
+    assert written.structured_content["ok"]
+    assert (private_home / "note.txt").read_text() == "written from inside\n"

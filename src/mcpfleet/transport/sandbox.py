@@ -174,6 +174,10 @@ def launch(
     home = Path(env.get("HOME") or paths.home_dir())
     folder = paths.make_private_folder(private_folder(server_name, cwd))
     private_home = paths.make_private_folder(folder / "home")
+    if home.parent == home:
+        # A service account's home may be the root folder, which cannot be swapped for another:
+        # the private home is then mounted where it is, and HOME names it.
+        home = private_home
     plan = _Plan.of(sandbox, executable, home, Path(cwd))
     inside_env = {key: value for key, value in env.items() if key not in DROPPED_VARIABLES}
     if backend == "bwrap":

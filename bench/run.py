@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench import daemon, integrations, protocol_eras, tool_budget
+from bench import daemon, integrations, protocol_eras, sandbox, tool_budget
 from bench import gateway as gateway_bench
 from bench.harness import gateway_report, report, sections
 from bench.harness.peers import (
@@ -274,6 +274,7 @@ def _write_report(target: Path, text: str) -> None:
     text = sections.carry_over(previous, text, integrations.HEADING)
     text = sections.carry_over(previous, text, tool_budget.HEADING)
     text = sections.carry_over(previous, text, daemon.HEADING)
+    text = sections.carry_over(previous, text, sandbox.HEADING)
     target.write_text(text, encoding="utf-8")
 
 

@@ -26,6 +26,7 @@ is in the tree and named here::
     │   ├── AuthRequiredError
     │   ├── LoginError
     │   ├── SecretResolutionError
+    │   ├── SandboxError
     │   └── ServerReconnectingError
     ├── ConnectionClosedError
     ├── ServerNotConnectedError
@@ -197,6 +198,11 @@ class ServerExitedError(ConnectError):
 
 class CommandNotFoundError(ConnectError):
     """The command of a stdio server does not exist or cannot be executed."""
+
+
+class SandboxError(ConnectError):
+    """A server meant to run in a sandbox that cannot be confined as asked (no back-end usable
+    here, or ``"network": false`` where only Landlock is); the message says how to fix it."""
 
 
 class AuthRequiredError(ConnectError):

@@ -14,6 +14,9 @@ from pathlib import Path
 
 APP_NAME = "mcpfleet"
 PRIVATE_FOLDER_MODE = 0o700
+SANDBOX_BACKEND_ENV = "MCPFLEET_SANDBOX_BACKEND"
+"""Restricts the sandbox to one back-end (``transport/sandbox.py``): a setting of the machine,
+so the daemon keeps it from the environment it was started in."""
 
 
 def home_dir() -> Path:

@@ -11,7 +11,7 @@ from typing import Any
 import anyio
 import pytest
 from tests.conftest import PYTHON
-from tests.servers.fixtures import FAKE_SERVER
+from tests.servers.fixtures import FAKE_SERVER, READS_TEST_SERVERS
 
 from mcpfleet.config import ApprovalStore
 from mcpfleet.fleet.manager import MCPManager
@@ -46,7 +46,8 @@ async def test_pending_servers_are_errors_with_the_fix_and_disabled_ones_are_ski
 
 
 async def test_an_approved_project_server_starts(tmp_path: Path) -> None:
-    write(project_config_file(tmp_path), {"project-tool": fake_entry("project-tool", "--tool", "echo")})
+    written = fake_entry("project-tool", "--tool", "echo", sandbox=READS_TEST_SERVERS)
+    write(project_config_file(tmp_path), {"project-tool": written})
     async with MCPManager(tmp_path, cache=None, startup_timeout_ms=0) as manager:
         pending = manager.discover()
         [entry] = [e for e in pending.entries if e.name == "project-tool"]
@@ -57,7 +58,8 @@ async def test_an_approved_project_server_starts(tmp_path: Path) -> None:
 
 
 async def test_trust_project_approves_for_one_run(tmp_path: Path) -> None:
-    write(project_config_file(tmp_path), {"project-tool": fake_entry("project-tool", "--tool", "echo")})
+    entry = fake_entry("project-tool", "--tool", "echo", sandbox=READS_TEST_SERVERS)
+    write(project_config_file(tmp_path), {"project-tool": entry})
     async with MCPManager(tmp_path, cache=None, startup_timeout_ms=0, trust_project=True) as manager:
         result = await manager.discover_and_connect()
     assert result.connected_servers == ["project-tool"]

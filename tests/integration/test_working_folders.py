@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from tests.conftest import PYTHON
-from tests.servers.fixtures import FAKE_SERVER
+from tests.servers.fixtures import FAKE_SERVER, READS_TEST_SERVERS
 
 from mcpfleet.client.secrets import clear_secret_cache
 from mcpfleet.config import load_all_mcp_configs
@@ -90,7 +90,8 @@ async def test_user_and_local_servers_run_in_the_home_and_approved_project_serve
     write_user_servers({"mine": entry("mine")})
     claude_user_file = {"projects": {str(project): {"mcpServers": {"local": entry("local")}}}}
     (isolated_home / ".claude.json").write_text(json.dumps(claude_user_file))
-    (project / ".mcp.json").write_text(json.dumps({"mcpServers": {"theirs": entry("theirs")}}))
+    theirs = {**entry("theirs"), "sandbox": READS_TEST_SERVERS}
+    (project / ".mcp.json").write_text(json.dumps({"mcpServers": {"theirs": theirs}}))
     async with MCPManager(project, cache=None, startup_timeout_ms=0, trust_project=True) as manager:
         await manager.discover_and_connect()
         folders = {

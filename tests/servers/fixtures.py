@@ -28,6 +28,9 @@ SERVERS_DIR = Path(__file__).parent
 FAKE_SERVER = SERVERS_DIR / "fake_server.py"
 HTTP_SERVER = SERVERS_DIR / "http_server.py"
 CONFORMANCE_BACKEND = SERVERS_DIR / "conformance_backend.py"
+READS_TEST_SERVERS = {"readOnlyPaths": [str(SERVERS_DIR)]}
+"""The ``"sandbox"`` of a project entry that runs one of these servers: project servers run in
+a sandbox (docs/sandbox.md), and this folder is outside every test's project."""
 READY_TIMEOUT_S = 20.0
 
 if TYPE_CHECKING:

@@ -46,6 +46,7 @@ PUBLIC = {
     "AuthRequiredError",
     "LoginError",
     "SecretResolutionError",
+    "SandboxError",
     "ServeAddressError",
     "ConnectionClosedError",
     "ServerReconnectingError",

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from rich.table import Table
     from rich.text import Text
 
-    from mcpfleet.config.model import DiscoveredEntry, SourceInfo
+    from mcpfleet.config.model import DiscoveredEntry, Sandbox, SourceInfo
 
 
 @dataclass(frozen=True)
@@ -81,7 +81,8 @@ class PendingReview:
     """What a project entry awaiting approval would run, for the user to read first.
 
     Its config is still the text of the file (nothing was substituted); of its env and
-    headers only the names are kept, never the values.
+    headers only the names are kept, never the values. A ``"sandbox"`` the entry declares is
+    shown (``false``, or what it opens up); without one the level's default applies.
     """
 
     command: str | None = None
@@ -90,6 +91,7 @@ class PendingReview:
     env: tuple[str, ...] = ()
     url: str | None = None
     headers: tuple[str, ...] = ()
+    sandbox: Sandbox | None = None
 
     @classmethod
     def of(cls, entry: DiscoveredEntry) -> PendingReview | None:
@@ -104,12 +106,21 @@ class PendingReview:
                 args=tuple(redact_args(config.args)),
                 cwd=config.cwd,
                 env=tuple(sorted(config.env)),
+                sandbox=config.sandbox,
             )
         return cls(url=redact_url(config.url) if config.url else None, headers=tuple(sorted(config.headers)))
 
     def to_json(self) -> dict[str, Any]:
         if self.command is not None:
-            return {"command": self.command, "args": list(self.args), "cwd": self.cwd, "env": list(self.env)}
+            data: dict[str, Any] = {
+                "command": self.command,
+                "args": list(self.args),
+                "cwd": self.cwd,
+                "env": list(self.env),
+            }
+            if self.sandbox is not None:
+                data["sandbox"] = self.sandbox.to_dict()
+            return data
         return {"url": self.url, "headers": list(self.headers)}
 
     def summary(self) -> str:
@@ -121,11 +132,26 @@ class PendingReview:
                 parts.append(f"in: {self.cwd}")
             if self.env:
                 parts.append(f"env: {', '.join(self.env)}")
+            if self.sandbox is not None:
+                parts.append(f"sandbox: {sandbox_summary(self.sandbox)}")
         else:
             parts = [f"url: {self.url}"]
             if self.headers:
                 parts.append(f"headers: {', '.join(self.headers)}")
         return "  ".join(parts)
+
+
+def sandbox_summary(sandbox: Sandbox) -> str:
+    """What a declared sandbox lets the server do beyond the defaults, in a few words."""
+    if not sandbox.enabled:
+        return "off (runs with every right of yours)"
+    parts = []
+    if sandbox.paths:
+        parts.append(f"writes {', '.join(sandbox.paths)}")
+    if sandbox.read_only_paths:
+        parts.append(f"reads {', '.join(sandbox.read_only_paths)}")
+    parts.append("network" if sandbox.network else "no network")
+    return "; ".join(parts)
 
 
 @dataclass(frozen=True)

@@ -106,7 +106,8 @@ async def prepare_stdio_transport(
 
     Discovery gives every stdio entry its working folder (see ``config/discovery.py``); a
     config built by hand has no level to decide from, so it runs where its builder says: its
-    own ``cwd``, else the folder the caller passed.
+    own ``cwd``, else the folder the caller passed. It runs in the config's sandbox
+    (``transport/sandbox.py``).
     """
     if not config.command:
         raise ConnectError(f'MCP server "{name}" has no "command"', server=name)
@@ -114,7 +115,14 @@ async def prepare_stdio_transport(
         name, config.env, enabled=resolve_secrets, literal_keys=config.literal_env_keys
     )
     folder = cwd / config.cwd if config.cwd else cwd
-    process = ServerProcess(name, config.command, config.args, env={**os.environ, **env}, cwd=str(folder))
+    process = ServerProcess(
+        name,
+        config.command,
+        config.args,
+        env={**os.environ, **env},
+        cwd=str(folder),
+        sandbox=config.effective_sandbox,
+    )
     return StdioTransport(
         process, max_message_bytes=config.effective_max_message_bytes, max_tools=config.effective_max_tools
     )

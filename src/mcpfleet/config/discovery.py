@@ -14,7 +14,8 @@ files, then level local > project > user, then provider order, then order in the
    not, so a repository cannot switch off a user server of the same name by declaring
    one: the user server stays active until the project one is approved;
 5. the entry's substitutions run and a stdio entry without ``cwd`` gets its working folder
-   (the project for a project entry, the user's home for any other); an entry the host's
+   (the project for a project entry, the user's home for any other), and one without
+   ``sandbox`` its level's default (``sandbox_defaults.py``); an entry the host's
    ``entry_filter`` leaves out, or that its substitutions reveal as the gateway's own, is
    ``filtered`` with the reason; an entry with the same
    connection as an earlier one (as declared, or once the working folder is applied) is
@@ -58,6 +59,7 @@ from mcpfleet.config.providers import (
     Provider,
 )
 from mcpfleet.config.readers import MAX_CONFIG_BYTES, MAX_USER_CONFIG_BYTES, read_document
+from mcpfleet.config.sandbox_defaults import SANDBOX_DEFAULTS_KEY, SandboxDefaults, read_sandbox_defaults
 from mcpfleet.config.substitution import SubstitutionContext, substitute_config
 from mcpfleet.errors import ConfigError, Failure
 
@@ -155,7 +157,8 @@ def load_all_mcp_configs(
     # Run from the home folder (or a project whose file is a link to the user's own), a
     # project-level path can be a user-level file: it is read once, as the user's.
     user_files = {os.path.realpath(spec.path) for *_, spec in files if spec.level != "project"}
-    read_at = {spec.servers_at for *_, spec in files} | {(key,) for key in _OVERRIDE_KEYS}
+    user_keys = (*_OVERRIDE_KEYS, SANDBOX_DEFAULTS_KEY)
+    read_at = {spec.servers_at for *_, spec in files} | {(key,) for key in user_keys}
     documents = _Documents(root, result, last_good, read_at)
     for provider_rank, provider, file_rank, spec in files:
         if spec.level == "project" and os.path.realpath(spec.path) in user_files:
@@ -174,6 +177,8 @@ def load_all_mcp_configs(
         # `mcpfleet approve` and `revoke` change what runs: a watcher reloads for them too.
         result.config_paths.append(str(store.path))
     context = SubstitutionContext.current(root, locations.home, environ)
+    user_file = paths.user_config_file()
+    sandbox_defaults = read_sandbox_defaults(documents.read(user_file, "user"), user_file, result.errors)
     _Resolver(
         result,
         enable_project_config=enable_project_config,
@@ -184,6 +189,7 @@ def load_all_mcp_configs(
         force=force,
         context=context,
         gateway_endpoints=running_gateway_endpoints(),
+        sandbox_defaults=sandbox_defaults,
     ).resolve(candidates)
     result.referenced_variables = context.referenced
     _apply_tool_cap(documents, result)
@@ -384,8 +390,10 @@ class _Resolver:
         force: frozenset[str],
         context: SubstitutionContext,
         gateway_endpoints: Sequence[GatewayEndpoint] = (),
+        sandbox_defaults: SandboxDefaults | None = None,
     ) -> None:
         self.result = result
+        self.sandbox_defaults = sandbox_defaults if sandbox_defaults is not None else SandboxDefaults()
         self.enable_project_config = enable_project_config
         self.entry_filter = entry_filter
         self.trust_project = trust_project
@@ -482,9 +490,13 @@ class _Resolver:
         return resolved
 
     def _with_working_dir(self, candidate: _Candidate, resolved: ServerConfig) -> ServerConfig:
-        if resolved.cwd is None and resolved.transport == "stdio":
-            return replace(resolved, cwd=self._working_dir(candidate))
-        return resolved
+        if resolved.transport != "stdio":
+            return resolved
+        if resolved.cwd is None:
+            resolved = replace(resolved, cwd=self._working_dir(candidate))
+        assert resolved.cwd is not None
+        sandbox = self.sandbox_defaults.applied(resolved.sandbox, candidate.source.level, Path(resolved.cwd))
+        return replace(resolved, sandbox=sandbox)
 
     def _resolved(self, candidate: _Candidate, config: ServerConfig) -> ServerConfig:
         """``config`` as it would run: substitutions done, its defaults (the working folder) applied."""

@@ -22,6 +22,34 @@ Share = Literal["user", "project", "session"]
 sessions of one project, or each session its own (``share`` in a server entry)."""
 SHARES: tuple[Share, ...] = ("user", "project", "session")
 
+
+@dataclass(frozen=True)
+class Sandbox:
+    """How a stdio server is confined (``"sandbox"`` in its entry; ``transport/sandbox.py``
+    builds the confinement). ``true`` is ``Sandbox()``, ``false`` is ``Sandbox(enabled=False)``."""
+
+    enabled: bool = True
+    network: bool = True
+    """``False`` cuts the network (a network namespace of its own: bubblewrap only)."""
+    paths: tuple[str, ...] = ()
+    """Folders (or files) it may read and write besides its working folder; ``~`` expanded, a
+    relative one taken from its working folder."""
+    read_only_paths: tuple[str, ...] = ()
+    """Folders (or files) it may read besides the system's."""
+
+    def to_dict(self) -> dict[str, Any]:
+        if not self.enabled:
+            return {"enabled": False}
+        return {
+            "enabled": True,
+            "network": self.network,
+            "paths": list(self.paths),
+            "read_only_paths": list(self.read_only_paths),
+        }
+
+
+SANDBOX_OFF = Sandbox(enabled=False)
+
 DEFAULT_TIMEOUT_MS = 30_000
 DEFAULT_TOOL_TIMEOUT_MS = 10 * 60 * 1000
 """Bound of one tool call when neither the server's ``toolTimeout`` nor the call sets one:
@@ -114,6 +142,12 @@ class ServerConfig:
     """Most tools taken from the server (``maxTools``); ``None``: ``DEFAULT_MAX_TOOLS``. A bound
     on what is read, not part of what runs: left out of ``to_dict`` and the fingerprint (so
     mcpfleet's user-level default never changes a cache key or an approval)."""
+    sandbox: Sandbox | None = None
+    """How it is confined when it is a stdio server. As an entry declares it, ``None`` when it
+    declares none; discovery then applies its level's default (on for a project entry, off for
+    a local or user one, unless ``"sandbox"`` in mcpfleet's user config says otherwise). A
+    hand-built config left at ``None`` runs unconfined. What an entry declares is part of its
+    fingerprint: a repository that loosens its server's sandbox asks for a new approval."""
 
     @property
     def effective_timeout_ms(self) -> int:
@@ -124,6 +158,14 @@ class ServerConfig:
     def effective_tool_timeout_ms(self) -> int:
         """The bound of one tool call in ms; 0 means unbounded."""
         return DEFAULT_TOOL_TIMEOUT_MS if self.tool_timeout_ms is None else self.tool_timeout_ms
+
+    @property
+    def effective_sandbox(self) -> Sandbox:
+        """The confinement it runs in: off for a remote server and for a hand-built config
+        that says nothing."""
+        if self.transport != "stdio" or self.sandbox is None:
+            return SANDBOX_OFF
+        return self.sandbox
 
     @property
     def effective_max_tools(self) -> int:
@@ -152,6 +194,8 @@ class ServerConfig:
         # written before the field existed stay what they were.
         if self.max_message_bytes is not None:
             data["max_message_bytes"] = self.max_message_bytes
+        if self.sandbox is not None and self.transport == "stdio":
+            data["sandbox"] = self.sandbox.to_dict()
         return data
 
     def connection_identity(self) -> str:

@@ -3,8 +3,8 @@
 Each tool gets a small *adapter* that renames its keys into one canonical dict
 (``type``, ``command``, ``args``, ``env``, ``cwd``, ``url``, ``headers``, ``enabled``,
 ``timeout_ms``, ``tool_timeout_ms``, ``include_tools``, ``exclude_tools``, ``oauth``,
-``max_message_bytes``, ``max_tools``, and the daemon's ``share``, ``keep_warm``,
-``idle_timeout_s``);
+``max_message_bytes``, ``max_tools``, ``sandbox``, and the daemon's ``share``, ``keep_warm``,
+``idle_timeout_s``; mcpfleet's own ``sandbox`` is read from the entries of every source);
 ``build_server`` then validates that dict once, for every tool alike.
 """
 
@@ -17,7 +17,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from mcpfleet.config.model import SHARES, ServerConfig, Share, Transport, fingerprint_of
+from mcpfleet.config.model import SHARES, Sandbox, ServerConfig, Share, Transport, fingerprint_of
 from mcpfleet.config.substitution import CODEX_BEARER_HEADER
 from mcpfleet.errors import MCPFleetError
 
@@ -126,6 +126,7 @@ def adapt_standard(
         "keep_warm": _first(raw, "keepWarm", "keep_warm"),
         "idle_timeout_s": _first(raw, "idleTimeout", "idle_timeout"),
         "max_tools": raw.get("maxTools"),
+        "sandbox": raw.get("sandbox"),
     }
 
 
@@ -199,6 +200,7 @@ def adapt_codex(raw: Mapping[str, Any]) -> Canonical:
         "include_tools": raw.get("enabled_tools"),
         "exclude_tools": raw.get("disabled_tools"),
         "root_command": True,
+        "sandbox": raw.get("sandbox"),
     }
 
 
@@ -222,6 +224,7 @@ def adapt_opencode(raw: Mapping[str, Any]) -> Canonical:
         "enabled": raw.get("enabled"),
         "timeout_ms": raw.get("timeout"),
         "oauth": oauth if isinstance(oauth, Mapping) else None,
+        "sandbox": raw.get("sandbox"),
     }
 
 
@@ -245,6 +248,7 @@ def adapt_goose(raw: Mapping[str, Any]) -> Canonical:
         "enabled": raw.get("enabled"),
         "timeout_ms": _scaled(raw.get("timeout"), 1000),
         "include_tools": raw.get("available_tools") or None,
+        "sandbox": raw.get("sandbox"),
     }
 
 
@@ -301,6 +305,7 @@ def build_server(name: str, fields: Canonical, *, base_dir: Path) -> ServerConfi
         keep_warm=_keep_warm(fields.get("keep_warm")),
         idle_timeout_s=_seconds(fields.get("idle_timeout_s")),
         max_tools=tool_cap(fields.get("max_tools"), '"maxTools"'),
+        sandbox=sandbox_setting(fields.get("sandbox"), '"sandbox"') if transport == "stdio" else None,
     )
     return _with_fingerprint(config)
 
@@ -397,6 +402,49 @@ def tool_cap(value: Any, key: str) -> int | None:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise EntryError(f"{key} must be a whole number of tools >= 1, not {value!r}")
     return value
+
+
+SANDBOX_KEYS = ("network", "paths", "readOnlyPaths")
+SANDBOX_FIX = (
+    'write true, false, or {"network": true|false, "paths": [folders it may write], '
+    '"readOnlyPaths": [folders it may read]}'
+)
+
+
+def sandbox_setting(value: Any, key: str) -> Sandbox | None:
+    """A ``"sandbox"`` value: ``true``, ``false`` or ``{"network", "paths", "readOnlyPaths"}``;
+    ``None`` when absent. ``~`` is expanded here; a relative path stays relative (to the
+    server's working folder, which only discovery knows)."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return Sandbox(enabled=value)
+    if not isinstance(value, Mapping):
+        raise EntryError(f"{key} must be true, false or an object, not {value!r}; {SANDBOX_FIX}")
+    unknown = sorted(str(name) for name in value if name not in SANDBOX_KEYS)
+    if unknown:
+        raise EntryError(
+            f"{key} has unknown key {unknown[0]!r} (known: {', '.join(SANDBOX_KEYS)}); {SANDBOX_FIX}"
+        )
+    network = value.get("network", True)
+    if not isinstance(network, bool):
+        raise EntryError(f"{key}.network must be true or false, not {network!r}")
+    return Sandbox(
+        enabled=True,
+        network=network,
+        paths=_sandbox_paths(value.get("paths"), f"{key}.paths"),
+        read_only_paths=_sandbox_paths(value.get("readOnlyPaths"), f"{key}.readOnlyPaths"),
+    )
+
+
+def _sandbox_paths(value: Any, key: str) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, list) or not all(isinstance(item, str) and item.strip() for item in value):
+        raise EntryError(f'{key} must be a list of paths (absolute, "~/…" or relative to its working folder)')
+    if any("\0" in item for item in value):
+        raise EntryError(f"{key} holds a path with a NUL character; remove it")
+    return tuple(str(Path(item).expanduser()) for item in value)
 
 
 def _share(value: Any) -> Share | None:

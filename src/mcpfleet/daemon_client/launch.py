@@ -30,6 +30,7 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
+from mcpfleet import paths as user_paths
 from mcpfleet.contract import wire
 from mcpfleet.daemon_client import paths
 from mcpfleet.daemon_client.peer import require_same_user
@@ -90,12 +91,14 @@ def daemon_environment(environ: Mapping[str, str] | None = None) -> dict[str, st
     """The environment the daemon runs with, taken from ``environ`` (this process's by
     default): the fixed base (``wire.BASE_ENVIRONMENT``), the variables that locate config
     files (the daemon reads the same files as its sessions) and the runtime folder's
-    override. Nothing else of the host that started it: no API key or token of one host's
-    environment ever reaches a server that another host's session uses."""
+    override and the sandbox's back-end choice (settings of the machine, not of a host). Nothing
+    else of the host that started it: no API key or token of one host's environment ever
+    reaches a server that another host's session uses."""
     source = os.environ if environ is None else environ
     kept = wire.hello_environment(source)
-    if paths.RUNTIME_DIR_ENV in source:
-        kept[paths.RUNTIME_DIR_ENV] = source[paths.RUNTIME_DIR_ENV]
+    for machine_setting in (paths.RUNTIME_DIR_ENV, user_paths.SANDBOX_BACKEND_ENV):
+        if machine_setting in source:
+            kept[machine_setting] = source[machine_setting]
     return kept
 
 

@@ -38,6 +38,8 @@ class ServerRow:
     timings_ms: Mapping[str, float] = field(default_factory=dict)
     era: str | None = None
     protocol_version: str | None = None
+    sandbox: str = "off"
+    """The sandbox it runs in: ``bwrap``, ``landlock`` or ``off`` (``transport/sandbox.py``)."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -53,6 +55,7 @@ class ServerRow:
             "timings_ms": dict(self.timings_ms),
             "era": self.era,
             "protocol_version": self.protocol_version,
+            "sandbox": self.sandbox,
         }
 
 

@@ -69,6 +69,7 @@ async def settle(fleet: ReportedFleet, result: StartupReport, *, late_only: bool
 def server_rows(discovery: DiscoveryResult, fleet: ReportedFleet, result: StartupReport) -> list[ServerRow]:
     """One row per server an agent would try to run, with its state after the gate."""
     from mcpfleet.redaction import redact_text
+    from mcpfleet.transport.sandbox import sandbox_kind
 
     rows: list[ServerRow] = []
     tool_counts: dict[str, int] = {}
@@ -116,6 +117,7 @@ def server_rows(discovery: DiscoveryResult, fleet: ReportedFleet, result: Startu
                 timings_ms={k: round(v, 1) for k, v in fleet.get_timings(entry.name).items()},
                 era=era,
                 protocol_version=protocol_version,
+                sandbox=sandbox_kind(entry.config) if entry.config is not None else "off",
             )
         )
     return rows

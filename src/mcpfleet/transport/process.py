@@ -20,6 +20,9 @@
   the server writes. The read end is closed (``close_stdout``) only once no task waits on
   it, so that its number is never reused under a waiter: by the transport after its
   reading task has ended, by ``discard`` for a process no transport ever read.
+* It runs in the sandbox its config asks for (``sandbox.py``): behind bubblewrap or the
+  Landlock launcher, which take its place as the process spawned here, so everything above
+  and below applies to them unchanged.
 * The last lines of its stderr are kept in a bounded ring for error messages.
 * It ends in bounded steps (the kill ladder): close stdin, wait, SIGTERM the group, wait,
   SIGKILL the group, then the same for the marked descendants that left it.
@@ -42,9 +45,11 @@ from typing import Any
 import anyio
 import anyio.abc
 
+from mcpfleet.config.model import SANDBOX_OFF, Sandbox
 from mcpfleet.errors import CommandNotFoundError, ConnectError, MCPFleetError
 from mcpfleet.redaction import redact_command_line, remember_credentials
 from mcpfleet.transport.descendants import end_marked_processes, marked_environment, new_mark
+from mcpfleet.transport.sandbox import SandboxKind, launch
 from mcpfleet.transport.watchdog import host_watchdog
 
 STDIN_CLOSE_GRACE_S = 1.0
@@ -128,7 +133,14 @@ class ServerProcess:
     """One stdio server process: spawned once, its stderr kept, ended with its whole family."""
 
     def __init__(
-        self, server_name: str, command: str, args: Sequence[str], *, env: Mapping[str, str], cwd: str
+        self,
+        server_name: str,
+        command: str,
+        args: Sequence[str],
+        *,
+        env: Mapping[str, str],
+        cwd: str,
+        sandbox: Sandbox = SANDBOX_OFF,
     ) -> None:
         self.server_name = server_name
         self.command = command
@@ -137,6 +149,9 @@ class ServerProcess:
         remember_credentials(args=self.args)
         self.env = dict(env)
         self.cwd = cwd
+        self.sandbox = sandbox
+        self.sandbox_kind: SandboxKind = "off"
+        """The sandbox it was spawned in."""
         self.mark = new_mark()
         """Carried in the environment of the server and of everything it starts."""
         self.stderr = StderrRing()
@@ -164,13 +179,13 @@ class ServerProcess:
                 'fix the "cwd" field of its config',
                 server=self.server_name,
             )
-        command = [self.command, *self.args]
-        env = marked_environment(self.env, self.mark)
+        confined = launch(self.server_name, self.sandbox, self.command, self.args, self.env, self.cwd)
+        env = marked_environment(confined.env, self.mark)
         hook = None if host_watchdog().ensure_running() else _parent_death_hook()
         started = time.perf_counter()
         stdout_fd, child_stdout_fd = os.pipe()
         try:
-            process = await self._open_process(command, env, child_stdout_fd, hook)
+            process = await self._open_process(confined.argv, env, confined.cwd, child_stdout_fd, hook)
         except BaseException:
             os.close(stdout_fd)
             raise
@@ -179,6 +194,7 @@ class ServerProcess:
             os.close(child_stdout_fd)
         os.set_blocking(stdout_fd, False)
         self.stdout_fd = stdout_fd
+        self.sandbox_kind = confined.sandbox
         self.spawn_ms = (time.perf_counter() - started) * 1000
         self._process = process
         self.pid = process.pid
@@ -186,26 +202,25 @@ class ServerProcess:
         return process
 
     async def _open_process(
-        self, command: list[str], env: dict[str, str], stdout_fd: int, hook: Callable[[], None] | None
+        self,
+        command: list[str],
+        env: dict[str, str],
+        cwd: str,
+        stdout_fd: int,
+        hook: Callable[[], None] | None,
     ) -> anyio.abc.Process:
         import subprocess
 
         pipes: dict[str, Any] = {"stdin": subprocess.PIPE, "stdout": stdout_fd, "stderr": subprocess.PIPE}
         try:
             if hook is None:
-                return await anyio.open_process(
-                    command, cwd=self.cwd, env=env, start_new_session=True, **pipes
-                )
+                return await anyio.open_process(command, cwd=cwd, env=env, start_new_session=True, **pipes)
             opened: anyio.abc.Process = await backend_open_process()(
-                command, cwd=self.cwd, env=env, start_new_session=True, preexec_fn=hook, **pipes
+                command, cwd=cwd, env=env, start_new_session=True, preexec_fn=hook, **pipes
             )
             return opened
         except FileNotFoundError as error:
-            raise CommandNotFoundError(
-                f'MCP server "{self.server_name}": command not found: {self.command} '
-                '(install it or fix the "command" field; PATH is searched)',
-                server=self.server_name,
-            ) from error
+            raise command_not_found(self.server_name, self.command) from error
         except PermissionError as error:
             raise CommandNotFoundError(
                 f'MCP server "{self.server_name}": permission denied running {self.command} '
@@ -342,6 +357,14 @@ class ServerProcess:
             os.killpg(self.pid, signum)
 
 
+def command_not_found(server_name: str, command: str) -> CommandNotFoundError:
+    return CommandNotFoundError(
+        f'MCP server "{server_name}": command not found: {command} '
+        '(install it or fix the "command" field; PATH is searched)',
+        server=server_name,
+    )
+
+
 def exit_description(returncode: int) -> str:
     """``exited with code 3`` or ``was killed by SIGKILL``."""
     if returncode < 0:
@@ -357,5 +380,6 @@ __all__ = [
     "ServerProcess",
     "StderrRing",
     "backend_open_process",
+    "command_not_found",
     "exit_description",
 ]

@@ -57,12 +57,16 @@ def user_config(servers: Mapping[str, Mapping[str, Any]]) -> Path:
 
 
 def project_config(root: Path, servers: Mapping[str, Mapping[str, Any]]) -> Path:
-    """mcpfleet's project config of ``root`` with these servers (approved by ``trust_project``)."""
+    """mcpfleet's project config of ``root`` with these servers (approved by ``trust_project``),
+    unconfined unless an entry says otherwise: they run from ``tests/servers`` and write into
+    the test's folder, and the daemon's sandboxed servers have their own test
+    (``test_daemon_sandbox.py``)."""
     from mcpfleet.paths import project_config_file
 
     path = project_config_file(root)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"mcpServers": servers}))
+    unconfined = {name: {"sandbox": False, **entry} for name, entry in servers.items()}
+    path.write_text(json.dumps({"mcpServers": unconfined}))
     return path
 
 

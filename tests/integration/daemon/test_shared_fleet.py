@@ -79,9 +79,13 @@ def write_user_servers(servers: dict[str, dict[str, Any]]) -> None:
 
 
 def write_project_servers(root: Path, servers: dict[str, dict[str, Any]]) -> Path:
+    """The project's servers, unconfined unless an entry says otherwise: their pid files name
+    host pids, which a sandbox's pid namespace would not (the daemon's sandboxed servers have
+    their own test, ``test_daemon_sandbox.py``)."""
     path = paths.project_config_file(root)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"mcpServers": servers}))
+    unconfined = {name: {"sandbox": False, **entry} for name, entry in servers.items()}
+    path.write_text(json.dumps({"mcpServers": unconfined}))
     return path
 
 

@@ -21,6 +21,7 @@ from tests.integration.gateway.gateway_harness import (
     wait_until,
     write_config,
 )
+from tests.servers.fixtures import READS_TEST_SERVERS
 
 pytestmark = pytest.mark.anyio
 
@@ -159,7 +160,9 @@ async def test_a_crashing_backend_keeps_its_tools_until_the_breaker_gives_it_up(
 async def test_instructions_name_a_project_server_awaiting_approval(isolated_home: Path) -> None:
     project = isolated_home / "project"
     project.mkdir()
-    (project / ".mcp.json").write_text(json.dumps({"mcpServers": {"local": fake("local", "--tool", "echo")}}))
+    # Sandboxed as every project server; its sandbox reads the test servers' folder.
+    local = {**fake("local", "--tool", "echo"), "sandbox": READS_TEST_SERVERS}
+    (project / ".mcp.json").write_text(json.dumps({"mcpServers": {"local": local}}))
     async with open_gateway(isolated_home, {"user": fake("user", "--tool", "echo")}, cwd=project) as run:
         instructions = run.client.instructions or ""
         names = {tool.name for tool in (await run.client.list_tools()).tools}

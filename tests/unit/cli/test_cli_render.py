@@ -76,6 +76,7 @@ def test_a_status_row_has_the_contracts_json_shape_in_order() -> None:
             "timings_ms": {"spawn": 3.2, "total": 41.6},
             "era": "legacy",
             "protocol_version": "2025-11-25",
+            "sandbox": "off",
         }
     )
 

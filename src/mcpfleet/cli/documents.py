@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from mcpfleet.config.model import DiscoveryResult
     from mcpfleet.errors import Failure
     from mcpfleet.fleet.catalog import AnyTool
+    from mcpfleet.fleet.pinning import WithheldTool
     from mcpfleet.fleet.server import ConnectionStatus, ServerState
     from mcpfleet.fleet.startup import StartupReport
     from mcpfleet.fleet.tools import ToolResult
@@ -154,11 +155,15 @@ def status_document(rows: Sequence[ServerRow], errors: Sequence[ErrorRow]) -> di
     return {"servers": [row.to_json() for row in rows], "errors": [error.to_json() for error in errors]}
 
 
-def tool_rows(tools: Iterable[AnyTool], *, server: str | None = None) -> list[ToolRow]:
-    """The tools an agent would see (of ``server`` only, when given)."""
+def tool_rows(
+    tools: Iterable[AnyTool], *, server: str | None = None, withheld: Iterable[WithheldTool] = ()
+) -> list[ToolRow]:
+    """The tools an agent would see (of ``server`` only, when given), then those pinning
+    withholds (``withheld``: true), which the agent does not see until they are approved."""
     from mcpfleet.cli.render import ToolRow
+    from mcpfleet.fleet.tools import mcp_tool_name
 
-    return [
+    served = [
         ToolRow(
             name=tool.name,
             server=tool.server_name,
@@ -170,6 +175,20 @@ def tool_rows(tools: Iterable[AnyTool], *, server: str | None = None) -> list[To
         for tool in tools
         if server is None or tool.server_name == server
     ]
+    held = [
+        ToolRow(
+            name=mcp_tool_name(tool.server, tool.tool),
+            server=tool.server,
+            mcp_name=tool.tool,
+            description=str(tool.current.get("description") or ""),
+            deferred=False,
+            input_schema=tool.current.get("inputSchema") or {},
+            withheld=True,
+        )
+        for tool in withheld
+        if server is None or tool.server == server
+    ]
+    return [*served, *held]
 
 
 def tools_document(tools: Sequence[ToolRow], errors: Sequence[ErrorRow]) -> dict[str, Any]:

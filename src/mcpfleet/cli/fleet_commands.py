@@ -52,6 +52,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="wait for every server to connect and list its tools, instead of answering from the "
         "tool cache for the servers not ready within --startup-timeout",
     )
+    tools.add_argument(
+        "action",
+        nargs="?",
+        choices=("review", "approve"),
+        help="review: the withheld tool changes with their diff and warnings; approve: accept them",
+    )
+    tools.add_argument("names", nargs="*", metavar="SERVER [TOOL ...]", help="for review or approve")
     strict_option(tools, "exit 1 when any server failed")
     roots_option(tools)
     tools.set_defaults(handler=tools_command)
@@ -156,6 +163,13 @@ async def status_document(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def tools_command(args: argparse.Namespace) -> int:
+    if args.action is not None:
+        from mcpfleet.cli.pin_commands import pin_command
+
+        return pin_command(args)
+    if args.names:
+        error_line(f"unexpected {args.names[0]!r}: `mcpfleet tools review|approve` take server names")
+        return EXIT_USAGE
     if args.profile is not None or args.search is not None:
         from mcpfleet.cli.served_tools import served_tools_command
 
@@ -186,7 +200,9 @@ async def tools_document(args: argparse.Namespace) -> dict[str, Any]:
     only = None if args.server is None else {known_server(args.server, discovery, EXIT_USAGE)}
     async with manager:
         result = await _connect_with_progress(args, manager, discovery, settle=args.live, only=only)
-        tools = documents.tool_rows(manager.get_tools(), server=args.server)
+        tools = documents.tool_rows(
+            manager.get_tools(), server=args.server, withheld=manager.withheld_tools()
+        )
     if only is not None:
         # The one server asked for, when it cannot start, says why (approval, invalid entry).
         result.complete_from(discovery)

@@ -125,6 +125,8 @@ class ToolRow:
     description: str
     deferred: bool
     input_schema: Mapping[str, Any]
+    withheld: bool = False
+    """Changed or added since its server's tools were approved: not served (``tools review``)."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -134,6 +136,7 @@ class ToolRow:
             "description": self.description,
             "deferred": self.deferred,
             "input_schema": self.input_schema,
+            "withheld": self.withheld,
         }
 
 
@@ -282,6 +285,8 @@ def tool_cells(tool: Mapping[str, Any]) -> Cells:
     name = rich_text(tool.get("name", ""))
     if tool.get("deferred"):
         name.append(" (deferred)", "yellow")
+    if tool.get("withheld"):
+        name.append(" (withheld: mcpfleet tools review)", "red")
     lines = str(tool.get("description") or "").strip().splitlines()
     return name, rich_text(tool.get("server", "")), rich_text(lines[0] if lines else "")
 

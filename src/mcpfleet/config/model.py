@@ -21,6 +21,10 @@ Share = Literal["user", "project", "session"]
 """Who shares one backend of a server under the daemon: every session of the user, the
 sessions of one project, or each session its own (``share`` in a server entry)."""
 SHARES: tuple[Share, ...] = ("user", "project", "session")
+Pinning = Literal["strict", "warn", "off"]
+"""What a changed or added tool of a server meets (``pinning`` in a server entry): withheld
+until reviewed, served with a log line, or nothing (see ``config.pins``)."""
+PINNINGS: tuple[Pinning, ...] = ("strict", "warn", "off")
 
 DEFAULT_TIMEOUT_MS = 30_000
 DEFAULT_TOOL_TIMEOUT_MS = 10 * 60 * 1000
@@ -115,6 +119,15 @@ class ServerConfig:
     on what is read, not part of what runs: left out of ``to_dict`` and the fingerprint (so
     mcpfleet's user-level default never changes a cache key or an approval)."""
 
+    pinning: Pinning | None = None
+    """``None``: ``strict``. Unlike ``share``, it is part of ``to_dict`` (when set), hence of
+    the fingerprint: a ``git pull`` that turns a project server's pinning off asks for a new
+    approval."""
+
+    @property
+    def effective_pinning(self) -> Pinning:
+        return "strict" if self.pinning is None else self.pinning
+
     @property
     def effective_timeout_ms(self) -> int:
         """The handshake bound in ms; 0 means unbounded."""
@@ -152,12 +165,14 @@ class ServerConfig:
         # written before the field existed stay what they were.
         if self.max_message_bytes is not None:
             data["max_message_bytes"] = self.max_message_bytes
+        if self.pinning is not None:
+            data["pinning"] = self.pinning
         return data
 
     def connection_identity(self) -> str:
         """What makes two entries the same server whatever their names (alias dedupe)."""
         data = self.to_dict()
-        for key in ("name", "enabled", "timeout_ms", "tool_timeout_ms", "max_message_bytes"):
+        for key in ("name", "enabled", "timeout_ms", "tool_timeout_ms", "max_message_bytes", "pinning"):
             data.pop(key, None)
         return canonical_json(data)
 

@@ -3,7 +3,7 @@
 Each tool gets a small *adapter* that renames its keys into one canonical dict
 (``type``, ``command``, ``args``, ``env``, ``cwd``, ``url``, ``headers``, ``enabled``,
 ``timeout_ms``, ``tool_timeout_ms``, ``include_tools``, ``exclude_tools``, ``oauth``,
-``max_message_bytes``, ``max_tools``, and the daemon's ``share``, ``keep_warm``,
+``max_message_bytes``, ``max_tools``, ``pinning``, and the daemon's ``share``, ``keep_warm``,
 ``idle_timeout_s``);
 ``build_server`` then validates that dict once, for every tool alike.
 """
@@ -17,7 +17,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from mcpfleet.config.model import SHARES, ServerConfig, Share, Transport, fingerprint_of
+from mcpfleet.config.model import PINNINGS, SHARES, Pinning, ServerConfig, Share, Transport, fingerprint_of
 from mcpfleet.config.substitution import CODEX_BEARER_HEADER
 
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9_.:-]{1,100}$")
@@ -125,6 +125,7 @@ def adapt_standard(
         "keep_warm": _first(raw, "keepWarm", "keep_warm"),
         "idle_timeout_s": _first(raw, "idleTimeout", "idle_timeout"),
         "max_tools": raw.get("maxTools"),
+        "pinning": raw.get("pinning"),
     }
 
 
@@ -198,6 +199,7 @@ def adapt_codex(raw: Mapping[str, Any]) -> Canonical:
         "include_tools": raw.get("enabled_tools"),
         "exclude_tools": raw.get("disabled_tools"),
         "root_command": True,
+        "pinning": raw.get("pinning"),
     }
 
 
@@ -221,6 +223,7 @@ def adapt_opencode(raw: Mapping[str, Any]) -> Canonical:
         "enabled": raw.get("enabled"),
         "timeout_ms": raw.get("timeout"),
         "oauth": oauth if isinstance(oauth, Mapping) else None,
+        "pinning": raw.get("pinning"),
     }
 
 
@@ -244,6 +247,7 @@ def adapt_goose(raw: Mapping[str, Any]) -> Canonical:
         "enabled": raw.get("enabled"),
         "timeout_ms": _scaled(raw.get("timeout"), 1000),
         "include_tools": raw.get("available_tools") or None,
+        "pinning": raw.get("pinning"),
     }
 
 
@@ -300,6 +304,7 @@ def build_server(name: str, fields: Canonical, *, base_dir: Path) -> ServerConfi
         keep_warm=_keep_warm(fields.get("keep_warm")),
         idle_timeout_s=_seconds(fields.get("idle_timeout_s")),
         max_tools=tool_cap(fields.get("max_tools"), '"maxTools"'),
+        pinning=_pinning(fields.get("pinning")),
     )
     return _with_fingerprint(config)
 
@@ -405,6 +410,18 @@ def _share(value: Any) -> Share | None:
         if value == share:
             return share
     raise EntryError(f'"share" must be one of {", ".join(repr(share) for share in SHARES)}, not {value!r}')
+
+
+def _pinning(value: Any) -> Pinning | None:
+    if value is None:
+        return None
+    for pinning in PINNINGS:
+        if value == pinning:
+            return pinning
+    raise EntryError(
+        f'"pinning" must be one of {", ".join(repr(pinning) for pinning in PINNINGS)}, not {value!r} '
+        '("strict", the default, withholds a changed tool until `mcpfleet tools approve`)'
+    )
 
 
 def _keep_warm(value: Any) -> bool:

@@ -252,7 +252,7 @@ async def _tools(operation: Operation) -> dict[str, Any]:
         declared = [entry.name for entry in discovery.entries]
         if server is not None and server not in declared:
             raise ControlError(documents.unknown_server_message(server, declared), EXIT_USAGE)
-        tools = documents.tool_rows(view.get_tools(), server=server)
+        tools = documents.tool_rows(view.get_tools(), server=server, withheld=view.withheld_tools())
     return documents.tools_document(tools, documents.error_rows([*discovery.errors, *result.failures]))
 
 

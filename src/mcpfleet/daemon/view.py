@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from mcpfleet.fleet.events import EventListener
     from mcpfleet.fleet.manager import MCPManager
     from mcpfleet.fleet.notifications import LogListener, ResourceListener
+    from mcpfleet.fleet.pinning import WithheldTool
     from mcpfleet.fleet.server import ConnectionStatus
     from mcpfleet.fleet.startup import StartupReport
     from mcpfleet.gateway.relay import Relay
@@ -239,6 +240,16 @@ class FleetView(anyio.AsyncContextManagerMixin):
         for manager in managers:
             tools.extend(tool for tool in manager.get_tools() if self._routed_to(tool.server_name, manager))
         return sorted(tools, key=lambda tool: tool.name)
+
+    def withheld_tools(self) -> list[WithheldTool]:
+        managers = {route.scope.manager for route in self.routes.values() if route.scope.manager is not None}
+        withheld = [
+            tool
+            for manager in managers
+            for tool in manager.withheld_tools()
+            if self._routed_to(tool.server, manager)
+        ]
+        return sorted(withheld, key=lambda tool: (tool.server, tool.tool))
 
     # What a status report reads too (``cli.documents.ReportedFleet``).
 

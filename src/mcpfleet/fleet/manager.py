@@ -33,6 +33,7 @@ from mcpfleet.fleet.cache import MCPToolCache
 from mcpfleet.fleet.catalog import AnyTool, build_tools
 from mcpfleet.fleet.events import DEFAULT_STREAM_BUFFER, EventHub, EventListener, EventStream, ManagerEvent
 from mcpfleet.fleet.notifications import LogListener, Notifications, ResourceListener
+from mcpfleet.fleet.pinning import ToolPinning, WithheldTool, withheld_message
 from mcpfleet.fleet.recovery import Recovery
 from mcpfleet.fleet.reload import ConfigWatcher, apply_reload, log_new_config_errors
 from mcpfleet.fleet.server import Attempt, ConnectionStatus, Phase, ServerRegistry, ServerState
@@ -141,8 +142,13 @@ class MCPManager(anyio.AsyncContextManagerMixin):
         self._cache_setting = cache
         self._events = EventHub()
         supervisor = Supervisor(self.settings.reconnect_policy)
+        self._pinning = ToolPinning()
         self._registry = ServerRegistry(
-            self._events, supervisor, lambda slices, provider_of: build_tools(slices, self, provider_of)
+            self._events,
+            supervisor,
+            lambda slices, provider_of: build_tools(
+                self._pinning.screen(slices, self._pinned_server), self, provider_of
+            ),
         )
         self._notifications = Notifications(self._registry, self.settings)
         self._connector = Connector(
@@ -171,6 +177,9 @@ class MCPManager(anyio.AsyncContextManagerMixin):
                 try:
                     if self.settings.watch:
                         task_group.start_soon(self._watcher.run, self.reload, name="mcpfleet config watcher")
+                    task_group.start_soon(
+                        self._pinning.watch, self._pins_changed, name="mcpfleet pin watcher"
+                    )
                     yield self
                 finally:
                     # Shielded: a cancelled host still closes its servers (each close is bounded).
@@ -238,6 +247,11 @@ class MCPManager(anyio.AsyncContextManagerMixin):
     def get_tools(self) -> list[AnyTool]:
         """Every MCP tool, sorted by name, identical whatever the connection order."""
         return list(self._registry.tools)
+
+    def withheld_tools(self) -> list[WithheldTool]:
+        """The tools withheld from ``get_tools`` because they changed or were added since their
+        server's tools were approved (``fleet.pinning``), by server then name."""
+        return self._pinning.withheld()
 
     def get_source(self, name: str) -> SourceInfo | None:
         slot = self._registry.get(name)
@@ -342,6 +356,8 @@ class MCPManager(anyio.AsyncContextManagerMixin):
         run it: the outcome is unknown, the call is *not* replayed, and the error says so.
         ``on_progress(progress, total, message)`` receives the server's progress for this call.
         """
+        if self._pinning.is_withheld(server_name, tool_name):
+            raise ToolCallError(withheld_message(server_name, tool_name), server=server_name, tool=tool_name)
         connection = await self._ready_connection(server_name)
         config = self.get_server_config(server_name)
         bound = timeout_ms if timeout_ms is not None else config.tool_timeout_ms if config else None
@@ -411,6 +427,16 @@ class MCPManager(anyio.AsyncContextManagerMixin):
             if connection is None:
                 raise ServerNotConnectedError(name)
         return connection
+
+    def _pinned_server(self, name: str) -> tuple[ServerConfig, SourceInfo | None] | None:
+        slot = self._registry.get(name)
+        return (slot.config, slot.source) if slot is not None else None
+
+    def _pins_changed(self, servers: list[str]) -> None:
+        """Some withheld tools' pins changed (approved elsewhere): serve what is now approved."""
+        self._registry.rebuild_tools()
+        for name in sorted(servers):
+            self._registry.emit("tools_changed", name)
 
     def _on_ready(self, attempt: Attempt, connection: ServerConnection) -> None:
         """A connection was registered: watch it, and send it the server's subscriptions."""

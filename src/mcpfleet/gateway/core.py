@@ -29,6 +29,8 @@ import anyio
 import anyio.abc
 
 from mcpfleet.errors import ConfigError, ConnectError, MCPFleetError
+from mcpfleet.fleet.pinning import WithheldTool, withheld_message
+from mcpfleet.fleet.tools import mcp_tool_name
 from mcpfleet.gateway.budget import ToolBudget
 from mcpfleet.gateway.catalog import ListKind, ServedCatalog, build_catalog, instructions_for
 from mcpfleet.gateway.listings import RESOURCE_KINDS, ListingKind, Listings
@@ -379,6 +381,9 @@ class Gateway(anyio.AsyncContextManagerMixin):
         """
         target = await self.find_target("tools", served_name)
         if target is None:
+            withheld = self._withheld_named(served_name)
+            if withheld is not None:
+                return error_result(withheld_message(withheld.server, withheld.tool))
             raise UnknownNameError("tool", served_name)
         server, tool = target
         with self._forwarding(server, client, on_log) as request:
@@ -394,6 +399,19 @@ class Gateway(anyio.AsyncContextManagerMixin):
                 for delivered in request.log_deliveries:
                     await delivered.wait()
             return result
+
+    def _withheld_named(self, served_name: str) -> WithheldTool | None:
+        """The withheld tool that would be served as ``served_name`` (``fleet.pinning``)."""
+        for withheld in self.manager.withheld_tools():
+            if self.naming.prefix == "always":
+                name = mcp_tool_name(
+                    withheld.server, withheld.tool, prefix="", max_length=self.naming.max_name_length
+                )
+            else:
+                name = withheld.tool
+            if name == served_name:
+                return withheld
+        return None
 
     async def read_resource(self, uri: str) -> dict[str, Any]:
         """``resources/read`` on the backend behind ``uri``; the contents carry served URIs."""

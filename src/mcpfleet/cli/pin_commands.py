@@ -1,0 +1,150 @@
+"""``mcpfleet tools review [SERVER]`` and ``mcpfleet tools approve SERVER [TOOL…]`` (B15).
+
+Both read the pin store (``config.pins``) and start no server: what is withheld is what a
+fleet (a session, the gateway, the daemon) last saw and kept there for review. ``approve``
+writes the store; every running fleet withholding those tools sees the write and serves them,
+announcing ``list_changed`` to its clients (``fleet.pinning``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import json
+from typing import Any
+
+from mcpfleet.cli.options import FleetOptions
+from mcpfleet.cli.output import EXIT_FAILED, EXIT_OK, EXIT_USAGE, emit_json, error_line, output_line
+from mcpfleet.config.model import DiscoveryResult, SourceInfo
+from mcpfleet.config.pins import PinKey, PinStore, pin_key
+
+
+def pin_command(args: argparse.Namespace) -> int:
+    if args.action == "review":
+        return review_command(args)
+    return approve_command(args)
+
+
+def _declared_sources(discovery: DiscoveryResult) -> dict[str, SourceInfo]:
+    """Each declared server's source: the active entry's, else the first usable entry of that name."""
+    sources = dict(discovery.sources)
+    for entry in discovery.entries:
+        if entry.config is not None:
+            sources.setdefault(entry.name, entry.source)
+    return sources
+
+
+def _server_key(args: argparse.Namespace, name: str | None) -> tuple[dict[str, PinKey], int | None]:
+    """The pin keys of the servers asked for (every declared one when ``name`` is None), or an
+    exit code after one error line naming the server and what may have been meant."""
+    from mcpfleet.cli import documents
+
+    discovery = FleetOptions.from_args(args).discover(all_project_entries=True)
+    sources = _declared_sources(discovery)
+    if name is not None:
+        if name not in sources:
+            error_line(documents.unknown_server_message(name, [entry.name for entry in discovery.entries]))
+            return {}, EXIT_USAGE
+        return {name: pin_key(name, sources[name])}, None
+    return {server: pin_key(server, source) for server, source in sorted(sources.items())}, None
+
+
+def withheld_document(keys: dict[str, PinKey], store: PinStore) -> dict[str, Any]:
+    """``tools review --json``: every tool kept pending in the store for these servers."""
+    rows: list[dict[str, Any]] = []
+    peers_by_server: dict[str, list[dict[str, Any]]] = {}
+    for server, key in keys.items():
+        pins = store.read(key)
+        if pins is None:
+            continue
+        peers_by_server[server] = [
+            tool.definition for tool in pins.approved.values() if tool.definition is not None
+        ]
+        for tool, pending in sorted(pins.pending.items()):
+            approved = pins.approved.get(tool)
+            rows.append(
+                {
+                    "server": server,
+                    "tool": tool,
+                    "reason": "changed" if approved is not None else "added",
+                    "approved": approved.definition if approved is not None else None,
+                    "current": pending.definition if pending.definition is not None else {"name": tool},
+                    "warnings": [],
+                }
+            )
+    return {"withheld": rows}
+
+
+def definition_diff(approved: dict[str, Any] | None, current: dict[str, Any]) -> list[str]:
+    """A unified diff of the two definitions as indented JSON, approved first."""
+
+    def lines(definition: dict[str, Any] | None) -> list[str]:
+        if definition is None:
+            return []
+        return json.dumps(definition, indent=2, sort_keys=True, ensure_ascii=False).splitlines()
+
+    return list(
+        difflib.unified_diff(lines(approved), lines(current), "approved", "current", lineterm="", n=3)
+    )
+
+
+def review_command(args: argparse.Namespace) -> int:
+    if len(args.names) > 1:
+        error_line("`mcpfleet tools review [SERVER]` takes one server at most; `tools approve` takes tools")
+        return EXIT_USAGE
+    keys, failed = _server_key(args, args.names[0] if args.names else None)
+    if failed is not None:
+        return failed
+    document = withheld_document(keys, PinStore())
+    if args.json:
+        emit_json(document)
+        return EXIT_OK
+    rows = document["withheld"]
+    if not rows:
+        output_line("no tool is withheld: every tool served is the one approved")
+        return EXIT_OK
+    for row in rows:
+        what = "changed since it was approved" if row["reason"] == "changed" else "added since approval"
+        output_line(f"{row['server']}/{row['tool']}: {what}")
+        for line in definition_diff(row["approved"], row["current"]):
+            output_line(f"  {line}")
+        for warning in row["warnings"]:
+            output_line(f"  warning [{warning['rule']}]: {warning['text']}")
+        output_line("")
+    servers = sorted({row["server"] for row in rows})
+    output_line(
+        f"accept with `mcpfleet tools approve {servers[0] if len(servers) == 1 else 'SERVER'} [TOOL…]`; "
+        "until then these tools are not served"
+    )
+    return EXIT_OK
+
+
+def approve_command(args: argparse.Namespace) -> int:
+    if not args.names:
+        error_line("`mcpfleet tools approve` needs a server: `mcpfleet tools approve SERVER [TOOL…]`")
+        return EXIT_USAGE
+    server, *tools = args.names
+    keys, failed = _server_key(args, server)
+    if failed is not None:
+        return failed
+    store = PinStore()
+    key = keys[server]
+    pins = store.read(key)
+    pending = set(pins.pending) if pins is not None else set()
+    unknown = [tool for tool in tools if tool not in pending]
+    if unknown:
+        listed = ", ".join(repr(tool) for tool in unknown)
+        error_line(
+            f"server {server!r} has no withheld tool {listed} "
+            f"(`mcpfleet tools review {server}` lists what is withheld)"
+        )
+        return EXIT_FAILED
+    approved = store.approve(key, tools or None)
+    if args.json:
+        emit_json({"approved": [{"server": server, "tool": tool} for tool in approved]})
+    elif not approved:
+        output_line(f"server {server!r} has no withheld tool: nothing to approve")
+    else:
+        for tool in approved:
+            output_line(f"approved {server}/{tool}: served from now on, running sessions are told")
+    return EXIT_OK

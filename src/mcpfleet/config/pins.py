@@ -1,0 +1,239 @@
+"""The pinned tool definitions of every server (B15): what was approved, and what is withheld.
+
+A server's tools are pinned the first time mcpfleet lists them (a user-level server) or the
+first time after its approval (a project server: approving or revoking it forgets its pins,
+so the next listing is its new baseline). A tool whose definition later differs from its pin,
+or a tool the server adds later, is *pending*: kept here with its current definition until
+``mcpfleet tools approve`` makes it the pin.
+
+The store lives beside the approvals, outside any repository: one private (0600) JSON file per
+server under ``<user state dir>/tool-pins/``, named by a digest of the server's key (its
+config file's real path and its place in that file), each written atomically under a lock, so
+that sessions, the gateway and the daemon may read and write it at once and a file's
+modification is what tells a running fleet that something was approved.
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import json
+import os
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from mcpfleet import paths
+from mcpfleet.config.model import SourceInfo, canonical_json
+from mcpfleet.config.readers import MAX_CONFIG_BYTES
+from mcpfleet.config.writer import update_json_file
+
+PINS_FOLDER = "tool-pins"
+MAX_KEPT_DEFINITION_BYTES = 32 * 1024
+"""A definition larger than this is pinned by its fingerprint alone (the review then cannot show
+its text): one server's file must stay under the store's size limit whatever it lists."""
+
+Definition = dict[str, Any]
+"""A tool's model-facing definition: ``name``, ``title``, ``description``, ``inputSchema``,
+``outputSchema`` and ``annotations`` (the keys ``tools/list`` uses)."""
+
+
+def definition_fingerprint(definition: Mapping[str, Any]) -> str:
+    """SHA-256 of the definition's canonical JSON (sorted keys, no whitespace)."""
+    text = canonical_json(dict(definition))
+    return hashlib.sha256(text.encode("utf-8", errors="surrogatepass")).hexdigest()
+
+
+@dataclass(frozen=True)
+class PinKey:
+    """Which pins a server has: its config file's real path and its place in that file (two
+    projects' entries in one file, such as Claude Code's per-project servers, are two keys)."""
+
+    server: str
+    path: str
+    """The config file's real path; empty for a config built by hand (pinned by name)."""
+    location: str
+
+    @property
+    def digest(self) -> str:
+        text = f"{self.path}\0{self.location}"
+        return hashlib.sha256(text.encode("utf-8", errors="surrogatepass")).hexdigest()[:32]
+
+
+def pin_key(name: str, source: SourceInfo | None) -> PinKey:
+    if source is None:
+        return PinKey(name, "", "/" + name)
+    return PinKey(name, os.path.realpath(source.path), source.location or "/" + name)
+
+
+@dataclass(frozen=True)
+class PinnedTool:
+    fingerprint: str
+    definition: Definition | None
+    """``None`` when it was too large to keep (``MAX_KEPT_DEFINITION_BYTES``)."""
+    at: str
+
+
+@dataclass(frozen=True)
+class ServerPins:
+    """One server's file: its approved tools, and those seen since that differ (pending)."""
+
+    server: str
+    path: str
+    approved: Mapping[str, PinnedTool]
+    pending: Mapping[str, PinnedTool]
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+
+
+def _pinned(definition: Definition, at: str) -> PinnedTool:
+    text = canonical_json(definition)
+    kept = (
+        definition if len(text.encode("utf-8", errors="surrogatepass")) <= MAX_KEPT_DEFINITION_BYTES else None
+    )
+    return PinnedTool(definition_fingerprint(definition), kept, at)
+
+
+def _tool_json(tool: PinnedTool) -> dict[str, Any]:
+    return {"fingerprint": tool.fingerprint, "definition": tool.definition, "at": tool.at}
+
+
+def _parse_tools(value: Any) -> dict[str, PinnedTool]:
+    if not isinstance(value, dict):
+        return {}
+    tools: dict[str, PinnedTool] = {}
+    for name, item in value.items():
+        if isinstance(item, dict) and isinstance(item.get("fingerprint"), str):
+            definition = item.get("definition")
+            tools[str(name)] = PinnedTool(
+                item["fingerprint"],
+                definition if isinstance(definition, dict) else None,
+                str(item.get("at", "")),
+            )
+    return tools
+
+
+def _parse(document: Any) -> ServerPins | None:
+    if not isinstance(document, dict) or not isinstance(document.get("approved"), dict):
+        return None
+    return ServerPins(
+        server=str(document.get("server", "")),
+        path=str(document.get("path", "")),
+        approved=_parse_tools(document["approved"]),
+        pending=_parse_tools(document.get("pending")),
+    )
+
+
+FileStamp = tuple[int, int, int]
+"""(inode, size, modification time in ns) of a pin file: it changes with every atomic write."""
+
+
+class PinStore:
+    """The pin files; safe to use from several processes at once."""
+
+    def __init__(self, folder: Path | None = None) -> None:
+        self.folder = folder if folder is not None else paths.user_state_dir() / PINS_FOLDER
+
+    def file_for(self, key: PinKey) -> Path:
+        return self.folder / f"{key.digest}.json"
+
+    def stamp(self, key: PinKey) -> FileStamp | None:
+        try:
+            status = self.file_for(key).stat()
+        except OSError:
+            return None
+        return (status.st_ino, status.st_size, status.st_mtime_ns)
+
+    def read(self, key: PinKey) -> ServerPins | None:
+        """The server's pins; ``None`` when it has no baseline yet (or its file is unreadable,
+        which the next listing then replaces with a new baseline)."""
+        file = self.file_for(key)
+        try:
+            if file.stat().st_size > MAX_CONFIG_BYTES:
+                return None
+            return _parse(json.loads(file.read_text(encoding="utf-8")))
+        except (OSError, ValueError):
+            return None
+
+    def pin_baseline(self, key: PinKey, definitions: Iterable[Definition]) -> bool:
+        """Pin ``definitions`` as the server's approved tools, unless it has pins already (a
+        second process may have pinned first); True when this call pinned them."""
+        at = _now()
+        tools = {definition["name"]: _pinned(definition, at) for definition in definitions}
+
+        def pin(document: dict[str, Any]) -> bool:
+            if _parse(document) is not None:
+                return False
+            document.clear()
+            document.update(
+                version=1,
+                server=key.server,
+                path=key.path,
+                approved={name: _tool_json(tool) for name, tool in tools.items()},
+                pending={},
+            )
+            return True
+
+        pinned: bool = update_json_file(self.file_for(key), pin)
+        return pinned
+
+    def note_pending(self, key: PinKey, definitions: Iterable[Definition]) -> None:
+        """Keep the current definition of each changed or added tool for the review (a pending
+        entry already holding that definition is left as it is, so its date stays the first
+        sighting)."""
+        at = _now()
+        current = {definition["name"]: _pinned(definition, at) for definition in definitions}
+
+        def note(document: dict[str, Any]) -> None:
+            pins = _parse(document)
+            if pins is None:
+                return
+            pending = dict(pins.pending)
+            for name, tool in current.items():
+                if name not in pending or pending[name].fingerprint != tool.fingerprint:
+                    pending[name] = tool
+            document["pending"] = {name: _tool_json(tool) for name, tool in pending.items()}
+
+        update_json_file(self.file_for(key), note)
+
+    def approve(self, key: PinKey, names: Iterable[str] | None = None) -> list[str]:
+        """Make the pending definitions of ``names`` (every pending tool when ``None``) the
+        approved ones; returns the names approved."""
+        wanted = None if names is None else set(names)
+
+        def accept(document: dict[str, Any]) -> list[str]:
+            pins = _parse(document)
+            if pins is None:
+                return []
+            chosen = [name for name in pins.pending if wanted is None or name in wanted]
+            approved = {**pins.approved, **{name: pins.pending[name] for name in chosen}}
+            pending = {name: tool for name, tool in pins.pending.items() if name not in chosen}
+            document["approved"] = {name: _tool_json(tool) for name, tool in approved.items()}
+            document["pending"] = {name: _tool_json(tool) for name, tool in pending.items()}
+            return chosen
+
+        approved: list[str] = update_json_file(self.file_for(key), accept)
+        return approved
+
+    def forget(self, name: str, in_file: Callable[[str], bool]) -> int:
+        """Drop the pins of server ``name`` of every config file whose real path ``in_file``
+        accepts (at any place in it), so that its next listing is a new baseline: what approving
+        or revoking a project server does. Returns how many servers' pins were dropped."""
+        removed = 0
+        try:
+            files = sorted(self.folder.glob("*.json"))
+        except OSError:
+            return 0
+        for file in files:
+            try:
+                document = json.loads(file.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                continue
+            pins = _parse(document)
+            if pins is not None and pins.server == name and in_file(pins.path):
+                file.unlink(missing_ok=True)
+                removed += 1
+        return removed

@@ -1,0 +1,243 @@
+"""Tool pinning in the fleet (B15): a changed or added tool is withheld until it is reviewed.
+
+Every tool list the manager hands out (to a session, the gateway, the daemon's sessions and
+every integration alike, live or deferred from the tool cache) passes through
+``ToolPinning.screen`` first. Against each server's pins (``config.pins``) a tool is served
+when its definition is the approved one; a changed or added one is withheld (``"pinning":
+"strict"``, the default) or served with a log line (``"warn"``); ``"off"`` serves everything
+and pins nothing. Each withheld change is logged once, and its current definition is kept in
+the pin store for ``mcpfleet tools review``.
+
+An approval (``mcpfleet tools approve``, in another process) is a write to the server's pin
+file. While a fleet withholds anything, ``watch`` looks at those files' stamps and, when one
+changes, has the manager rebuild its tools and announce the change: the session, the gateway's
+clients and the daemon's sessions then get ``list_changed`` and the tool, whoever approved it.
+A fleet that withholds nothing watches nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Literal
+
+import anyio
+
+from mcpfleet.client.definitions import ToolDefinition
+from mcpfleet.config.model import ServerConfig, SourceInfo
+from mcpfleet.config.pins import Definition, FileStamp, PinKey, PinStore, definition_fingerprint, pin_key
+from mcpfleet.errors import ConfigWriteError
+from mcpfleet.fleet.catalog import ToolSlice
+
+logger = logging.getLogger(__name__)
+
+PIN_WATCH_INTERVAL_S = 0.25
+"""How often a fleet that withholds a tool looks whether it was approved (one ``stat`` per
+withholding server)."""
+
+WithheldReason = Literal["changed", "added"]
+
+
+def definition_json(definition: ToolDefinition) -> Definition:
+    """What is pinned of a tool: the model-facing part of its definition, in ``tools/list``'s keys."""
+    return {
+        "name": definition.name,
+        "title": definition.title,
+        "description": definition.description,
+        "inputSchema": definition.input_schema,
+        "outputSchema": definition.output_schema,
+        "annotations": definition.annotations,
+    }
+
+
+@dataclass(frozen=True)
+class WithheldTool:
+    server: str
+    tool: str
+    reason: WithheldReason
+    approved: Definition | None
+    """The approved definition; ``None`` for an added tool (or one too large to have been kept)."""
+    current: Definition
+
+
+def withheld_message(server: str, tool: str) -> str:
+    """What a call to a withheld tool answers (the caller prefixes ``MCP error:``)."""
+    return (
+        f'tool "{tool}" of MCP server "{server}" changed since it was approved and is withheld; '
+        f"review the change with `mcpfleet tools review {server}`, then accept it with "
+        f"`mcpfleet tools approve {server} {tool}`"
+    )
+
+
+@dataclass
+class _Screened:
+    """One server's last screening, reused until its slice, its pin file or its mode changes."""
+
+    given: ToolSlice
+    stamp: FileStamp | None
+    mode: str
+    key: PinKey
+    served: ToolSlice
+    withheld: dict[str, WithheldTool] = field(default_factory=dict)
+
+
+ServerLookup = Callable[[str], tuple[ServerConfig, SourceInfo | None] | None]
+
+
+class ToolPinning:
+    """The manager's pinning: screens every slice, remembers what it withheld, watches approvals."""
+
+    def __init__(self, store: PinStore | None = None) -> None:
+        self._store = store
+        self._screened: dict[str, _Screened] = {}
+        self._logged: set[tuple[str, str, str]] = set()
+        self._withholding = anyio.Event()
+
+    @property
+    def store(self) -> PinStore:
+        # Resolved at first use, so a fleet built before a test (or a user) sets HOME uses the new one.
+        if self._store is None:
+            self._store = PinStore()
+        return self._store
+
+    def screen(self, slices: Mapping[str, ToolSlice], lookup: ServerLookup) -> dict[str, ToolSlice]:
+        """Each server's slice with its withheld tools taken out."""
+        for gone in set(self._screened) - set(slices):
+            del self._screened[gone]
+        served: dict[str, ToolSlice] = {}
+        for server, given in slices.items():
+            found = lookup(server)
+            if found is None:
+                served[server] = given
+                continue
+            config, source = found
+            served[server] = self._screen_one(server, given, config, source).served
+        if self.withheld():
+            self._withholding.set()
+        return served
+
+    def withheld(self) -> list[WithheldTool]:
+        """Every tool withheld now, by server then name."""
+        return [
+            self._screened[server].withheld[tool]
+            for server in sorted(self._screened)
+            for tool in sorted(self._screened[server].withheld)
+        ]
+
+    def withheld_tool(self, server: str, tool: str) -> WithheldTool | None:
+        screened = self._screened.get(server)
+        return screened.withheld.get(tool) if screened is not None else None
+
+    def is_withheld(self, server: str, tool: str) -> bool:
+        return self.withheld_tool(server, tool) is not None
+
+    def approvals_seen(self) -> list[str]:
+        """The servers whose pin file changed since their last screening (an approval, a reset)."""
+        return [
+            server
+            for server, screened in self._screened.items()
+            if screened.withheld and self.store.stamp(screened.key) != screened.stamp
+        ]
+
+    async def watch(self, rebuild: Callable[[list[str]], None]) -> None:
+        """Run for the fleet's life: while anything is withheld, call ``rebuild(servers)`` when
+        those servers' pins change."""
+        while True:
+            await self._withholding.wait()
+            while self.withheld():
+                await anyio.sleep(PIN_WATCH_INTERVAL_S)
+                changed = self.approvals_seen()
+                if changed:
+                    rebuild(changed)
+            self._withholding = anyio.Event()
+
+    # -- one server ---------------------------------------------------------------------------
+
+    def _screen_one(
+        self, server: str, given: ToolSlice, config: ServerConfig, source: SourceInfo | None
+    ) -> _Screened:
+        mode = config.effective_pinning
+        key = pin_key(server, source)
+        previous = self._screened.get(server)
+        if mode == "off":
+            screened = _Screened(given, None, mode, key, given)
+            self._screened[server] = screened
+            return screened
+        stamp = self.store.stamp(key)
+        if (
+            previous is not None
+            and previous.given is given
+            and previous.mode == mode
+            and previous.key == key
+            and previous.stamp == stamp
+        ):
+            return previous
+        screened = self._compare(server, given, mode, key)
+        self._screened[server] = screened
+        return screened
+
+    def _compare(self, server: str, given: ToolSlice, mode: str, key: PinKey) -> _Screened:
+        store = self.store
+        current = [definition_json(definition) for definition in given.definitions]
+        pins = store.read(key)
+        if pins is None and not given.deferred:
+            # The first live listing is the baseline (a deferred slice is the cache's memory of
+            # an earlier listing, not something this server said now).
+            try:
+                store.pin_baseline(key, current)
+            except ConfigWriteError as error:
+                logger.warning("MCP server %s: its tools could not be pinned: %s", server, error)
+            pins = store.read(key)
+        if pins is None:
+            return _Screened(given, store.stamp(key), mode, key, given)
+        kept: list[ToolDefinition] = []
+        withheld: dict[str, WithheldTool] = {}
+        to_note: list[Definition] = []
+        for definition, shown in zip(given.definitions, current, strict=True):
+            fingerprint = definition_fingerprint(shown)
+            pinned = pins.approved.get(definition.name)
+            if pinned is not None and pinned.fingerprint == fingerprint:
+                kept.append(definition)
+                continue
+            reason: WithheldReason = "changed" if pinned is not None else "added"
+            self._log_once(server, definition.name, fingerprint, reason, mode)
+            if mode == "warn":
+                kept.append(definition)
+                continue
+            approved = pinned.definition if pinned is not None else None
+            withheld[definition.name] = WithheldTool(server, definition.name, reason, approved, shown)
+            noted = pins.pending.get(definition.name)
+            if noted is None or noted.fingerprint != fingerprint:
+                to_note.append(shown)
+        if to_note and not given.deferred:
+            try:
+                store.note_pending(key, to_note)
+            except ConfigWriteError as error:
+                logger.warning(
+                    "MCP server %s: its withheld tools could not be kept for review: %s", server, error
+                )
+        served = given if not withheld else ToolSlice(tuple(kept), given.deferred)
+        return _Screened(given, store.stamp(key), mode, key, served, withheld)
+
+    def _log_once(self, server: str, tool: str, fingerprint: str, reason: WithheldReason, mode: str) -> None:
+        if (server, tool, fingerprint) in self._logged:
+            return
+        self._logged.add((server, tool, fingerprint))
+        what = (
+            "changed since it was approved"
+            if reason == "changed"
+            else "was added since its tools were approved"
+        )
+        if mode == "warn":
+            logger.warning(
+                'MCP server %s: tool "%s" %s; served anyway ("pinning": "warn")', server, tool, what
+            )
+        else:
+            logger.warning(
+                'MCP server %s: tool "%s" %s; withheld until reviewed (`mcpfleet tools review %s`)',
+                server,
+                tool,
+                what,
+                server,
+            )

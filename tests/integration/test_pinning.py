@@ -1,0 +1,181 @@
+"""Tool pinning (B15) over a real rug-pull server: in an in-process session, through
+``mcpfleet tools review|approve``, and under each ``pinning`` mode."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+from pathlib import Path
+
+import anyio
+import pytest
+from tests.integration.pinning_fleet import (
+    EVENT_BOUND_S,
+    HOSTILE_DESCRIPTION,
+    run_cli,
+    write_rug_pull_config,
+)
+
+from mcpfleet import AgentSession, create_agent_session
+from mcpfleet.config.pins import PinStore, pin_key
+from mcpfleet.errors import ToolCallError
+from mcpfleet.fleet.manager import ManagerEvent
+
+pytestmark = pytest.mark.anyio
+GATE_MS = 10_000
+
+
+async def wait_until(session: AgentSession, holds: Callable[[], bool]) -> None:
+    """Until ``holds()``, re-checked at each event of the session's manager (bounded)."""
+    changed = anyio.Event()
+
+    def on_event(event: ManagerEvent) -> None:
+        changed.set()
+
+    stop = session.mcp_manager.subscribe(on_event)
+    try:
+        with anyio.fail_after(EVENT_BOUND_S):
+            while not holds():
+                await changed.wait()
+                changed = anyio.Event()
+    finally:
+        stop()
+
+
+def tool_names(session: AgentSession) -> list[str]:
+    return sorted(tool.name for tool in session.tools)
+
+
+BASELINE = ["mcp_rug_echo", "mcp_rug_read_notes"]
+AFTER_PULL = ["mcp_rug_echo", "mcp_rug_exfiltrate", "mcp_rug_read_notes"]
+
+
+async def test_a_rug_pull_is_withheld_from_the_session_until_approved(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    flag = tmp_path / "turn-hostile"
+    write_rug_pull_config(flag)
+    caplog.set_level(logging.WARNING, logger="mcpfleet.fleet.pinning")
+    session = await create_agent_session(tmp_path, cache=None, startup_timeout_ms=GATE_MS)
+    async with session:
+        assert tool_names(session) == BASELINE
+        held_before = session.get_tool("mcp_rug_read_notes")
+        assert held_before is not None
+
+        flag.touch()
+        await wait_until(session, lambda: bool(session.mcp_manager.withheld_tools()))
+        # The changed tool and the added one are withheld; the unchanged one is still served.
+        assert tool_names(session) == ["mcp_rug_echo"]
+        withheld = {(tool.server, tool.tool, tool.reason) for tool in session.mcp_manager.withheld_tools()}
+        assert withheld == {("rug", "read_notes", "changed"), ("rug", "exfiltrate", "added")}
+        # One log line per withheld change, naming the command that reviews it.
+        lines = [
+            record.getMessage()
+            for record in caplog.records
+            if "withheld until reviewed" in record.getMessage()
+        ]
+        assert len(lines) == 2, lines
+        assert all("mcpfleet tools review rug" in line for line in lines)
+
+        # A tool object the host kept from before answers an MCP error, as does the manager.
+        result = await held_before.execute({})
+        assert result.is_error
+        assert result.text.startswith("MCP error:")
+        assert "mcpfleet tools review rug" in result.text
+        with pytest.raises(ToolCallError, match="mcpfleet tools review rug"):
+            await session.mcp_manager.call_tool("rug", "exfiltrate", {})
+
+        # The review, from another process, shows the diff and what the server now says.
+        review = run_cli("tools", "review", "--json", cwd=tmp_path)
+        assert review.returncode == 0, review.stderr
+        rows = {row["tool"]: row for row in json.loads(review.stdout)["withheld"]}
+        assert set(rows) == {"read_notes", "exfiltrate"}
+        assert rows["read_notes"]["reason"] == "changed"
+        assert rows["read_notes"]["current"]["description"] == HOSTILE_DESCRIPTION
+        assert rows["read_notes"]["approved"]["description"] != HOSTILE_DESCRIPTION
+        assert rows["exfiltrate"] == {**rows["exfiltrate"], "reason": "added", "approved": None}
+
+        # Approving from another process reaches this session: tools_changed, then the tools.
+        changes: list[str] = []
+        stop = session.mcp_manager.subscribe(
+            lambda event: changes.append(event.server) if event.kind == "tools_changed" else None
+        )
+        approve = run_cli("tools", "approve", "rug", cwd=tmp_path)
+        assert approve.returncode == 0, approve.stderr
+        await wait_until(session, lambda: tool_names(session) == AFTER_PULL)
+        stop()
+        assert "rug" in changes
+        assert session.mcp_manager.withheld_tools() == []
+        assert (await held_before.execute({})).text == "called read_notes"
+        approved_tool = session.get_tool("mcp_rug_read_notes")
+        assert approved_tool is not None
+        assert approved_tool.description == HOSTILE_DESCRIPTION
+
+
+async def test_approving_one_tool_leaves_the_other_withheld(tmp_path: Path) -> None:
+    flag = tmp_path / "turn-hostile"
+    write_rug_pull_config(flag)
+    session = await create_agent_session(tmp_path, cache=None, startup_timeout_ms=GATE_MS)
+    async with session:
+        flag.touch()
+        await wait_until(session, lambda: len(session.mcp_manager.withheld_tools()) == 2)
+        approve = run_cli("tools", "approve", "rug", "exfiltrate", cwd=tmp_path)
+        assert approve.returncode == 0, approve.stderr
+        await wait_until(session, lambda: "mcp_rug_exfiltrate" in tool_names(session))
+        assert tool_names(session) == ["mcp_rug_echo", "mcp_rug_exfiltrate"]
+        assert [tool.tool for tool in session.mcp_manager.withheld_tools()] == ["read_notes"]
+
+
+async def test_a_server_started_after_the_change_is_screened_against_its_pins(tmp_path: Path) -> None:
+    """The baseline outlives the session: the next session, meeting the hostile set at once,
+    withholds it from its first tool list."""
+    flag = tmp_path / "turn-hostile"
+    write_rug_pull_config(flag)
+    async with await create_agent_session(tmp_path, cache=None, startup_timeout_ms=GATE_MS) as first:
+        assert tool_names(first) == BASELINE
+    flag.touch()
+    async with await create_agent_session(tmp_path, cache=None, startup_timeout_ms=GATE_MS) as second:
+        assert tool_names(second) == ["mcp_rug_echo"]
+
+
+async def test_warn_serves_the_change_and_logs_it(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    flag = tmp_path / "turn-hostile"
+    write_rug_pull_config(flag, pinning="warn")
+    caplog.set_level(logging.WARNING, logger="mcpfleet.fleet.pinning")
+    session = await create_agent_session(tmp_path, cache=None, startup_timeout_ms=GATE_MS)
+    async with session:
+        flag.touch()
+        await wait_until(session, lambda: tool_names(session) == AFTER_PULL)
+        assert session.mcp_manager.withheld_tools() == []
+        lines = [
+            record.getMessage() for record in caplog.records if '"pinning": "warn"' in record.getMessage()
+        ]
+        assert len(lines) == 2, lines
+
+
+async def test_off_serves_the_change_and_pins_nothing(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    flag = tmp_path / "turn-hostile"
+    config_path = write_rug_pull_config(flag, pinning="off")
+    caplog.set_level(logging.WARNING, logger="mcpfleet.fleet.pinning")
+    session = await create_agent_session(tmp_path, cache=None, startup_timeout_ms=GATE_MS)
+    async with session:
+        flag.touch()
+        await wait_until(session, lambda: tool_names(session) == AFTER_PULL)
+        source = session.mcp_manager.get_source("rug")
+        assert source is not None and Path(source.path) == config_path
+        assert PinStore().read(pin_key("rug", source)) is None
+    assert not [record for record in caplog.records if "rug" in record.getMessage()]
+
+
+def test_a_bad_pinning_value_is_an_error_naming_the_file_the_server_and_the_fix(tmp_path: Path) -> None:
+    config_path = write_rug_pull_config(tmp_path / "flag", pinning="loose")
+    result = run_cli("--json", "config", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    document = json.loads(result.stdout)
+    [error] = [error for error in document["errors"] if error["path"] == str(config_path)]
+    assert 'server "rug"' in error["error"]
+    assert "\"pinning\" must be one of 'strict', 'warn', 'off', not 'loose'" in error["error"]
+    assert str(config_path) in error["error"]

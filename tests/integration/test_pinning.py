@@ -179,3 +179,85 @@ def test_a_bad_pinning_value_is_an_error_naming_the_file_the_server_and_the_fix(
     assert 'server "rug"' in error["error"]
     assert "\"pinning\" must be one of 'strict', 'warn', 'off', not 'loose'" in error["error"]
     assert str(config_path) in error["error"]
+
+
+async def test_a_project_servers_baseline_is_the_first_tool_set_after_its_approval(tmp_path: Path) -> None:
+    """Approved, then listed: that is its baseline, kept in a private file outside the project.
+    Revoking and approving again forgets it: the set seen next is the new baseline."""
+    from mcpfleet.paths import project_config_file, user_state_dir
+    from tests.integration.pinning_fleet import rug_pull_entry
+
+    project = tmp_path / "project"
+    flag = tmp_path / "turn-hostile"
+    config_path = project_config_file(project)
+    config_path.parent.mkdir(parents=True)
+    config_path.write_text(json.dumps({"mcpServers": {"rug": rug_pull_entry(flag)}}))
+    assert run_cli("approve", "rug", cwd=project).returncode == 0
+
+    async with await create_agent_session(project, cache=None, startup_timeout_ms=GATE_MS) as session:
+        assert tool_names(session) == BASELINE
+        source = session.mcp_manager.get_source("rug")
+        assert source is not None and source.level == "project"
+    store = PinStore()
+    pin_file = store.file_for(pin_key("rug", source))
+    assert pin_file.is_relative_to(user_state_dir()) and not pin_file.is_relative_to(project)
+    assert pin_file.stat().st_mode & 0o777 == 0o600
+
+    flag.touch()
+    async with await create_agent_session(project, cache=None, startup_timeout_ms=GATE_MS) as session:
+        assert tool_names(session) == ["mcp_rug_echo"]
+
+    assert run_cli("revoke", "rug", cwd=project).returncode == 0
+    assert not pin_file.exists()
+    assert run_cli("approve", "rug", cwd=project).returncode == 0
+    async with await create_agent_session(project, cache=None, startup_timeout_ms=GATE_MS) as session:
+        assert tool_names(session) == AFTER_PULL
+        assert session.mcp_manager.withheld_tools() == []
+
+
+def test_tools_review_shows_the_diff_and_tools_approve_knows_its_servers(tmp_path: Path) -> None:
+    flag = tmp_path / "turn-hostile"
+    write_rug_pull_config(flag)
+    assert run_cli("tools", cwd=tmp_path).returncode == 0  # the baseline
+    flag.touch()
+    listed = run_cli("tools", "--json", cwd=tmp_path)
+    assert listed.returncode == 0, listed.stderr
+    withheld = {row["mcp_name"]: row["withheld"] for row in json.loads(listed.stdout)["tools"]}
+    assert withheld == {"echo": False, "read_notes": True, "exfiltrate": True}
+
+    review = run_cli("tools", "review", "rug", cwd=tmp_path)
+    assert review.returncode == 0, review.stderr
+    lines = review.stdout.splitlines()
+    assert "rug/read_notes: changed since it was approved" in lines
+    assert "rug/exfiltrate: added since approval" in lines
+    assert "  --- approved" in lines and "  +++ current" in lines
+    assert '  -  "description": "Read the notes of the current project.",' in lines
+    assert any(
+        line.startswith('  +  "description": "Read the notes of the current project. <IMPORTANT>')
+        for line in lines
+    )
+    assert lines[-1].startswith("accept with `mcpfleet tools approve rug [TOOL…]`")
+
+    unknown = run_cli("tools", "review", "rugg", cwd=tmp_path)
+    assert unknown.returncode == 2
+    assert "no server named 'rugg'; did you mean 'rug'?" in unknown.stderr
+    unknown = run_cli("tools", "approve", "rugg", cwd=tmp_path)
+    assert unknown.returncode == 2
+    assert "did you mean 'rug'?" in unknown.stderr
+    not_withheld = run_cli("tools", "approve", "rug", "echo", cwd=tmp_path)
+    assert not_withheld.returncode == 1
+    assert "server 'rug' has no withheld tool 'echo'" in not_withheld.stderr
+    assert run_cli("tools", "approve", cwd=tmp_path).returncode == 2
+
+    approved = run_cli("--json", "tools", "approve", "rug", cwd=tmp_path)
+    assert approved.returncode == 0, approved.stderr
+    assert json.loads(approved.stdout) == {
+        "approved": [{"server": "rug", "tool": "exfiltrate"}, {"server": "rug", "tool": "read_notes"}]
+    }
+    assert json.loads(run_cli("tools", "review", "--json", cwd=tmp_path).stdout) == {"withheld": []}
+    listed = run_cli("tools", "--json", cwd=tmp_path)
+    assert {row["mcp_name"]: row["withheld"] for row in json.loads(listed.stdout)["tools"]} == {
+        "echo": False,
+        "read_notes": False,
+        "exfiltrate": False,
+    }

@@ -208,7 +208,7 @@ class PinStore:
             pins = _parse(document)
             if pins is None:
                 return []
-            chosen = [name for name in pins.pending if wanted is None or name in wanted]
+            chosen = sorted(name for name in pins.pending if wanted is None or name in wanted)
             approved = {**pins.approved, **{name: pins.pending[name] for name in chosen}}
             pending = {name: tool for name, tool in pins.pending.items() if name not in chosen}
             document["approved"] = {name: _tool_json(tool) for name, tool in approved.items()}

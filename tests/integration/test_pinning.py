@@ -13,6 +13,7 @@ import pytest
 from tests.integration.pinning_fleet import (
     EVENT_BOUND_S,
     HOSTILE_DESCRIPTION,
+    rug_pull_entry,
     run_cli,
     write_rug_pull_config,
 )
@@ -21,6 +22,7 @@ from mcpfleet import AgentSession, create_agent_session
 from mcpfleet.config.pins import PinStore, pin_key
 from mcpfleet.errors import ToolCallError
 from mcpfleet.fleet.manager import ManagerEvent
+from mcpfleet.paths import project_config_file, user_state_dir
 
 pytestmark = pytest.mark.anyio
 GATE_MS = 10_000
@@ -166,7 +168,9 @@ async def test_off_serves_the_change_and_pins_nothing(
         await wait_until(session, lambda: tool_names(session) == AFTER_PULL)
         source = session.mcp_manager.get_source("rug")
         assert source is not None and Path(source.path) == config_path
-        assert PinStore().read(pin_key("rug", source)) is None
+        config = session.mcp_manager.get_server_config("rug")
+        assert config is not None and config.pinning == "off"
+        assert PinStore().read(pin_key(config, source)) is None
     assert not [record for record in caplog.records if "rug" in record.getMessage()]
 
 
@@ -184,9 +188,6 @@ def test_a_bad_pinning_value_is_an_error_naming_the_file_the_server_and_the_fix(
 async def test_a_project_servers_baseline_is_the_first_tool_set_after_its_approval(tmp_path: Path) -> None:
     """Approved, then listed: that is its baseline, kept in a private file outside the project.
     Revoking and approving again forgets it: the set seen next is the new baseline."""
-    from mcpfleet.paths import project_config_file, user_state_dir
-    from tests.integration.pinning_fleet import rug_pull_entry
-
     project = tmp_path / "project"
     flag = tmp_path / "turn-hostile"
     config_path = project_config_file(project)
@@ -197,9 +198,10 @@ async def test_a_project_servers_baseline_is_the_first_tool_set_after_its_approv
     async with await create_agent_session(project, cache=None, startup_timeout_ms=GATE_MS) as session:
         assert tool_names(session) == BASELINE
         source = session.mcp_manager.get_source("rug")
-        assert source is not None and source.level == "project"
+        config = session.mcp_manager.get_server_config("rug")
+        assert source is not None and source.level == "project" and config is not None
     store = PinStore()
-    pin_file = store.file_for(pin_key("rug", source))
+    pin_file = store.file_for(pin_key(config, source))
     assert pin_file.is_relative_to(user_state_dir()) and not pin_file.is_relative_to(project)
     assert pin_file.stat().st_mode & 0o777 == 0o600
 

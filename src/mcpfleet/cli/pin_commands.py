@@ -15,7 +15,7 @@ from typing import Any
 
 from mcpfleet.cli.options import FleetOptions
 from mcpfleet.cli.output import EXIT_FAILED, EXIT_OK, EXIT_USAGE, emit_json, error_line, output_line
-from mcpfleet.config.model import DiscoveryResult, SourceInfo
+from mcpfleet.config.model import DiscoveryResult, ServerConfig, SourceInfo
 from mcpfleet.config.pins import PinKey, PinStore, pin_key
 
 
@@ -25,13 +25,17 @@ def pin_command(args: argparse.Namespace) -> int:
     return approve_command(args)
 
 
-def _declared_sources(discovery: DiscoveryResult) -> dict[str, SourceInfo]:
-    """Each declared server's source: the active entry's, else the first usable entry of that name."""
-    sources = dict(discovery.sources)
+def _declared_entries(discovery: DiscoveryResult) -> dict[str, tuple[ServerConfig, SourceInfo]]:
+    """Each declared server's entry: the active one, else the first usable one of that name."""
+    declared = {
+        name: (config, discovery.sources[name])
+        for name, config in discovery.configs.items()
+        if name in discovery.sources
+    }
     for entry in discovery.entries:
         if entry.config is not None:
-            sources.setdefault(entry.name, entry.source)
-    return sources
+            declared.setdefault(entry.name, (entry.config, entry.source))
+    return declared
 
 
 def _server_key(args: argparse.Namespace, name: str | None) -> tuple[dict[str, PinKey], int | None]:
@@ -40,13 +44,13 @@ def _server_key(args: argparse.Namespace, name: str | None) -> tuple[dict[str, P
     from mcpfleet.cli import documents
 
     discovery = FleetOptions.from_args(args).discover(all_project_entries=True)
-    sources = _declared_sources(discovery)
+    declared = _declared_entries(discovery)
     if name is not None:
-        if name not in sources:
+        if name not in declared:
             error_line(documents.unknown_server_message(name, [entry.name for entry in discovery.entries]))
             return {}, EXIT_USAGE
-        return {name: pin_key(name, sources[name])}, None
-    return {server: pin_key(server, source) for server, source in sorted(sources.items())}, None
+        return {name: pin_key(*declared[name])}, None
+    return {server: pin_key(*entry) for server, entry in sorted(declared.items())}, None
 
 
 def withheld_document(keys: dict[str, PinKey], store: PinStore) -> dict[str, Any]:

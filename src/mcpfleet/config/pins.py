@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from mcpfleet import paths
-from mcpfleet.config.model import SourceInfo, canonical_json
+from mcpfleet.config.model import ServerConfig, SourceInfo, canonical_json, fingerprint_of
 from mcpfleet.config.readers import MAX_CONFIG_BYTES
 from mcpfleet.config.writer import update_json_file
 
@@ -47,24 +47,30 @@ def definition_fingerprint(definition: Mapping[str, Any]) -> str:
 
 @dataclass(frozen=True)
 class PinKey:
-    """Which pins a server has: its config file's real path and its place in that file (two
-    projects' entries in one file, such as Claude Code's per-project servers, are two keys)."""
+    """Which pins a server has: its config file's real path, its place in that file (two
+    projects' entries in one file, such as Claude Code's per-project servers, are two keys) and
+    the entry's fingerprint. An edited entry is another server, with a baseline of its own: the
+    user's own edit of a user-level entry is no rug pull, and a project entry's edit needs a new
+    approval anyway."""
 
     server: str
     path: str
     """The config file's real path; empty for a config built by hand (pinned by name)."""
     location: str
+    entry: str
+    """The entry's fingerprint (``ServerConfig.fingerprint``)."""
 
     @property
     def digest(self) -> str:
-        text = f"{self.path}\0{self.location}"
+        text = f"{self.path}\0{self.location}\0{self.entry}"
         return hashlib.sha256(text.encode("utf-8", errors="surrogatepass")).hexdigest()[:32]
 
 
-def pin_key(name: str, source: SourceInfo | None) -> PinKey:
+def pin_key(config: ServerConfig, source: SourceInfo | None) -> PinKey:
+    entry = config.fingerprint or fingerprint_of(config)
     if source is None:
-        return PinKey(name, "", "/" + name)
-    return PinKey(name, os.path.realpath(source.path), source.location or "/" + name)
+        return PinKey(config.name, "", "/" + config.name, entry)
+    return PinKey(config.name, os.path.realpath(source.path), source.location or "/" + config.name, entry)
 
 
 @dataclass(frozen=True)
@@ -81,6 +87,7 @@ class ServerPins:
 
     server: str
     path: str
+    location: str
     approved: Mapping[str, PinnedTool]
     pending: Mapping[str, PinnedTool]
 
@@ -122,6 +129,7 @@ def _parse(document: Any) -> ServerPins | None:
     return ServerPins(
         server=str(document.get("server", "")),
         path=str(document.get("path", "")),
+        location=str(document.get("location", "")),
         approved=_parse_tools(document["approved"]),
         pending=_parse_tools(document.get("pending")),
     )
@@ -172,12 +180,22 @@ class PinStore:
                 version=1,
                 server=key.server,
                 path=key.path,
+                location=key.location,
                 approved={name: _tool_json(tool) for name, tool in tools.items()},
                 pending={},
             )
             return True
 
         pinned: bool = update_json_file(self.file_for(key), pin)
+        if pinned:
+            # The pins of the entry's earlier versions will never be read again.
+            current = self.file_for(key)
+            self._remove(
+                lambda pins, file: (
+                    file != current
+                    and (pins.server, pins.path, pins.location) == (key.server, key.path, key.location)
+                )
+            )
         return pinned
 
     def note_pending(self, key: PinKey, definitions: Iterable[Definition]) -> None:
@@ -220,8 +238,12 @@ class PinStore:
 
     def forget(self, name: str, in_file: Callable[[str], bool]) -> int:
         """Drop the pins of server ``name`` of every config file whose real path ``in_file``
-        accepts (at any place in it), so that its next listing is a new baseline: what approving
-        or revoking a project server does. Returns how many servers' pins were dropped."""
+        accepts (at any place in it, any version of its entry), so that its next listing is a
+        new baseline: what approving or revoking a project server does. Returns how many
+        files were dropped."""
+        return self._remove(lambda pins, file: pins.server == name and in_file(pins.path))
+
+    def _remove(self, matches: Callable[[ServerPins, Path], bool]) -> int:
         removed = 0
         try:
             files = sorted(self.folder.glob("*.json"))
@@ -233,7 +255,7 @@ class PinStore:
             except (OSError, ValueError):
                 continue
             pins = _parse(document)
-            if pins is not None and pins.server == name and in_file(pins.path):
+            if pins is not None and matches(pins, file):
                 file.unlink(missing_ok=True)
                 removed += 1
         return removed

@@ -158,7 +158,7 @@ class ToolPinning:
         self, server: str, given: ToolSlice, config: ServerConfig, source: SourceInfo | None
     ) -> _Screened:
         mode = config.effective_pinning
-        key = pin_key(server, source)
+        key = pin_key(config, source)
         previous = self._screened.get(server)
         if mode == "off":
             screened = _Screened(given, None, mode, key, given)

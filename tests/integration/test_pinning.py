@@ -97,6 +97,10 @@ async def test_a_rug_pull_is_withheld_from_the_session_until_approved(
         assert rows["read_notes"]["current"]["description"] == HOSTILE_DESCRIPTION
         assert rows["read_notes"]["approved"]["description"] != HOSTILE_DESCRIPTION
         assert rows["exfiltrate"] == {**rows["exfiltrate"], "reason": "added", "approved": None}
+        # The injection is named by the poisoning rules it breaks; the plain tool gets none.
+        rules = {warning["rule"] for warning in rows["read_notes"]["warnings"]}
+        assert {"model-instructions", "hidden-markup", "secrets-paths"} <= rules
+        assert rows["exfiltrate"]["warnings"] == []
 
         # Approving from another process reaches this session: tools_changed, then the tools.
         changes: list[str] = []
@@ -220,12 +224,21 @@ async def test_a_project_servers_baseline_is_the_first_tool_set_after_its_approv
 def test_tools_review_shows_the_diff_and_tools_approve_knows_its_servers(tmp_path: Path) -> None:
     flag = tmp_path / "turn-hostile"
     write_rug_pull_config(flag)
-    assert run_cli("tools", cwd=tmp_path).returncode == 0  # the baseline
+    assert run_cli("tools", "--live", cwd=tmp_path).returncode == 0  # the baseline
     flag.touch()
-    listed = run_cli("tools", "--json", cwd=tmp_path)
+    listed = run_cli("tools", "--live", "--json", cwd=tmp_path)
     assert listed.returncode == 0, listed.stderr
-    withheld = {row["mcp_name"]: row["withheld"] for row in json.loads(listed.stdout)["tools"]}
-    assert withheld == {"echo": False, "read_notes": True, "exfiltrate": True}
+    tool_rows = {row["mcp_name"]: row for row in json.loads(listed.stdout)["tools"]}
+    assert {name: row["withheld"] for name, row in tool_rows.items()} == {
+        "echo": False,
+        "read_notes": True,
+        "exfiltrate": True,
+    }
+    assert "hidden-markup" in {warning["rule"] for warning in tool_rows["read_notes"]["warnings"]}
+    assert tool_rows["echo"]["warnings"] == []
+    table = run_cli("tools", "--live", cwd=tmp_path).stdout
+    # The table may wrap a cell between words, never inside one.
+    assert table.count("(withheld:") == 2 and "hidden-markup" in table
 
     review = run_cli("tools", "review", "rug", cwd=tmp_path)
     assert review.returncode == 0, review.stderr
@@ -237,6 +250,9 @@ def test_tools_review_shows_the_diff_and_tools_approve_knows_its_servers(tmp_pat
     assert any(
         line.startswith('  +  "description": "Read the notes of the current project. <IMPORTANT>')
         for line in lines
+    )
+    assert any(
+        line.startswith("  warning [hidden-markup]: an instruction tag in description: ") for line in lines
     )
     assert lines[-1].startswith("accept with `mcpfleet tools approve rug [TOOL…]`")
 
@@ -257,7 +273,7 @@ def test_tools_review_shows_the_diff_and_tools_approve_knows_its_servers(tmp_pat
         "approved": [{"server": "rug", "tool": "exfiltrate"}, {"server": "rug", "tool": "read_notes"}]
     }
     assert json.loads(run_cli("tools", "review", "--json", cwd=tmp_path).stdout) == {"withheld": []}
-    listed = run_cli("tools", "--json", cwd=tmp_path)
+    listed = run_cli("tools", "--live", "--json", cwd=tmp_path)
     assert {row["mcp_name"]: row["withheld"] for row in json.loads(listed.stdout)["tools"]} == {
         "echo": False,
         "read_notes": False,

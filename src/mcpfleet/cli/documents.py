@@ -159,9 +159,22 @@ def tool_rows(
     tools: Iterable[AnyTool], *, server: str | None = None, withheld: Iterable[WithheldTool] = ()
 ) -> list[ToolRow]:
     """The tools an agent would see (of ``server`` only, when given), then those pinning
-    withholds (``withheld``: true), which the agent does not see until they are approved."""
+    withholds (``withheld``: true), which the agent does not see until they are approved;
+    each with the poisoning warnings of its definition, read against the whole fleet."""
     from mcpfleet.cli.render import ToolRow
+    from mcpfleet.fleet.pinning import definition_json, fleet_warnings
     from mcpfleet.fleet.tools import mcp_tool_name
+
+    tools, withheld = list(tools), list(withheld)
+    definitions: dict[str, list[dict[str, Any]]] = {}
+    for tool in tools:
+        definitions.setdefault(tool.server_name, []).append(definition_json(tool.definition))
+    for held in withheld:
+        definitions.setdefault(held.server, []).append(held.current)
+    warnings = fleet_warnings(definitions)
+
+    def warned(server_name: str, tool_name: str) -> tuple[dict[str, str], ...]:
+        return tuple(warning.to_json() for warning in warnings.get((server_name, tool_name), []))
 
     served = [
         ToolRow(
@@ -171,24 +184,26 @@ def tool_rows(
             description=tool.description,
             deferred=tool.deferred,
             input_schema=tool.parameters,
+            warnings=warned(tool.server_name, tool.mcp_tool_name),
         )
         for tool in tools
         if server is None or tool.server_name == server
     ]
-    held = [
+    held_rows = [
         ToolRow(
-            name=mcp_tool_name(tool.server, tool.tool),
-            server=tool.server,
-            mcp_name=tool.tool,
-            description=str(tool.current.get("description") or ""),
+            name=mcp_tool_name(held.server, held.tool),
+            server=held.server,
+            mcp_name=held.tool,
+            description=str(held.current.get("description") or ""),
             deferred=False,
-            input_schema=tool.current.get("inputSchema") or {},
+            input_schema=held.current.get("inputSchema") or {},
             withheld=True,
+            warnings=warned(held.server, held.tool),
         )
-        for tool in withheld
-        if server is None or tool.server == server
+        for held in withheld
+        if server is None or held.server == server
     ]
-    return [*served, *held]
+    return [*served, *held_rows]
 
 
 def tools_document(tools: Sequence[ToolRow], errors: Sequence[ErrorRow]) -> dict[str, Any]:

@@ -38,32 +38,50 @@ def _declared_entries(discovery: DiscoveryResult) -> dict[str, tuple[ServerConfi
     return declared
 
 
-def _server_key(args: argparse.Namespace, name: str | None) -> tuple[dict[str, PinKey], int | None]:
-    """The pin keys of the servers asked for (every declared one when ``name`` is None), or an
-    exit code after one error line naming the server and what may have been meant."""
+def _server_keys(
+    args: argparse.Namespace, name: str | None
+) -> tuple[dict[str, PinKey], dict[str, PinKey], int | None]:
+    """The pin keys of the servers asked for (every declared one when ``name`` is None) and of
+    every declared server; or an exit code after one error line naming the server and what
+    may have been meant."""
     from mcpfleet.cli import documents
 
     discovery = FleetOptions.from_args(args).discover(all_project_entries=True)
-    declared = _declared_entries(discovery)
-    if name is not None:
-        if name not in declared:
-            error_line(documents.unknown_server_message(name, [entry.name for entry in discovery.entries]))
-            return {}, EXIT_USAGE
-        return {name: pin_key(*declared[name])}, None
-    return {server: pin_key(*entry) for server, entry in sorted(declared.items())}, None
+    declared = {server: pin_key(*entry) for server, entry in sorted(_declared_entries(discovery).items())}
+    if name is None:
+        return declared, declared, None
+    if name not in declared:
+        error_line(documents.unknown_server_message(name, [entry.name for entry in discovery.entries]))
+        return {}, declared, EXIT_USAGE
+    return {name: declared[name]}, declared, None
 
 
-def withheld_document(keys: dict[str, PinKey], store: PinStore) -> dict[str, Any]:
-    """``tools review --json``: every tool kept pending in the store for these servers."""
+def withheld_document(
+    keys: dict[str, PinKey], store: PinStore, *, fleet: dict[str, PinKey] | None = None
+) -> dict[str, Any]:
+    """``tools review --json``: every tool kept pending in the store for the servers of
+    ``keys``, each with the poisoning warnings of its current definition, read against its
+    server's other tools and the tool names of every server of ``fleet`` (default: ``keys``)."""
+    from mcpfleet.fleet.pinning import fleet_warnings
+
     rows: list[dict[str, Any]] = []
-    peers_by_server: dict[str, list[dict[str, Any]]] = {}
+    current: dict[str, list[dict[str, Any]]] = {}
+    for server, key in (fleet if fleet is not None else keys).items():
+        pins = store.read(key)
+        if pins is None:
+            continue
+        # What the server lists now, as far as the store knows: its approved tools, with the
+        # definitions it changed to in their place.
+        tools = {name: tool.definition for name, tool in pins.approved.items()}
+        tools.update({name: tool.definition for name, tool in pins.pending.items()})
+        current[server] = [
+            definition if definition is not None else {"name": name} for name, definition in tools.items()
+        ]
+    warnings = fleet_warnings(current)
     for server, key in keys.items():
         pins = store.read(key)
         if pins is None:
             continue
-        peers_by_server[server] = [
-            tool.definition for tool in pins.approved.values() if tool.definition is not None
-        ]
         for tool, pending in sorted(pins.pending.items()):
             approved = pins.approved.get(tool)
             rows.append(
@@ -73,7 +91,7 @@ def withheld_document(keys: dict[str, PinKey], store: PinStore) -> dict[str, Any
                     "reason": "changed" if approved is not None else "added",
                     "approved": approved.definition if approved is not None else None,
                     "current": pending.definition if pending.definition is not None else {"name": tool},
-                    "warnings": [],
+                    "warnings": [warning.to_json() for warning in warnings.get((server, tool), [])],
                 }
             )
     return {"withheld": rows}
@@ -96,10 +114,10 @@ def review_command(args: argparse.Namespace) -> int:
     if len(args.names) > 1:
         error_line("`mcpfleet tools review [SERVER]` takes one server at most; `tools approve` takes tools")
         return EXIT_USAGE
-    keys, failed = _server_key(args, args.names[0] if args.names else None)
+    keys, fleet, failed = _server_keys(args, args.names[0] if args.names else None)
     if failed is not None:
         return failed
-    document = withheld_document(keys, PinStore())
+    document = withheld_document(keys, PinStore(), fleet=fleet)
     if args.json:
         emit_json(document)
         return EXIT_OK
@@ -128,7 +146,7 @@ def approve_command(args: argparse.Namespace) -> int:
         error_line("`mcpfleet tools approve` needs a server: `mcpfleet tools approve SERVER [TOOL…]`")
         return EXIT_USAGE
     server, *tools = args.names
-    keys, failed = _server_key(args, server)
+    keys, _, failed = _server_keys(args, server)
     if failed is not None:
         return failed
     store = PinStore()

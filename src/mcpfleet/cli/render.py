@@ -127,6 +127,8 @@ class ToolRow:
     input_schema: Mapping[str, Any]
     withheld: bool = False
     """Changed or added since its server's tools were approved: not served (``tools review``)."""
+    warnings: tuple[Mapping[str, str], ...] = ()
+    """Its poisoning warnings (``fleet.poisoning``), each ``{"rule", "text"}``."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -137,6 +139,7 @@ class ToolRow:
             "deferred": self.deferred,
             "input_schema": self.input_schema,
             "withheld": self.withheld,
+            "warnings": [dict(warning) for warning in self.warnings],
         }
 
 
@@ -287,6 +290,11 @@ def tool_cells(tool: Mapping[str, Any]) -> Cells:
         name.append(" (deferred)", "yellow")
     if tool.get("withheld"):
         name.append(" (withheld: mcpfleet tools review)", "red")
+    rules = sorted(
+        {str(warning.get("rule")) for warning in tool.get("warnings") or [] if isinstance(warning, dict)}
+    )
+    if rules:
+        name.append(f" (warning: {', '.join(rules)})", "red")
     lines = str(tool.get("description") or "").strip().splitlines()
     return name, rich_text(tool.get("server", "")), rich_text(lines[0] if lines else "")
 

@@ -18,7 +18,7 @@ A fleet that withholds nothing watches nothing.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -29,6 +29,7 @@ from mcpfleet.config.model import ServerConfig, SourceInfo
 from mcpfleet.config.pins import Definition, FileStamp, PinKey, PinStore, definition_fingerprint, pin_key
 from mcpfleet.errors import ConfigWriteError
 from mcpfleet.fleet.catalog import ToolSlice
+from mcpfleet.fleet.poisoning import PoisoningWarning, poisoning_warnings
 
 logger = logging.getLogger(__name__)
 
@@ -59,6 +60,23 @@ class WithheldTool:
     approved: Definition | None
     """The approved definition; ``None`` for an added tool (or one too large to have been kept)."""
     current: Definition
+
+
+def fleet_warnings(
+    definitions: Mapping[str, Sequence[Definition]],
+) -> dict[tuple[str, str], list[PoisoningWarning]]:
+    """The poisoning warnings of every tool of a fleet (``definitions``: each server's tool
+    definitions), read against its server's other tools and the other servers' tool names;
+    tools without a warning are left out."""
+    names = {server: [str(tool.get("name")) for tool in tools] for server, tools in definitions.items()}
+    found: dict[tuple[str, str], list[PoisoningWarning]] = {}
+    for server, tools in definitions.items():
+        others = {other: tool_names for other, tool_names in names.items() if other != server}
+        for tool in tools:
+            warnings = poisoning_warnings(tool, server=server, peers=tools, other_servers_tools=others)
+            if warnings:
+                found[(server, str(tool.get("name")))] = warnings
+    return found
 
 
 def withheld_message(server: str, tool: str) -> str:

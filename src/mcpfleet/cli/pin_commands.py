@@ -97,6 +97,37 @@ def withheld_document(
     return {"withheld": rows}
 
 
+_NOUNS = {"prompts": "prompt", "resources": "resource", "resourceTemplates": "resource template"}
+
+
+def withheld_catalog(
+    keys: dict[str, PinKey], store: PinStore
+) -> list[tuple[str, str, str, dict[str, Any] | None, dict[str, Any]]]:
+    """The prompts, resources and templates kept pending for these servers: (server, noun,
+    name, approved definition or None, current definition). Not in ``tools review --json``,
+    whose shape is the tools' contract; ``tools approve SERVER`` accepts them."""
+    from mcpfleet.config.pins import CATALOG_KINDS
+
+    found: list[tuple[str, str, str, dict[str, Any] | None, dict[str, Any]]] = []
+    for server, key in keys.items():
+        for kind in CATALOG_KINDS:
+            pins = store.read_catalog(key, kind)
+            if pins is None:
+                continue
+            for name, pending in sorted(pins.pending.items()):
+                approved = pins.approved.get(name)
+                found.append(
+                    (
+                        server,
+                        _NOUNS[kind],
+                        name,
+                        approved.definition if approved is not None else None,
+                        pending.definition or {},
+                    )
+                )
+    return found
+
+
 def definition_diff(approved: dict[str, Any] | None, current: dict[str, Any]) -> list[str]:
     """A unified diff of the two definitions as indented JSON, approved first."""
 
@@ -122,9 +153,15 @@ def review_command(args: argparse.Namespace) -> int:
         emit_json(document)
         return EXIT_OK
     rows = document["withheld"]
-    if not rows:
+    others = withheld_catalog(keys, PinStore())
+    if not rows and not others:
         output_line("no tool is withheld: every tool served is the one approved")
         return EXIT_OK
+    for server, noun, name, approved, current in others:
+        output_line(f"{server}: {noun} {name!r}: {'changed since it was approved' if approved else 'added'}")
+        for line in definition_diff(approved, current):
+            output_line(f"  {line}")
+        output_line("")
     for row in rows:
         what = "changed since it was approved" if row["reason"] == "changed" else "added since approval"
         output_line(f"{row['server']}/{row['tool']}: {what}")
@@ -133,7 +170,7 @@ def review_command(args: argparse.Namespace) -> int:
         for warning in row["warnings"]:
             output_line(f"  warning [{warning['rule']}]: {warning['text']}")
         output_line("")
-    servers = sorted({row["server"] for row in rows})
+    servers = sorted({row["server"] for row in rows} | {server for server, *_ in others})
     output_line(
         f"accept with `mcpfleet tools approve {servers[0] if len(servers) == 1 else 'SERVER'} [TOOL…]`; "
         "until then these tools are not served"
@@ -162,11 +199,16 @@ def approve_command(args: argparse.Namespace) -> int:
         )
         return EXIT_FAILED
     approved = store.approve(key, tools or None)
+    # Naming no tool accepts the server's withheld prompts and resources too.
+    others = store.approve_catalog(key) if not tools else {}
     if args.json:
         emit_json({"approved": [{"server": server, "tool": tool} for tool in approved]})
-    elif not approved:
+    elif not approved and not others:
         output_line(f"server {server!r} has no withheld tool: nothing to approve")
     else:
         for tool in approved:
             output_line(f"approved {server}/{tool}: served from now on, running sessions are told")
+        for kind, names in others.items():
+            for name in names:
+                output_line(f"approved {server}'s {_NOUNS[kind]} {name!r}")
     return EXIT_OK

@@ -22,7 +22,7 @@ import os
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from mcpfleet import paths
 from mcpfleet.config.model import ServerConfig, SourceInfo, canonical_json, fingerprint_of
@@ -123,6 +123,41 @@ def _parse_tools(value: Any) -> dict[str, PinnedTool]:
     return tools
 
 
+CatalogKind = Literal["prompts", "resources", "resourceTemplates"]
+"""The other model-facing lists a server's descriptions are pinned in."""
+CATALOG_KINDS: tuple[CatalogKind, ...] = ("prompts", "resources", "resourceTemplates")
+
+
+@dataclass(frozen=True)
+class CatalogPins:
+    """One server's pinned prompts, resources or resource templates, by name or URI."""
+
+    approved: Mapping[str, PinnedTool]
+    pending: Mapping[str, PinnedTool]
+
+
+def _parse_catalog(document: Any, kind: CatalogKind) -> CatalogPins | None:
+    catalog = document.get("catalog") if isinstance(document, dict) else None
+    section = catalog.get(kind) if isinstance(catalog, dict) else None
+    if not isinstance(section, dict) or not isinstance(section.get("approved"), dict):
+        return None
+    return CatalogPins(_parse_tools(section["approved"]), _parse_tools(section.get("pending")))
+
+
+def _catalog_json(approved: Mapping[str, PinnedTool], pending: Mapping[str, PinnedTool]) -> dict[str, Any]:
+    return {
+        "approved": {name: _tool_json(item) for name, item in approved.items()},
+        "pending": {name: _tool_json(item) for name, item in pending.items()},
+    }
+
+
+def _header(document: Any) -> tuple[str, str, str] | None:
+    """(server, path, location) of a pin file, whatever it pins."""
+    if not isinstance(document, dict):
+        return None
+    return (str(document.get("server", "")), str(document.get("path", "")), str(document.get("location", "")))
+
+
 def _parse(document: Any) -> ServerPins | None:
     if not isinstance(document, dict) or not isinstance(document.get("approved"), dict):
         return None
@@ -175,7 +210,10 @@ class PinStore:
         def pin(document: dict[str, Any]) -> bool:
             if _parse(document) is not None:
                 return False
+            catalog = document.get("catalog")
             document.clear()
+            if isinstance(catalog, dict):
+                document["catalog"] = catalog
             document.update(
                 version=1,
                 server=key.server,
@@ -191,12 +229,72 @@ class PinStore:
             # The pins of the entry's earlier versions will never be read again.
             current = self.file_for(key)
             self._remove(
-                lambda pins, file: (
-                    file != current
-                    and (pins.server, pins.path, pins.location) == (key.server, key.path, key.location)
-                )
+                lambda header, file: file != current and header == (key.server, key.path, key.location)
             )
         return pinned
+
+    def read_catalog(self, key: PinKey, kind: CatalogKind) -> CatalogPins | None:
+        file = self.file_for(key)
+        try:
+            if file.stat().st_size > MAX_CONFIG_BYTES:
+                return None
+            return _parse_catalog(json.loads(file.read_text(encoding="utf-8")), kind)
+        except (OSError, ValueError):
+            return None
+
+    def screen_catalog(
+        self, key: PinKey, kind: CatalogKind, listed: Mapping[str, Definition], *, pin_added: bool
+    ) -> dict[str, PinnedTool | None]:
+        """Compare one listing of ``kind`` with its pins, in one locked step: the first listing
+        is the baseline; later, an item whose definition differs is kept pending, and so is an
+        added one unless ``pin_added`` (then it is pinned as first seen). Returns each item not
+        served as it is pinned, with its approved pin (``None``: added)."""
+        at = _now()
+
+        def screen(document: dict[str, Any]) -> dict[str, PinnedTool | None]:
+            document.setdefault("version", 1)
+            document.update(server=key.server, path=key.path, location=key.location)
+            catalog = document.get("catalog")
+            if not isinstance(catalog, dict):
+                catalog = document["catalog"] = {}
+            pins = _parse_catalog(document, kind)
+            if pins is None:
+                catalog[kind] = _catalog_json({name: _pinned(item, at) for name, item in listed.items()}, {})
+                return {}
+            approved, pending = dict(pins.approved), dict(pins.pending)
+            differing: dict[str, PinnedTool | None] = {}
+            for name, item in listed.items():
+                fingerprint = definition_fingerprint(item)
+                pinned = approved.get(name)
+                if pinned is not None and pinned.fingerprint == fingerprint:
+                    continue
+                if pinned is None and pin_added:
+                    approved[name] = _pinned(item, at)
+                    continue
+                differing[name] = pinned
+                if name not in pending or pending[name].fingerprint != fingerprint:
+                    pending[name] = _pinned(item, at)
+            catalog[kind] = _catalog_json(approved, pending)
+            return differing
+
+        differing: dict[str, PinnedTool | None] = update_json_file(self.file_for(key), screen)
+        return differing
+
+    def approve_catalog(self, key: PinKey) -> dict[CatalogKind, list[str]]:
+        """Make every pending prompt, resource and template the approved one; returns their names."""
+
+        def accept(document: dict[str, Any]) -> dict[CatalogKind, list[str]]:
+            accepted: dict[CatalogKind, list[str]] = {}
+            for kind in CATALOG_KINDS:
+                pins = _parse_catalog(document, kind)
+                if pins is None or not pins.pending:
+                    continue
+                accepted[kind] = sorted(pins.pending)
+                document["catalog"][kind] = _catalog_json({**pins.approved, **pins.pending}, {})
+            return accepted
+
+        accepted: dict[CatalogKind, list[str]] = update_json_file(self.file_for(key), accept)
+        return accepted
 
     def note_pending(self, key: PinKey, definitions: Iterable[Definition]) -> None:
         """Keep the current definition of each changed or added tool for the review (a pending
@@ -241,9 +339,9 @@ class PinStore:
         accepts (at any place in it, any version of its entry), so that its next listing is a
         new baseline: what approving or revoking a project server does. Returns how many
         files were dropped."""
-        return self._remove(lambda pins, file: pins.server == name and in_file(pins.path))
+        return self._remove(lambda header, file: header[0] == name and in_file(header[1]))
 
-    def _remove(self, matches: Callable[[ServerPins, Path], bool]) -> int:
+    def _remove(self, matches: Callable[[tuple[str, str, str], Path], bool]) -> int:
         removed = 0
         try:
             files = sorted(self.folder.glob("*.json"))
@@ -254,8 +352,8 @@ class PinStore:
                 document = json.loads(file.read_text(encoding="utf-8"))
             except (OSError, ValueError):
                 continue
-            pins = _parse(document)
-            if pins is not None and matches(pins, file):
+            header = _header(document)
+            if header is not None and matches(header, file):
                 file.unlink(missing_ok=True)
                 removed += 1
         return removed

@@ -27,13 +27,19 @@ import anyio.abc
 
 from mcpfleet.config import EntryFilter, LastGoodFiles, load_all_mcp_configs
 from mcpfleet.config.model import DiscoveryResult, ServerConfig, SourceInfo
-from mcpfleet.errors import ConnectionClosedError, ServerNotConnectedError, ToolCallError
+from mcpfleet.errors import ConnectionClosedError, RequestError, ServerNotConnectedError, ToolCallError
 from mcpfleet.fleet import settings as defaults
 from mcpfleet.fleet.cache import MCPToolCache
 from mcpfleet.fleet.catalog import AnyTool, build_tools
 from mcpfleet.fleet.events import DEFAULT_STREAM_BUFFER, EventHub, EventListener, EventStream, ManagerEvent
 from mcpfleet.fleet.notifications import LogListener, Notifications, ResourceListener
-from mcpfleet.fleet.pinning import ToolPinning, WithheldTool, withheld_message
+from mcpfleet.fleet.pinning import (
+    CATALOG_EVENTS,
+    ToolPinning,
+    WithheldTool,
+    withheld_message,
+    withheld_prompt_message,
+)
 from mcpfleet.fleet.recovery import Recovery
 from mcpfleet.fleet.reload import ConfigWatcher, apply_reload, log_new_config_errors
 from mcpfleet.fleet.server import Attempt, ConnectionStatus, Phase, ServerRegistry, ServerState
@@ -51,6 +57,7 @@ if TYPE_CHECKING:
     )
     from mcpfleet.client.definitions import LogLevel
     from mcpfleet.client.inbound import RootsOffer
+    from mcpfleet.config.pins import CatalogKind
 
 __all__ = [
     "AnyTool",
@@ -178,7 +185,10 @@ class MCPManager(anyio.AsyncContextManagerMixin):
                     if self.settings.watch:
                         task_group.start_soon(self._watcher.run, self.reload, name="mcpfleet config watcher")
                     task_group.start_soon(
-                        self._pinning.watch, self._pins_changed, name="mcpfleet pin watcher"
+                        self._pinning.watch,
+                        self._pins_changed,
+                        self._catalog_pins_changed,
+                        name="mcpfleet pin watcher",
                     )
                     yield self
                 finally:
@@ -373,21 +383,28 @@ class MCPManager(anyio.AsyncContextManagerMixin):
             ) from error
 
     async def list_resources(self, server: str) -> list[dict[str, Any]]:
-        """Every resource ``server`` lists (all pages), once it is connected (as ``call_tool``)."""
-        return await (await self._ready_connection(server)).list_resources()
+        """Every resource ``server`` lists (all pages), once it is connected (as ``call_tool``);
+        one whose description changed since it was pinned is withheld (``fleet.pinning``)."""
+        listed = await (await self._ready_connection(server)).list_resources()
+        return self._pinning.screen_listing("resources", server, listed, self._pinned_server(server))
 
     async def list_resource_templates(self, server: str) -> list[dict[str, Any]]:
-        return await (await self._ready_connection(server)).list_resource_templates()
+        listed = await (await self._ready_connection(server)).list_resource_templates()
+        return self._pinning.screen_listing("resourceTemplates", server, listed, self._pinned_server(server))
 
     async def read_resource(self, server: str, uri: str) -> dict[str, Any]:
         return await (await self._ready_connection(server)).read_resource(uri)
 
     async def list_prompts(self, server: str) -> list[dict[str, Any]]:
-        return await (await self._ready_connection(server)).list_prompts()
+        """Every prompt ``server`` lists; one changed or added since they were pinned is withheld."""
+        listed = await (await self._ready_connection(server)).list_prompts()
+        return self._pinning.screen_listing("prompts", server, listed, self._pinned_server(server))
 
     async def get_prompt(
         self, server: str, name: str, arguments: dict[str, str] | None = None
     ) -> dict[str, Any]:
+        if self._pinning.is_prompt_withheld(server, name):
+            raise RequestError(withheld_prompt_message(server, name), server=server, method="prompts/get")
         return await (await self._ready_connection(server)).get_prompt(name, arguments)
 
     async def complete(
@@ -437,6 +454,11 @@ class MCPManager(anyio.AsyncContextManagerMixin):
         self._registry.rebuild_tools()
         for name in sorted(servers):
             self._registry.emit("tools_changed", name)
+
+    def _catalog_pins_changed(self, listings: list[tuple[str, CatalogKind]]) -> None:
+        """Withheld prompts or resources may have been approved: have their lists read again."""
+        for event, server in sorted({(CATALOG_EVENTS[kind], server) for server, kind in listings}):
+            self._registry.emit(event, server)
 
     def _on_ready(self, attempt: Attempt, connection: ServerConnection) -> None:
         """A connection was registered: watch it, and send it the server's subscriptions."""

@@ -20,15 +20,24 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 import anyio
 
 from mcpfleet.client.definitions import ToolDefinition
 from mcpfleet.config.model import ServerConfig, SourceInfo
-from mcpfleet.config.pins import Definition, FileStamp, PinKey, PinStore, definition_fingerprint, pin_key
+from mcpfleet.config.pins import (
+    CatalogKind,
+    Definition,
+    FileStamp,
+    PinKey,
+    PinStore,
+    definition_fingerprint,
+    pin_key,
+)
 from mcpfleet.errors import ConfigWriteError
 from mcpfleet.fleet.catalog import ToolSlice
+from mcpfleet.fleet.events import EventKind
 from mcpfleet.fleet.poisoning import PoisoningWarning, poisoning_warnings
 
 logger = logging.getLogger(__name__)
@@ -79,6 +88,32 @@ def fleet_warnings(
     return found
 
 
+_CATALOG_FIELDS: dict[CatalogKind, tuple[str, tuple[str, ...]]] = {
+    "prompts": ("name", ("name", "title", "description", "arguments")),
+    "resources": ("uri", ("uri", "name", "title", "description", "mimeType")),
+    "resourceTemplates": ("uriTemplate", ("uriTemplate", "name", "title", "description", "mimeType")),
+}
+"""Each list's identifying field, and what of an item is pinned: what the model reads of it."""
+CATALOG_EVENTS: dict[CatalogKind, EventKind] = {
+    "prompts": "prompts_changed",
+    "resources": "resources_changed",
+    "resourceTemplates": "resources_changed",
+}
+_CATALOG_NOUNS: dict[CatalogKind, str] = {
+    "prompts": "prompt",
+    "resources": "resource",
+    "resourceTemplates": "resource template",
+}
+
+
+def withheld_prompt_message(server: str, prompt: str) -> str:
+    return (
+        f'prompt "{prompt}" of MCP server "{server}" changed since it was approved and is withheld; '
+        f"review the change with `mcpfleet tools review {server}`, then accept it with "
+        f"`mcpfleet tools approve {server}`"
+    )
+
+
 def withheld_message(server: str, tool: str) -> str:
     """What a call to a withheld tool answers (the caller prefixes ``MCP error:``)."""
     return (
@@ -109,6 +144,10 @@ class ToolPinning:
     def __init__(self, store: PinStore | None = None) -> None:
         self._store = store
         self._screened: dict[str, _Screened] = {}
+        self._catalog_withheld: dict[
+            tuple[str, CatalogKind], tuple[PinKey, FileStamp | None, frozenset[str]]
+        ] = {}
+        """The prompts, resources or templates each server's last listing of that kind withheld."""
         self._logged: set[tuple[str, str, str]] = set()
         self._withholding = anyio.Event()
 
@@ -158,17 +197,83 @@ class ToolPinning:
             if screened.withheld and self.store.stamp(screened.key) != screened.stamp
         ]
 
-    async def watch(self, rebuild: Callable[[list[str]], None]) -> None:
+    def catalog_changes_seen(self) -> list[tuple[str, CatalogKind]]:
+        """The (server, kind) listings that withheld something and whose pin file changed since:
+        taken off the watch list, as the next listing screens them again."""
+        seen = [
+            where
+            for where, (key, stamp, withheld) in self._catalog_withheld.items()
+            if withheld and self.store.stamp(key) != stamp
+        ]
+        for where in seen:
+            del self._catalog_withheld[where]
+        return seen
+
+    def _withholding_anything(self) -> bool:
+        return bool(self.withheld()) or any(withheld for _, _, withheld in self._catalog_withheld.values())
+
+    async def watch(
+        self,
+        rebuild: Callable[[list[str]], None],
+        relist: Callable[[list[tuple[str, CatalogKind]]], None],
+    ) -> None:
         """Run for the fleet's life: while anything is withheld, call ``rebuild(servers)`` when
-        those servers' pins change."""
+        those servers' pins of tools change, ``relist`` for their prompts and resources."""
         while True:
             await self._withholding.wait()
-            while self.withheld():
+            while self._withholding_anything():
                 await anyio.sleep(PIN_WATCH_INTERVAL_S)
                 changed = self.approvals_seen()
                 if changed:
                     rebuild(changed)
+                listings = self.catalog_changes_seen()
+                if listings:
+                    relist(listings)
             self._withholding = anyio.Event()
+
+    # -- prompts, resources and templates --------------------------------------------------------
+
+    def screen_listing(
+        self,
+        kind: CatalogKind,
+        server: str,
+        items: list[dict[str, Any]],
+        found: tuple[ServerConfig, SourceInfo | None] | None,
+    ) -> list[dict[str, Any]]:
+        """One ``prompts/list``, ``resources/list`` or ``resources/templates/list`` answer with
+        what changed since it was pinned taken out (a prompt added later too: its text reaches
+        the model; a resource added later is pinned as first seen, lists of files grow)."""
+        if found is None or found[0].effective_pinning == "off":
+            return items
+        config, source = found
+        key = pin_key(config, source)
+        identity, fields = _CATALOG_FIELDS[kind]
+        listed: dict[str, Definition] = {}
+        for item in items:
+            name = item.get(identity)
+            if isinstance(name, str) and name not in listed:
+                listed[name] = {field: item.get(field) for field in fields}
+        try:
+            differing = self.store.screen_catalog(key, kind, listed, pin_added=kind != "prompts")
+        except ConfigWriteError as error:
+            logger.warning("MCP server %s: its %s could not be pinned: %s", server, kind, error)
+            return items
+        mode = config.effective_pinning
+        noun = _CATALOG_NOUNS[kind]
+        for name, approved in differing.items():
+            reason: WithheldReason = "changed" if approved is not None else "added"
+            fingerprint = definition_fingerprint(listed[name])
+            self._log_once(server, name, fingerprint, reason, mode, noun=noun)
+        if mode == "warn" or not differing:
+            self._catalog_withheld.pop((server, kind), None)
+            return items
+        self._catalog_withheld[(server, kind)] = (key, self.store.stamp(key), frozenset(differing))
+        self._withholding.set()
+        return [item for item in items if item.get(identity) not in differing]
+
+    def is_prompt_withheld(self, server: str, prompt: str) -> bool:
+        entry = self._catalog_withheld.get((server, "prompts"))
+        return entry is not None and prompt in entry[2]
 
     # -- one server ---------------------------------------------------------------------------
 
@@ -238,24 +343,30 @@ class ToolPinning:
         served = given if not withheld else ToolSlice(tuple(kept), given.deferred)
         return _Screened(given, store.stamp(key), mode, key, served, withheld)
 
-    def _log_once(self, server: str, tool: str, fingerprint: str, reason: WithheldReason, mode: str) -> None:
-        if (server, tool, fingerprint) in self._logged:
+    def _log_once(
+        self,
+        server: str,
+        name: str,
+        fingerprint: str,
+        reason: WithheldReason,
+        mode: str,
+        *,
+        noun: str = "tool",
+    ) -> None:
+        if (server, f"{noun}:{name}", fingerprint) in self._logged:
             return
-        self._logged.add((server, tool, fingerprint))
-        what = (
-            "changed since it was approved"
-            if reason == "changed"
-            else "was added since its tools were approved"
-        )
+        self._logged.add((server, f"{noun}:{name}", fingerprint))
+        what = "changed since it was approved" if reason == "changed" else "was added since it was pinned"
         if mode == "warn":
             logger.warning(
-                'MCP server %s: tool "%s" %s; served anyway ("pinning": "warn")', server, tool, what
+                'MCP server %s: %s "%s" %s; served anyway ("pinning": "warn")', server, noun, name, what
             )
         else:
             logger.warning(
-                'MCP server %s: tool "%s" %s; withheld until reviewed (`mcpfleet tools review %s`)',
+                'MCP server %s: %s "%s" %s; withheld until reviewed (`mcpfleet tools review %s`)',
                 server,
-                tool,
+                noun,
+                name,
                 what,
                 server,
             )

@@ -240,6 +240,14 @@ def test_tools_review_shows_the_diff_and_tools_approve_knows_its_servers(tmp_pat
     # The table may wrap a cell between words, never inside one.
     assert table.count("(withheld:") == 2 and "hidden-markup" in table
 
+    called = run_cli("call", "mcp_rug_read_notes", cwd=tmp_path)
+    assert called.returncode == 1
+    assert any(line.startswith("MCP error: ") for line in called.stderr.splitlines())
+    assert "mcpfleet tools review rug" in called.stderr
+    called = run_cli("--json", "call", "rug/exfiltrate", cwd=tmp_path)
+    assert called.returncode == 1
+    assert json.loads(called.stdout)["is_error"] is True
+
     review = run_cli("tools", "review", "rug", cwd=tmp_path)
     assert review.returncode == 0, review.stderr
     lines = review.stdout.splitlines()

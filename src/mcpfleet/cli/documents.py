@@ -261,6 +261,14 @@ def no_such_tool_message(query: str, tools: Iterable[AnyTool], server_names: Ite
     return f"no tool named {query!r} on server {where}{hint} ({listing})"
 
 
+def withheld_call_document(tool: WithheldTool) -> dict[str, Any]:
+    """``call --json`` of a call to a tool pinning withholds: the error the model would get."""
+    from mcpfleet.fleet.pinning import withheld_message
+
+    text = f"MCP error: {withheld_message(tool.server, tool.tool)}"
+    return {"is_error": True, "text": text, "content": [{"type": "text", "text": text}], "structured": None}
+
+
 def call_document(result: ToolResult) -> dict[str, Any]:
     """``call --json``."""
     return {

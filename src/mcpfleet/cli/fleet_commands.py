@@ -275,6 +275,7 @@ async def call_document(args: argparse.Namespace, arguments: dict[str, Any]) -> 
     name spells out is started (every server, for a bare tool name), behind the start-up
     gate, so a tool the cache does not know of that server fails without waiting for it."""
     from mcpfleet.cli import documents
+    from mcpfleet.fleet.pinning import withheld_named
     from mcpfleet.fleet.tools import resolve_tool_name, servers_named_by
 
     manager = FleetOptions.from_args(args).manager()
@@ -291,6 +292,9 @@ async def call_document(args: argparse.Namespace, arguments: dict[str, Any]) -> 
         tools = manager.get_tools()
         tool = resolve_tool_name(args.tool, tools)
         outcome = await tool.execute(arguments) if tool is not None else None
+        withheld = withheld_named(args.tool, manager.withheld_tools()) if tool is None else None
+    if withheld is not None:
+        return documents.withheld_call_document(withheld)
     # Raised here, not in the manager's block, whose task group would wrap it in a group.
     if outcome is None:
         # A server that could not start says why, rather than that it has no such tool.

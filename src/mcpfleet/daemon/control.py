@@ -258,6 +258,7 @@ async def _tools(operation: Operation) -> dict[str, Any]:
 
 async def _call(operation: Operation) -> dict[str, Any]:
     from mcpfleet.cli import documents
+    from mcpfleet.fleet.pinning import withheld_named
     from mcpfleet.fleet.tools import resolve_tool_name
 
     name, arguments = operation.request.get("tool"), operation.request.get("arguments", {})
@@ -268,6 +269,9 @@ async def _call(operation: Operation) -> dict[str, Any]:
     async with operation.view() as (view, discovery, _):
         tools = view.get_tools()
         tool = resolve_tool_name(name, tools)
+        withheld = withheld_named(name, view.withheld_tools()) if tool is None else None
+        if withheld is not None:
+            return documents.withheld_call_document(withheld)
         if tool is None:
             declared = [entry.name for entry in discovery.entries]
             raise ControlError(documents.no_such_tool_message(name, tools, declared))

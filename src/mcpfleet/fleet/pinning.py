@@ -114,6 +114,22 @@ def withheld_prompt_message(server: str, prompt: str) -> str:
     )
 
 
+def withheld_named(query: str, withheld: Sequence[WithheldTool]) -> WithheldTool | None:
+    """The withheld tool ``query`` names, in the spellings ``call`` accepts (``mcp_<server>_<tool>``,
+    ``<server>/<tool>``, ``mcp__<server>__<tool>``)."""
+    from mcpfleet.fleet.tools import mcp_tool_name
+
+    for tool in withheld:
+        spellings = {
+            mcp_tool_name(tool.server, tool.tool),
+            f"{tool.server}/{tool.tool}",
+            f"mcp__{tool.server}__{tool.tool}",
+        }
+        if query in spellings:
+            return tool
+    return None
+
+
 def withheld_message(server: str, tool: str) -> str:
     """What a call to a withheld tool answers (the caller prefixes ``MCP error:``)."""
     return (

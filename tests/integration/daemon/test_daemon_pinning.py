@@ -67,4 +67,8 @@ def test_the_daemon_withholds_a_rug_pull_from_its_sessions_until_approved(
         until(lambda: connection.tool_names() == ["rug_echo", "rug_read_notes"])
         assert call_text(connection, "rug_read_notes") == (False, "called read_notes")
         assert call_text(connection, "rug_exfiltrate")[0]
+        called = run_cli("call", "mcp_rug_exfiltrate", cwd=project)
+        assert called.returncode == 1
+        assert any(line.startswith("MCP error: ") for line in called.stderr.splitlines())
+        assert "mcpfleet tools review rug" in called.stderr
     assert "withheld until reviewed (`mcpfleet tools review rug`)" in daemon.stderr

@@ -28,6 +28,7 @@ from mcpfleet import paths
 from mcpfleet.config.model import ServerConfig, SourceInfo, canonical_json, fingerprint_of
 from mcpfleet.config.readers import MAX_CONFIG_BYTES
 from mcpfleet.config.writer import update_json_file
+from mcpfleet.errors import ConfigWriteError
 
 PINS_FOLDER = "tool-pins"
 MAX_KEPT_DEFINITION_BYTES = 32 * 1024
@@ -151,11 +152,66 @@ def _catalog_json(approved: Mapping[str, PinnedTool], pending: Mapping[str, Pinn
     }
 
 
-def _header(document: Any) -> tuple[str, str, str] | None:
-    """(server, path, location) of a pin file, whatever it pins."""
+Header = tuple[str, str, str, str]
+"""(server, path, location, entry fingerprint) of a pin file, whatever it pins."""
+
+
+def _header(document: Any) -> Header | None:
     if not isinstance(document, dict):
         return None
-    return (str(document.get("server", "")), str(document.get("path", "")), str(document.get("location", "")))
+    return (
+        str(document.get("server", "")),
+        str(document.get("path", "")),
+        str(document.get("location", "")),
+        str(document.get("entry", "")),
+    )
+
+
+def _set_header(document: dict[str, Any], key: PinKey) -> None:
+    document.setdefault("version", 1)
+    document.update(server=key.server, path=key.path, location=key.location, entry=key.entry)
+
+
+MAX_PIN_FILE_BYTES = MAX_CONFIG_BYTES * 3 // 4
+"""What one pin file may grow to, below the limit the store reads and edits files up to:
+past it, the definitions kept for the review go (pending first), and the fingerprints stay."""
+
+
+def _sections(document: dict[str, Any]) -> list[dict[str, Any]]:
+    """The document's maps of pinned items, pending ones first."""
+    found: list[dict[str, Any]] = []
+    catalog = document.get("catalog")
+    holders = [document, *(catalog.values() if isinstance(catalog, dict) else [])]
+    for part in ("pending", "approved"):
+        found.extend(
+            holder[part]
+            for holder in holders
+            if isinstance(holder, dict) and isinstance(holder.get(part), dict)
+        )
+    return found
+
+
+def _within_budget(document: dict[str, Any], server: str) -> None:
+    """Keep the document under ``MAX_PIN_FILE_BYTES``: a server listing more than fits loses the
+    definitions kept for its review, never its fingerprints (a file the store could not read
+    again would be no pins at all)."""
+
+    def size() -> int:
+        return len(json.dumps(document, ensure_ascii=False).encode("utf-8", errors="surrogatepass"))
+
+    if size() <= MAX_PIN_FILE_BYTES:
+        return
+    for section in _sections(document):
+        for item in section.values():
+            if isinstance(item, dict):
+                item["definition"] = None
+        if size() <= MAX_PIN_FILE_BYTES:
+            return
+    raise ConfigWriteError(
+        f"the pins of MCP server {server!r} would take more than {MAX_PIN_FILE_BYTES} bytes; "
+        'it lists too much to pin: lower its "maxTools", or set "pinning": "off" for it',
+        server=server,
+    )
 
 
 def _parse(document: Any) -> ServerPins | None:
@@ -180,12 +236,14 @@ class PinStore:
     def __init__(self, folder: Path | None = None) -> None:
         self.folder = folder if folder is not None else paths.user_state_dir() / PINS_FOLDER
 
-    def file_for(self, key: PinKey) -> Path:
-        return self.folder / f"{key.digest}.json"
+    def file_for(self, key: PinKey, kind: CatalogKind | None = None) -> Path:
+        """The server's tools file, or its file of prompts, resources or templates (each of its
+        own, so that a long list of resources never crowds the tools out of the size limit)."""
+        return self.folder / (f"{key.digest}.json" if kind is None else f"{key.digest}.{kind}.json")
 
-    def stamp(self, key: PinKey) -> FileStamp | None:
+    def stamp(self, key: PinKey, kind: CatalogKind | None = None) -> FileStamp | None:
         try:
-            status = self.file_for(key).stat()
+            status = self.file_for(key, kind).stat()
         except OSError:
             return None
         return (status.st_ino, status.st_size, status.st_mtime_ns)
@@ -210,31 +268,24 @@ class PinStore:
         def pin(document: dict[str, Any]) -> bool:
             if _parse(document) is not None:
                 return False
-            catalog = document.get("catalog")
             document.clear()
-            if isinstance(catalog, dict):
-                document["catalog"] = catalog
-            document.update(
-                version=1,
-                server=key.server,
-                path=key.path,
-                location=key.location,
-                approved={name: _tool_json(tool) for name, tool in tools.items()},
-                pending={},
-            )
+            _set_header(document, key)
+            document.update(approved={name: _tool_json(tool) for name, tool in tools.items()}, pending={})
+            _within_budget(document, key.server)
             return True
 
         pinned: bool = update_json_file(self.file_for(key), pin)
         if pinned:
             # The pins of the entry's earlier versions will never be read again.
-            current = self.file_for(key)
             self._remove(
-                lambda header, file: file != current and header == (key.server, key.path, key.location)
+                lambda header, file: (
+                    header[:3] == (key.server, key.path, key.location) and header[3] != key.entry
+                )
             )
         return pinned
 
     def read_catalog(self, key: PinKey, kind: CatalogKind) -> CatalogPins | None:
-        file = self.file_for(key)
+        file = self.file_for(key, kind)
         try:
             if file.stat().st_size > MAX_CONFIG_BYTES:
                 return None
@@ -252,14 +303,14 @@ class PinStore:
         at = _now()
 
         def screen(document: dict[str, Any]) -> dict[str, PinnedTool | None]:
-            document.setdefault("version", 1)
-            document.update(server=key.server, path=key.path, location=key.location)
+            _set_header(document, key)
             catalog = document.get("catalog")
             if not isinstance(catalog, dict):
                 catalog = document["catalog"] = {}
             pins = _parse_catalog(document, kind)
             if pins is None:
                 catalog[kind] = _catalog_json({name: _pinned(item, at) for name, item in listed.items()}, {})
+                _within_budget(document, key.server)
                 return {}
             approved, pending = dict(pins.approved), dict(pins.pending)
             differing: dict[str, PinnedTool | None] = {}
@@ -275,25 +326,29 @@ class PinStore:
                 if name not in pending or pending[name].fingerprint != fingerprint:
                     pending[name] = _pinned(item, at)
             catalog[kind] = _catalog_json(approved, pending)
+            _within_budget(document, key.server)
             return differing
 
-        differing: dict[str, PinnedTool | None] = update_json_file(self.file_for(key), screen)
+        differing: dict[str, PinnedTool | None] = update_json_file(self.file_for(key, kind), screen)
         return differing
 
     def approve_catalog(self, key: PinKey) -> dict[CatalogKind, list[str]]:
         """Make every pending prompt, resource and template the approved one; returns their names."""
+        accepted: dict[CatalogKind, list[str]] = {}
+        for kind in CATALOG_KINDS:
+            if not self.file_for(key, kind).exists():
+                continue
 
-        def accept(document: dict[str, Any]) -> dict[CatalogKind, list[str]]:
-            accepted: dict[CatalogKind, list[str]] = {}
-            for kind in CATALOG_KINDS:
+            def accept(document: dict[str, Any], kind: CatalogKind = kind) -> list[str]:
                 pins = _parse_catalog(document, kind)
                 if pins is None or not pins.pending:
-                    continue
-                accepted[kind] = sorted(pins.pending)
+                    return []
                 document["catalog"][kind] = _catalog_json({**pins.approved, **pins.pending}, {})
-            return accepted
+                return sorted(pins.pending)
 
-        accepted: dict[CatalogKind, list[str]] = update_json_file(self.file_for(key), accept)
+            names: list[str] = update_json_file(self.file_for(key, kind), accept)
+            if names:
+                accepted[kind] = names
         return accepted
 
     def note_pending(self, key: PinKey, definitions: Iterable[Definition]) -> None:
@@ -312,6 +367,7 @@ class PinStore:
                 if name not in pending or pending[name].fingerprint != tool.fingerprint:
                     pending[name] = tool
             document["pending"] = {name: _tool_json(tool) for name, tool in pending.items()}
+            _within_budget(document, key.server)
 
         update_json_file(self.file_for(key), note)
 
@@ -341,7 +397,7 @@ class PinStore:
         files were dropped."""
         return self._remove(lambda header, file: header[0] == name and in_file(header[1]))
 
-    def _remove(self, matches: Callable[[tuple[str, str, str], Path], bool]) -> int:
+    def _remove(self, matches: Callable[[Header, Path], bool]) -> int:
         removed = 0
         try:
             files = sorted(self.folder.glob("*.json"))

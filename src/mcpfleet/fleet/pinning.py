@@ -219,7 +219,7 @@ class ToolPinning:
         seen = [
             where
             for where, (key, stamp, withheld) in self._catalog_withheld.items()
-            if withheld and self.store.stamp(key) != stamp
+            if withheld and self.store.stamp(key, where[1]) != stamp
         ]
         for where in seen:
             del self._catalog_withheld[where]
@@ -283,7 +283,7 @@ class ToolPinning:
         if mode == "warn" or not differing:
             self._catalog_withheld.pop((server, kind), None)
             return items
-        self._catalog_withheld[(server, kind)] = (key, self.store.stamp(key), frozenset(differing))
+        self._catalog_withheld[(server, kind)] = (key, self.store.stamp(key, kind), frozenset(differing))
         self._withholding.set()
         return [item for item in items if item.get(identity) not in differing]
 

@@ -186,3 +186,49 @@ def test_a_bad_pinning_value_makes_the_entry_invalid_naming_the_file_and_the_fix
     assert "`mcpfleet tools approve`" in found.reason
     (error,) = result.errors
     assert error.error.startswith(f'{config_file}: server "one": ')
+
+
+def test_a_server_cannot_inflate_its_pins_past_what_the_store_reads(tmp_path: Path) -> None:
+    """A file the store could not read again would be no pins at all: past its budget, the
+    definitions kept for the review go and the fingerprints stay."""
+    from mcpfleet.config.pins import MAX_PIN_FILE_BYTES
+
+    store = PinStore(tmp_path / "pins")
+    key = pin_key(server("one"), source(tmp_path / "mcp.json"))
+    store.pin_baseline(key, [tool(f"t{index}") for index in range(50)])
+    bloated = [tool(f"t{index}", "x" * (MAX_KEPT_DEFINITION_BYTES - 200)) for index in range(50)]
+    store.note_pending(key, bloated)
+    assert store.file_for(key).stat().st_size <= MAX_PIN_FILE_BYTES
+    pins = store.read(key)
+    assert pins is not None and len(pins.pending) == 50
+    assert pins.pending["t0"].fingerprint == definition_fingerprint(bloated[0])
+    assert any(item.definition is None for item in pins.pending.values())
+    assert set(pins.approved) == {f"t{index}" for index in range(50)}
+
+
+def test_prompts_and_resources_have_files_of_their_own_and_go_with_the_server(
+    tmp_path: Path, isolated_home: Path
+) -> None:
+    approvals = ApprovalStore()
+    config_file = tmp_path / "mcp.json"
+    key = pin_key(server("one"), source(config_file))
+    store = approvals.pins
+    assert (
+        store.screen_catalog(key, "prompts", {"p": {"name": "p", "description": "a"}}, pin_added=False) == {}
+    )
+    changed = store.screen_catalog(
+        key, "prompts", {"p": {"name": "p", "description": "b"}, "q": {"name": "q"}}, pin_added=False
+    )
+    assert set(changed) == {"p", "q"} and changed["q"] is None
+    assert store.screen_catalog(key, "resources", {"r": {"uri": "r"}}, pin_added=True) == {}
+    assert (
+        store.screen_catalog(key, "resources", {"r": {"uri": "r"}, "s": {"uri": "s"}}, pin_added=True) == {}
+    )
+    assert store.read(key) is None  # no tools baseline: prompts never make one
+    assert store.approve_catalog(key) == {"prompts": ["p", "q"]}
+    pins = store.read_catalog(key, "prompts")
+    assert pins is not None and pins.pending == {} and set(pins.approved) == {"p", "q"}
+    store.pin_baseline(key, [tool("read")])
+    assert store.read_catalog(key, "prompts") is not None  # the tools' baseline leaves them be
+    approvals.revoke(config_file, "one")
+    assert list(store.folder.glob("*.json")) == []

@@ -374,12 +374,18 @@ _MODEL_INSTRUCTIONS: Final = (
         "an order to the model to do something first",
     ),
     (
+        # "the send_email tool must …", "other tools should …": rules for tools it is not.
+        _words(r"\b(?:[\w-]*[_-][\w-]*|other|all\s+other)\s+tools?\s+(?:must|shall|should)\b"),
+        "an instruction about how other tools must behave",
+    ),
+    (
         _words(
             rf"\byou\s+are\s+(?:now\s+)?(?:a|an|the|my)\s+(?:[\w-]+\s+){{0,3}}?{_MODEL}\b|"
             r"\bas\s+an?\s+(?:ai|language\s+model|llm|ai\s+assistant)\b|"
             rf"\b(?:the|this)\s+{_MODEL}\s+(?:must|shall|is\s+required\s+to|needs\s+to|will\s+now)\b|"
             r"\b(?:your|new|updated)\s+(?:system\s+prompt|instructions)\b|"
             r"\bfrom\s+now\s+on\s*,?\s+(?:you|always|never)\b|"
+            rf"\bnote\s+(?:to|for)\s+(?:the\s+)?{_MODEL}\s*:|"
             rf"\byou\s+(?:must|shall)\s+(?:always|never)\b"
         ),
         "system-prompt style text addressed to the model",

@@ -165,6 +165,8 @@ def review_command(args: argparse.Namespace) -> int:
     for row in rows:
         what = "changed since it was approved" if row["reason"] == "changed" else "added since approval"
         output_line(f"{row['server']}/{row['tool']}: {what}")
+        if set(row["current"]) == {"name"}:
+            output_line("  (its definition was too large to keep: only its fingerprint is pinned)")
         for line in definition_diff(row["approved"], row["current"]):
             output_line(f"  {line}")
         for warning in row["warnings"]:

@@ -197,7 +197,9 @@ def _within_budget(document: dict[str, Any], server: str) -> None:
     again would be no pins at all)."""
 
     def size() -> int:
-        return len(json.dumps(document, ensure_ascii=False).encode("utf-8", errors="surrogatepass"))
+        # Measured as the writer writes it (indented), which is what the reader's limit is about.
+        text = json.dumps(document, indent=2, ensure_ascii=False)
+        return len(text.encode("utf-8", errors="surrogatepass"))
 
     if size() <= MAX_PIN_FILE_BYTES:
         return

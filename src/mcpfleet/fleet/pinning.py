@@ -272,7 +272,7 @@ class ToolPinning:
         try:
             differing = self.store.screen_catalog(key, kind, listed, pin_added=kind != "prompts")
         except ConfigWriteError as error:
-            logger.warning("MCP server %s: its %s could not be pinned: %s", server, kind, error)
+            self._warn_once(server, f"its {kind} could not be pinned", error)
             return items
         mode = config.effective_pinning
         noun = _CATALOG_NOUNS[kind]
@@ -326,7 +326,7 @@ class ToolPinning:
             try:
                 store.pin_baseline(key, current)
             except ConfigWriteError as error:
-                logger.warning("MCP server %s: its tools could not be pinned: %s", server, error)
+                self._warn_once(server, "its tools could not be pinned", error)
             pins = store.read(key)
         if pins is None:
             return _Screened(given, store.stamp(key), mode, key, given)
@@ -353,11 +353,15 @@ class ToolPinning:
             try:
                 store.note_pending(key, to_note)
             except ConfigWriteError as error:
-                logger.warning(
-                    "MCP server %s: its withheld tools could not be kept for review: %s", server, error
-                )
+                self._warn_once(server, "its withheld tools could not be kept for review", error)
         served = given if not withheld else ToolSlice(tuple(kept), given.deferred)
         return _Screened(given, store.stamp(key), mode, key, served, withheld)
+
+    def _warn_once(self, server: str, what: str, error: ConfigWriteError) -> None:
+        """A store that cannot be written is said once per server and problem, not at each re-list."""
+        if (server, what, str(error)) not in self._logged:
+            self._logged.add((server, what, str(error)))
+            logger.warning("MCP server %s: %s: %s", server, what, error)
 
     def _log_once(
         self,

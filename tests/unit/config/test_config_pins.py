@@ -232,3 +232,27 @@ def test_prompts_and_resources_have_files_of_their_own_and_go_with_the_server(
     assert store.read_catalog(key, "prompts") is not None  # the tools' baseline leaves them be
     approvals.revoke(config_file, "one")
     assert list(store.folder.glob("*.json")) == []
+
+
+def test_a_server_with_two_thousand_tools_keeps_readable_pins(tmp_path: Path) -> None:
+    """The budget is measured as the file is written (indented): 2 000 ordinary tools once made
+    a 1.1 MB file, past the store's read limit, which is no pins at all."""
+    from mcpfleet.config.pins import MAX_PIN_FILE_BYTES
+
+    store = PinStore(tmp_path / "pins")
+    key = pin_key(server("one"), source(tmp_path / "mcp.json"))
+    listed = [
+        {
+            **tool(f"tool_{index}", f"Does thing {index} with care."),
+            "inputSchema": {
+                "type": "object",
+                "properties": {"path": {"type": "string", "description": "a path"}},
+            },
+        }
+        for index in range(2000)
+    ]
+    assert store.pin_baseline(key, listed)
+    assert store.file_for(key).stat().st_size <= MAX_PIN_FILE_BYTES
+    pins = store.read(key)
+    assert pins is not None and len(pins.approved) == 2000
+    assert pins.approved["tool_0"].fingerprint == definition_fingerprint(listed[0])

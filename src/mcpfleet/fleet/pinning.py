@@ -376,7 +376,11 @@ class ToolPinning:
         if (server, f"{noun}:{name}", fingerprint) in self._logged:
             return
         self._logged.add((server, f"{noun}:{name}", fingerprint))
-        what = "changed since it was approved" if reason == "changed" else "was added since it was pinned"
+        what = (
+            "changed since it was approved"
+            if reason == "changed"
+            else "was added after its server's list was pinned"
+        )
         if mode == "warn":
             logger.warning(
                 'MCP server %s: %s "%s" %s; served anyway ("pinning": "warn")', server, noun, name, what

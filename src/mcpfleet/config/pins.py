@@ -191,6 +191,10 @@ def _sections(document: dict[str, Any]) -> list[dict[str, Any]]:
     return found
 
 
+class PinsTooLargeError(ConfigWriteError):
+    """A server lists more than its pin file can hold, even as fingerprints alone."""
+
+
 def _within_budget(document: dict[str, Any], server: str) -> None:
     """Keep the document under ``MAX_PIN_FILE_BYTES``: a server listing more than fits loses the
     definitions kept for its review, never its fingerprints (a file the store could not read
@@ -209,7 +213,7 @@ def _within_budget(document: dict[str, Any], server: str) -> None:
                 item["definition"] = None
         if size() <= MAX_PIN_FILE_BYTES:
             return
-    raise ConfigWriteError(
+    raise PinsTooLargeError(
         f"the pins of MCP server {server!r} would take more than {MAX_PIN_FILE_BYTES} bytes; "
         'it lists too much to pin: lower its "maxTools", or set "pinning": "off" for it',
         server=server,

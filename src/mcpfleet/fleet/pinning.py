@@ -31,6 +31,7 @@ from mcpfleet.config.pins import (
     Definition,
     FileStamp,
     PinKey,
+    PinsTooLargeError,
     PinStore,
     definition_fingerprint,
     pin_key,
@@ -325,6 +326,17 @@ class ToolPinning:
             # an earlier listing, not something this server said now).
             try:
                 store.pin_baseline(key, current)
+            except PinsTooLargeError as error:
+                # Failing open here would leave a server that lists enough unpinned for ever.
+                if mode == "warn":
+                    self._warn_once(server, "its tools cannot be pinned; served anyway", error)
+                    return _Screened(given, store.stamp(key), mode, key, given)
+                self._warn_once(server, "its tools are withheld, as they cannot be pinned", error)
+                withheld = {
+                    definition.name: WithheldTool(server, definition.name, "added", None, shown)
+                    for definition, shown in zip(given.definitions, current, strict=True)
+                }
+                return _Screened(given, store.stamp(key), mode, key, ToolSlice((), given.deferred), withheld)
             except ConfigWriteError as error:
                 self._warn_once(server, "its tools could not be pinned", error)
             pins = store.read(key)

@@ -98,3 +98,19 @@ def test_warn_serves_changes_and_off_pins_nothing(store: PinStore) -> None:
     assert screened_names(ToolPinning(fresh), BASELINE, off) == ["read", "echo"]
     assert fresh.read(pin_key(off, SOURCE)) is None
     assert list(fresh.folder.glob("*")) == []
+
+
+def test_a_list_too_large_to_pin_is_withheld_not_served_unpinned(
+    store: PinStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Names long enough that even their fingerprints overflow the pin file: failing open would
+    leave that server unpinned for ever, so its tools are withheld, with the fix said once."""
+    huge = ToolSlice(tuple(definition("x" * 20_000 + str(index)) for index in range(60)), deferred=False)
+    pinning = ToolPinning(store)
+    assert screened_names(pinning, huge, STRICT) == []
+    assert len(pinning.withheld()) == 60
+    assert screened_names(pinning, ToolSlice(huge.definitions, deferred=False), STRICT) == []
+    lines = [record.getMessage() for record in caplog.records if "cannot be pinned" in record.getMessage()]
+    assert len(lines) == 1 and '"maxTools"' in lines[0] and '"pinning": "off"' in lines[0]
+    warn = ServerConfig(name="one", transport="stdio", command="server-bin", pinning="warn")
+    assert len(screened_names(ToolPinning(store), huge, warn)) == 60

@@ -332,11 +332,13 @@ class ToolPinning:
                     self._warn_once(server, "its tools cannot be pinned; served anyway", error)
                     return _Screened(given, store.stamp(key), mode, key, given)
                 self._warn_once(server, "its tools are withheld, as they cannot be pinned", error)
-                withheld = {
+                unpinnable = {
                     definition.name: WithheldTool(server, definition.name, "added", None, shown)
                     for definition, shown in zip(given.definitions, current, strict=True)
                 }
-                return _Screened(given, store.stamp(key), mode, key, ToolSlice((), given.deferred), withheld)
+                return _Screened(
+                    given, store.stamp(key), mode, key, ToolSlice((), given.deferred), unpinnable
+                )
             except ConfigWriteError as error:
                 self._warn_once(server, "its tools could not be pinned", error)
             pins = store.read(key)

@@ -265,7 +265,7 @@ def withheld_call_document(tool: WithheldTool) -> dict[str, Any]:
     """``call --json`` of a call to a tool pinning withholds: the error the model would get."""
     from mcpfleet.fleet.pinning import withheld_message
 
-    text = f"MCP error: {withheld_message(tool.server, tool.tool)}"
+    text = f"MCP error: {withheld_message(tool)}"
     return {"is_error": True, "text": text, "content": [{"type": "text", "text": text}], "structured": None}
 
 

@@ -366,8 +366,9 @@ class MCPManager(anyio.AsyncContextManagerMixin):
         run it: the outcome is unknown, the call is *not* replayed, and the error says so.
         ``on_progress(progress, total, message)`` receives the server's progress for this call.
         """
-        if self._pinning.is_withheld(server_name, tool_name):
-            raise ToolCallError(withheld_message(server_name, tool_name), server=server_name, tool=tool_name)
+        withheld = self._pinning.withheld_tool(server_name, tool_name)
+        if withheld is not None:
+            raise ToolCallError(withheld_message(withheld), server=server_name, tool=tool_name)
         connection = await self._ready_connection(server_name)
         config = self.get_server_config(server_name)
         bound = timeout_ms if timeout_ms is not None else config.tool_timeout_ms if config else None

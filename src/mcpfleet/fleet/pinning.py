@@ -40,6 +40,7 @@ from mcpfleet.errors import ConfigWriteError
 from mcpfleet.fleet.catalog import ToolSlice
 from mcpfleet.fleet.events import EventKind
 from mcpfleet.fleet.poisoning import PoisoningWarning, poisoning_warnings
+from mcpfleet.fleet.tools import mcp_tool_name
 
 logger = logging.getLogger(__name__)
 
@@ -118,8 +119,6 @@ def withheld_prompt_message(server: str, prompt: str) -> str:
 def withheld_named(query: str, withheld: Sequence[WithheldTool]) -> WithheldTool | None:
     """The withheld tool ``query`` names, in the spellings ``call`` accepts (``mcp_<server>_<tool>``,
     ``<server>/<tool>``, ``mcp__<server>__<tool>``)."""
-    from mcpfleet.fleet.tools import mcp_tool_name
-
     for tool in withheld:
         spellings = {
             mcp_tool_name(tool.server, tool.tool),
@@ -131,10 +130,16 @@ def withheld_named(query: str, withheld: Sequence[WithheldTool]) -> WithheldTool
     return None
 
 
-def withheld_message(server: str, tool: str) -> str:
+def withheld_message(withheld: WithheldTool) -> str:
     """What a call to a withheld tool answers (the caller prefixes ``MCP error:``)."""
+    server, tool = withheld.server, withheld.tool
+    what = (
+        "changed since it was approved"
+        if withheld.reason == "changed"
+        else "was added since its tools were pinned"
+    )
     return (
-        f'tool "{tool}" of MCP server "{server}" changed since it was approved and is withheld; '
+        f'tool "{tool}" of MCP server "{server}" {what} and is withheld; '
         f"review the change with `mcpfleet tools review {server}`, then accept it with "
         f"`mcpfleet tools approve {server} {tool}`"
     )
@@ -202,9 +207,6 @@ class ToolPinning:
     def withheld_tool(self, server: str, tool: str) -> WithheldTool | None:
         screened = self._screened.get(server)
         return screened.withheld.get(tool) if screened is not None else None
-
-    def is_withheld(self, server: str, tool: str) -> bool:
-        return self.withheld_tool(server, tool) is not None
 
     def approvals_seen(self) -> list[str]:
         """The servers whose pin file changed since their last screening (an approval, a reset)."""

@@ -383,7 +383,7 @@ class Gateway(anyio.AsyncContextManagerMixin):
         if target is None:
             withheld = self._withheld_named(served_name)
             if withheld is not None:
-                return error_result(withheld_message(withheld.server, withheld.tool))
+                return error_result(withheld_message(withheld))
             raise UnknownNameError("tool", served_name)
         server, tool = target
         with self._forwarding(server, client, on_log) as request:

@@ -400,6 +400,14 @@ class Gateway(anyio.AsyncContextManagerMixin):
                     await delivered.wait()
             return result
 
+    async def find_call_target(self, served_name: str) -> tuple[str, str] | None:
+        """``find_target`` for a ``tools/call``: a withheld tool is found too, so that calling
+        it (``call_tool`` of the tool budget included) answers why it is withheld, not that no
+        such tool exists."""
+        target = await self.find_target("tools", served_name)
+        withheld = self._withheld_named(served_name) if target is None else None
+        return (withheld.server, withheld.tool) if withheld is not None else target
+
     def _withheld_named(self, served_name: str) -> WithheldTool | None:
         """The withheld tool that would be served as ``served_name`` (``fleet.pinning``)."""
         for withheld in self.manager.withheld_tools():

@@ -119,7 +119,7 @@ def build_server(gateway: Gateway) -> Server[Any]:
             client.client_name,
             params.name,
             params.arguments or {},
-            find_target=lambda name: gateway.find_target("tools", name),
+            find_target=gateway.find_call_target,
         )
         if route.answer is not None:
             return _complete(route.answer)

@@ -68,3 +68,24 @@ async def test_the_gateway_withholds_a_rug_pull_until_it_is_approved(isolated_ho
         await wait_until(every_tool, timeout_s=EVENT_BOUND_S)
         assert (await served())["rug_read_notes"].description == HOSTILE_DESCRIPTION
         assert _text(await client.call_tool("rug_read_notes", {})) == "called read_notes"
+
+
+async def test_call_tool_of_the_tool_budget_answers_why_a_tool_is_withheld(isolated_home: Path) -> None:
+    """Under ``--tools search`` the model calls through ``call_tool``: a withheld name answers
+    the review, not "Unknown tool"."""
+    flag = isolated_home / "turn-hostile"
+    async with open_gateway(
+        isolated_home, {"rug": rug_pull_entry(flag)}, serve_args=("--no-daemon", "--tools", "search")
+    ) as run:
+        client = run.client
+        first = await client.call_tool("call_tool", {"name": "rug_read_notes", "arguments": {}})
+        assert _text(first) == "called read_notes"
+        flag.touch()
+
+        async def withheld() -> bool:
+            result = await client.call_tool("call_tool", {"name": "rug_read_notes", "arguments": {}})
+            return bool(result.is_error) and "mcpfleet tools review rug" in _text(result)
+
+        await wait_until(withheld, timeout_s=EVENT_BOUND_S)
+        result = await client.call_tool("call_tool", {"name": "rug_read_notes", "arguments": {}})
+        assert _text(result).startswith("MCP error:")

@@ -73,7 +73,11 @@ async def test_a_tool_listed_twice_by_one_server_is_registered_once(
 ) -> None:
     # "late_tool" arrives twice with the re-list after list_changed; "echo" twice from the start.
     flags = ("--tool", "echo", "--duplicate-tool", "echo", "--list-changed-after", "0.3")
-    write(user_config_file(), {"dup": fake_entry("dup", *flags, "--duplicate-tool", "late_tool")})
+    # Its tools grow while it runs: pinning would withhold the added one (tests/integration/test_pinning.py).
+    write(
+        user_config_file(),
+        {"dup": {**fake_entry("dup", *flags, "--duplicate-tool", "late_tool"), "pinning": "off"}},
+    )
     with caplog.at_level(logging.WARNING, logger="mcpfleet"):
         async with MCPManager(tmp_path, cache=None, startup_timeout_ms=0) as manager:
             result = await manager.discover_and_connect()

@@ -27,7 +27,7 @@ from tests.servers.fixtures import CONFORMANCE_BACKEND
 
 from mcpfleet import paths
 from mcpfleet.agent.session import create_agent_session
-from mcpfleet.config.model import ServerConfig, SourceInfo, fingerprint_of
+from mcpfleet.config.model import Pinning, ServerConfig, SourceInfo, fingerprint_of
 from mcpfleet.fleet.cache import MCPToolCache
 from mcpfleet.fleet.manager import ManagerEvent, MCPManager
 from mcpfleet.fleet.supervision import ReconnectPolicy
@@ -38,9 +38,19 @@ FAKE_SERVER = str(SERVERS_DIR / "fake_server.py")
 FAST_POLICY = ReconnectPolicy(ladder_s=(0.1, 0.2, 0.4), call_wait_s=10.0)
 
 
+# These servers' tools change while they run (tools/list_changed), which is what is followed
+# here: pinning, which withholds a tool added later until it is approved, is off for them (it is
+# tested in tests/integration/test_pinning.py).
+UNPINNED: Pinning = "off"
+
+
 def fake(name: str, *flags: str) -> ServerConfig:
     config = ServerConfig(
-        name=name, transport="stdio", command=PYTHON, args=(FAKE_SERVER, "--name", name, *flags)
+        name=name,
+        transport="stdio",
+        command=PYTHON,
+        args=(FAKE_SERVER, "--name", name, *flags),
+        pinning=UNPINNED,
     )
     return replace(config, fingerprint=fingerprint_of(config))
 
@@ -55,7 +65,7 @@ def write_user_config(servers: dict[str, list[str]]) -> Path:
     config_file = paths.user_config_file()
     config_file.parent.mkdir(parents=True, exist_ok=True)
     entries = {
-        name: {"command": PYTHON, "args": [FAKE_SERVER, "--name", name, *flags]}
+        name: {"command": PYTHON, "args": [FAKE_SERVER, "--name", name, *flags], "pinning": UNPINNED}
         for name, flags in servers.items()
     }
     # Written whole and renamed into place, the way editors save.

@@ -52,6 +52,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="wait for every server to connect and list its tools, instead of answering from the "
         "tool cache for the servers not ready within --startup-timeout",
     )
+    tools.add_argument(
+        "action",
+        nargs="?",
+        choices=("review", "approve"),
+        help="review: the withheld tool changes with their diff and warnings; approve: accept them",
+    )
+    tools.add_argument("names", nargs="*", metavar="SERVER [TOOL ...]", help="for review or approve")
     strict_option(tools, "exit 1 when any server failed")
     roots_option(tools)
     tools.set_defaults(handler=tools_command)
@@ -156,6 +163,13 @@ async def status_document(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def tools_command(args: argparse.Namespace) -> int:
+    if args.action is not None:
+        from mcpfleet.cli.pin_commands import pin_command
+
+        return pin_command(args)
+    if args.names:
+        error_line(f"unexpected {args.names[0]!r}: `mcpfleet tools review|approve` take server names")
+        return EXIT_USAGE
     if args.profile is not None or args.search is not None:
         from mcpfleet.cli.served_tools import served_tools_command
 
@@ -187,7 +201,9 @@ async def tools_document(args: argparse.Namespace) -> dict[str, Any]:
     only = None if args.server is None else {known_server(args.server, discovery, EXIT_USAGE)}
     async with manager:
         result = await _connect_with_progress(args, manager, discovery, settle=args.live, only=only)
-        tools = tool_report.tool_rows(manager.get_tools(), server=args.server)
+        tools = tool_report.tool_rows(
+            manager.get_tools(), server=args.server, withheld=manager.withheld_tools()
+        )
     if only is not None:
         # The one server asked for, when it cannot start, says why (approval, invalid entry).
         result.complete_from(discovery)
@@ -259,6 +275,7 @@ async def call_document(args: argparse.Namespace, arguments: dict[str, Any]) -> 
     """The ``call --json`` document of one call, in this process: only the server the tool's
     name spells out is started (every server, for a bare tool name), behind the start-up
     gate, so a tool the cache does not know of that server fails without waiting for it."""
+    from mcpfleet.fleet.pinning import withheld_named
     from mcpfleet.fleet.tools import resolve_tool_name, servers_named_by
     from mcpfleet.reports import messages
     from mcpfleet.reports import tools as tool_report
@@ -277,6 +294,9 @@ async def call_document(args: argparse.Namespace, arguments: dict[str, Any]) -> 
         tools = manager.get_tools()
         tool = resolve_tool_name(args.tool, tools)
         outcome = await tool.execute(arguments) if tool is not None else None
+        withheld = withheld_named(args.tool, manager.withheld_tools()) if tool is None else None
+    if withheld is not None:
+        return tool_report.withheld_call_document(withheld)
     # Raised here, not in the manager's block, whose task group would wrap it in a group.
     if outcome is None:
         # A server that could not start says why, rather than that it has no such tool.

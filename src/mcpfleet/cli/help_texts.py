@@ -28,12 +28,16 @@ COMMAND_HELP: dict[tuple[str, ...], tuple[str, tuple[str, ...]]] = {
         "The tools an agent would see: name, server, description, and whether they come from the "
         "tool cache (deferred) or a live server. Answers as the start-up gate does: servers not "
         "ready within --startup-timeout give their cached tools; --live waits for every server. "
-        "--server starts that server only.",
+        "--server starts that server only. `tools review [SERVER]` shows each tool withheld because "
+        "it changed or was added since its server's tools were pinned (a diff, and its poisoning "
+        "warnings); `tools approve SERVER [TOOL…]` accepts them (docs/integrity.md).",
         (
             "mcpfleet tools",
             "mcpfleet tools --server git --json",
             'mcpfleet tools --search "read a file" --limit 3',
             "mcpfleet tools --profile work",
+            "mcpfleet tools review",
+            "mcpfleet tools approve github create_issue",
         ),
     ),
     ("call",): (

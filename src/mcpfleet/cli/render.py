@@ -232,6 +232,13 @@ def tool_cells(tool: Mapping[str, Any]) -> Cells:
     name = rich_text(tool.get("name", ""))
     if tool.get("deferred"):
         name.append(" (deferred)", "yellow")
+    if tool.get("withheld"):
+        name.append(" (withheld: mcpfleet tools review)", "red")
+    rules = sorted(
+        {str(warning.get("rule")) for warning in tool.get("warnings") or [] if isinstance(warning, dict)}
+    )
+    if rules:
+        name.append(f" (warning: {', '.join(rules)})", "red")
     lines = str(tool.get("description") or "").strip().splitlines()
     return name, rich_text(tool.get("server", "")), rich_text(lines[0] if lines else "")
 

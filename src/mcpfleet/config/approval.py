@@ -5,6 +5,9 @@ Approvals live outside the repository (``<user state dir>/approvals.json``) and 
 by the config file's real path, the server name and the fingerprint of the unresolved
 entry, so editing an approved entry (a ``git pull`` changing its command) makes it
 pending again.
+
+Approving or revoking a server also forgets its pinned tool definitions (``config.pins``,
+kept beside the approvals): the first tool set seen after an approval is its baseline.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from typing import Any
 
 from mcpfleet import paths
 from mcpfleet.config.model import DiscoveredEntry
+from mcpfleet.config.pins import PINS_FOLDER, PinStore
 from mcpfleet.config.writer import update_json_file
 from mcpfleet.errors import ConfigError
 
@@ -47,6 +51,7 @@ class ApprovalStore:
 
     def __init__(self, path: Path | None = None) -> None:
         self.path = path if path is not None else paths.user_state_dir() / "approvals.json"
+        self.pins = PinStore(self.path.parent / PINS_FOLDER)
 
     def approvals(self) -> list[Approval]:
         """Every stored approval; an unreadable store approves nothing."""
@@ -85,16 +90,19 @@ class ApprovalStore:
             _store(document, [*kept, approval])
 
         update_json_file(self.path, add)
+        self.pins.forget(approval.name, lambda path: path == approval.path)
         return approval
 
     def revoke(self, config_path: str | Path, name: str) -> int:
         """Forget approvals of ``name`` in that file; returns how many were removed."""
         target = real_path(config_path)
+        self.pins.forget(name, lambda path: path == target)
         return self._remove(lambda item: item.path == target and item.name == name)
 
     def revoke_in_project(self, project_root: Path, name: str) -> int:
         """Forget approvals of ``name`` in any file under ``project_root``."""
         root = real_path(project_root)
+        self.pins.forget(name, lambda path: _is_under(path, root))
         return self._remove(lambda item: item.name == name and _is_under(item.path, root))
 
     def _remove(self, matches: Callable[[Approval], bool]) -> int:

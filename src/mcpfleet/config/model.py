@@ -21,6 +21,10 @@ Share = Literal["user", "project", "session"]
 """Who shares one backend of a server under the daemon: every session of the user, the
 sessions of one project, or each session its own (``share`` in a server entry)."""
 SHARES: tuple[Share, ...] = ("user", "project", "session")
+Pinning = Literal["strict", "warn", "off"]
+"""What a changed or added tool of a server meets (``pinning`` in a server entry): withheld
+until reviewed, served with a log line, or nothing (see ``config.pins``)."""
+PINNINGS: tuple[Pinning, ...] = ("strict", "warn", "off")
 
 
 @dataclass(frozen=True)
@@ -149,6 +153,15 @@ class ServerConfig:
     hand-built config left at ``None`` runs unconfined. What an entry declares is part of its
     fingerprint: a repository that loosens its server's sandbox asks for a new approval."""
 
+    pinning: Pinning | None = None
+    """``None``: ``strict``. Unlike ``share``, it is part of ``to_dict`` (when set), hence of
+    the fingerprint: a ``git pull`` that turns a project server's pinning off asks for a new
+    approval."""
+
+    @property
+    def effective_pinning(self) -> Pinning:
+        return "strict" if self.pinning is None else self.pinning
+
     @property
     def effective_timeout_ms(self) -> int:
         """The handshake bound in ms; 0 means unbounded."""
@@ -196,12 +209,14 @@ class ServerConfig:
             data["max_message_bytes"] = self.max_message_bytes
         if self.sandbox is not None and self.transport == "stdio":
             data["sandbox"] = self.sandbox.to_dict()
+        if self.pinning is not None:
+            data["pinning"] = self.pinning
         return data
 
     def connection_identity(self) -> str:
         """What makes two entries the same server whatever their names (alias dedupe)."""
         data = self.to_dict()
-        for key in ("name", "enabled", "timeout_ms", "tool_timeout_ms", "max_message_bytes"):
+        for key in ("name", "enabled", "timeout_ms", "tool_timeout_ms", "max_message_bytes", "pinning"):
             data.pop(key, None)
         return canonical_json(data)
 

@@ -3,8 +3,9 @@
 Each tool gets a small *adapter* that renames its keys into one canonical dict
 (``type``, ``command``, ``args``, ``env``, ``cwd``, ``url``, ``headers``, ``enabled``,
 ``timeout_ms``, ``tool_timeout_ms``, ``include_tools``, ``exclude_tools``, ``oauth``,
-``max_message_bytes``, ``max_tools``, ``sandbox``, and the daemon's ``share``, ``keep_warm``,
-``idle_timeout_s``; mcpfleet's own ``sandbox`` is read from the entries of every source);
+``max_message_bytes``, ``max_tools``, ``sandbox``, ``pinning``, and the daemon's ``share``,
+``keep_warm``, ``idle_timeout_s``; mcpfleet's own ``sandbox`` and ``pinning`` are read from the
+entries of every source);
 ``build_server`` then validates that dict once, for every tool alike.
 """
 
@@ -17,7 +18,16 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from mcpfleet.config.model import SHARES, Sandbox, ServerConfig, Share, Transport, fingerprint_of
+from mcpfleet.config.model import (
+    PINNINGS,
+    SHARES,
+    Pinning,
+    Sandbox,
+    ServerConfig,
+    Share,
+    Transport,
+    fingerprint_of,
+)
 from mcpfleet.config.substitution import CODEX_BEARER_HEADER
 from mcpfleet.errors import MCPFleetError
 
@@ -127,6 +137,7 @@ def adapt_standard(
         "idle_timeout_s": _first(raw, "idleTimeout", "idle_timeout"),
         "max_tools": raw.get("maxTools"),
         "sandbox": raw.get("sandbox"),
+        "pinning": raw.get("pinning"),
     }
 
 
@@ -201,6 +212,7 @@ def adapt_codex(raw: Mapping[str, Any]) -> Canonical:
         "exclude_tools": raw.get("disabled_tools"),
         "root_command": True,
         "sandbox": raw.get("sandbox"),
+        "pinning": raw.get("pinning"),
     }
 
 
@@ -225,6 +237,7 @@ def adapt_opencode(raw: Mapping[str, Any]) -> Canonical:
         "timeout_ms": raw.get("timeout"),
         "oauth": oauth if isinstance(oauth, Mapping) else None,
         "sandbox": raw.get("sandbox"),
+        "pinning": raw.get("pinning"),
     }
 
 
@@ -249,6 +262,7 @@ def adapt_goose(raw: Mapping[str, Any]) -> Canonical:
         "timeout_ms": _scaled(raw.get("timeout"), 1000),
         "include_tools": raw.get("available_tools") or None,
         "sandbox": raw.get("sandbox"),
+        "pinning": raw.get("pinning"),
     }
 
 
@@ -306,6 +320,7 @@ def build_server(name: str, fields: Canonical, *, base_dir: Path) -> ServerConfi
         idle_timeout_s=_seconds(fields.get("idle_timeout_s")),
         max_tools=tool_cap(fields.get("max_tools"), '"maxTools"'),
         sandbox=sandbox_setting(fields.get("sandbox"), '"sandbox"') if transport == "stdio" else None,
+        pinning=_pinning(fields.get("pinning")),
     )
     return _with_fingerprint(config)
 
@@ -454,6 +469,18 @@ def _share(value: Any) -> Share | None:
         if value == share:
             return share
     raise EntryError(f'"share" must be one of {", ".join(repr(share) for share in SHARES)}, not {value!r}')
+
+
+def _pinning(value: Any) -> Pinning | None:
+    if value is None:
+        return None
+    for pinning in PINNINGS:
+        if value == pinning:
+            return pinning
+    raise EntryError(
+        f'"pinning" must be one of {", ".join(repr(pinning) for pinning in PINNINGS)}, not {value!r} '
+        '("strict", the default, withholds a changed tool until `mcpfleet tools approve`)'
+    )
 
 
 def _keep_warm(value: Any) -> bool:

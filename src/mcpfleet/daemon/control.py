@@ -251,11 +251,12 @@ async def _tools(operation: Operation) -> dict[str, Any]:
         declared = [entry.name for entry in discovery.entries]
         if server is not None and server not in declared:
             raise ControlError(messages.unknown_server_message(server, declared), EXIT_USAGE)
-        tools = tool_report.tool_rows(view.get_tools(), server=server)
+        tools = tool_report.tool_rows(view.get_tools(), server=server, withheld=view.withheld_tools())
     return tool_report.tools_document(tools, status_report.error_rows([*discovery.errors, *result.failures]))
 
 
 async def _call(operation: Operation) -> dict[str, Any]:
+    from mcpfleet.fleet.pinning import withheld_named
     from mcpfleet.fleet.tools import resolve_tool_name
     from mcpfleet.reports import messages
     from mcpfleet.reports import tools as tool_report
@@ -268,6 +269,9 @@ async def _call(operation: Operation) -> dict[str, Any]:
     async with operation.view() as (view, discovery, _):
         tools = view.get_tools()
         tool = resolve_tool_name(name, tools)
+        withheld = withheld_named(name, view.withheld_tools()) if tool is None else None
+        if withheld is not None:
+            return tool_report.withheld_call_document(withheld)
         if tool is None:
             declared = [entry.name for entry in discovery.entries]
             raise ControlError(messages.no_such_tool_message(name, tools, declared))

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from mcpfleet.fleet.cache import MCPToolCache
     from mcpfleet.fleet.events import EventListener
     from mcpfleet.fleet.notifications import LogListener
+    from mcpfleet.fleet.pinning import WithheldTool
     from mcpfleet.fleet.registry import ConnectionStatus
     from mcpfleet.fleet.startup import StartupReport
     from mcpfleet.fleet.tool_list import AnyTool
@@ -279,6 +280,16 @@ class FleetView(anyio.AsyncContextManagerMixin):
             tools.extend(tool for tool in manager.get_tools() if self._routed_to(tool.server_name, manager))
         return sorted(tools, key=lambda tool: tool.name)
 
+    def withheld_tools(self) -> list[WithheldTool]:
+        managers = {route.scope.manager for route in self.routes.values() if route.scope.manager is not None}
+        withheld = [
+            tool
+            for manager in managers
+            for tool in manager.withheld_tools()
+            if self._routed_to(tool.server, manager)
+        ]
+        return sorted(withheld, key=lambda tool: (tool.server, tool.tool))
+
     def _routed_to(self, server: str, manager: MCPManager) -> bool:
         route = self.routes.get(server)
         return route is not None and route.scope.manager is manager
@@ -294,7 +305,7 @@ class FleetView(anyio.AsyncContextManagerMixin):
     # Per server, the view answers with the manager of the scope the server's route names; a
     # lookup of a server no scope runs yet gets the answer of a disconnected one, a request
     # raises ``ServerNotConnectedError``. A status report reads these too
-    # (``cli.documents.ReportedFleet``).
+    # (``reports.status.ReportedFleet``).
     get_server_state = _on_route_or(
         MCPManager.get_server_state, lambda name: ServerState(name, Phase.DISCONNECTED)
     )

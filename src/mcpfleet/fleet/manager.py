@@ -27,11 +27,18 @@ import anyio.abc
 
 from mcpfleet.config import EntryFilter, LastGoodFiles, load_all_mcp_configs
 from mcpfleet.config.model import DiscoveryResult, ServerConfig, SourceInfo
-from mcpfleet.errors import ConnectionClosedError, ServerNotConnectedError, ToolCallError
+from mcpfleet.errors import ConnectionClosedError, RequestError, ServerNotConnectedError, ToolCallError
 from mcpfleet.fleet import settings as defaults
 from mcpfleet.fleet.cache import MCPToolCache
 from mcpfleet.fleet.events import DEFAULT_STREAM_BUFFER, EventHub, EventListener, EventStream, ManagerEvent
 from mcpfleet.fleet.notifications import LogListener, Notifications, ResourceListener
+from mcpfleet.fleet.pinning import (
+    CATALOG_EVENTS,
+    ToolPinning,
+    WithheldTool,
+    withheld_message,
+    withheld_prompt_message,
+)
 from mcpfleet.fleet.recovery import Recovery
 from mcpfleet.fleet.registry import Attempt, ConnectionStatus, Phase, ServerRegistry, ServerState
 from mcpfleet.fleet.reload import ConfigWatcher, apply_reload, log_new_config_errors
@@ -50,6 +57,7 @@ if TYPE_CHECKING:
     )
     from mcpfleet.client.definitions import LogLevel
     from mcpfleet.client.inbound import RootsOffer
+    from mcpfleet.config.pins import CatalogKind
 
 __all__ = [
     "AnyTool",
@@ -134,8 +142,13 @@ class MCPManager(anyio.AsyncContextManagerMixin):
         self._cache_setting = cache
         self._events = EventHub()
         supervisor = Supervisor(self.settings.reconnect_policy)
+        self._pinning = ToolPinning()
         self._registry = ServerRegistry(
-            self._events, supervisor, lambda slices, provider_of: build_tools(slices, self, provider_of)
+            self._events,
+            supervisor,
+            lambda slices, provider_of: build_tools(
+                self._pinning.screen(slices, self._pinned_server), self, provider_of
+            ),
         )
         self._notifications = Notifications(self._registry, self.settings)
         self._connector = Connector(
@@ -164,6 +177,12 @@ class MCPManager(anyio.AsyncContextManagerMixin):
                 try:
                     if self.settings.watch:
                         task_group.start_soon(self._watcher.run, self.reload, name="mcpfleet config watcher")
+                    task_group.start_soon(
+                        self._pinning.watch,
+                        self._pins_changed,
+                        self._catalog_pins_changed,
+                        name="mcpfleet pin watcher",
+                    )
                     yield self
                 finally:
                     # Shielded: a cancelled host still closes its servers (each close is bounded).
@@ -231,6 +250,11 @@ class MCPManager(anyio.AsyncContextManagerMixin):
     def get_tools(self) -> list[AnyTool]:
         """Every MCP tool, sorted by name, identical whatever the connection order."""
         return list(self._registry.tools)
+
+    def withheld_tools(self) -> list[WithheldTool]:
+        """The tools withheld from ``get_tools`` because they changed or were added since their
+        server's tools were approved (``fleet.pinning``), by server then name."""
+        return self._pinning.withheld()
 
     def get_source(self, name: str) -> SourceInfo | None:
         slot = self._registry.get(name)
@@ -335,6 +359,9 @@ class MCPManager(anyio.AsyncContextManagerMixin):
         run it: the outcome is unknown, the call is *not* replayed, and the error says so.
         ``on_progress(progress, total, message)`` receives the server's progress for this call.
         """
+        withheld = self._pinning.withheld_tool(server_name, tool_name)
+        if withheld is not None:
+            raise ToolCallError(withheld_message(withheld), server=server_name, tool=tool_name)
         connection = await self._ready_connection(server_name)
         config = self.get_server_config(server_name)
         bound = timeout_ms if timeout_ms is not None else config.tool_timeout_ms if config else None
@@ -350,21 +377,28 @@ class MCPManager(anyio.AsyncContextManagerMixin):
             ) from error
 
     async def list_resources(self, server: str) -> list[dict[str, Any]]:
-        """Every resource ``server`` lists (all pages), once it is connected (as ``call_tool``)."""
-        return await (await self._ready_connection(server)).list_resources()
+        """Every resource ``server`` lists (all pages), once it is connected (as ``call_tool``);
+        one whose description changed since it was pinned is withheld (``fleet.pinning``)."""
+        listed = await (await self._ready_connection(server)).list_resources()
+        return self._pinning.screen_listing("resources", server, listed, self._pinned_server(server))
 
     async def list_resource_templates(self, server: str) -> list[dict[str, Any]]:
-        return await (await self._ready_connection(server)).list_resource_templates()
+        listed = await (await self._ready_connection(server)).list_resource_templates()
+        return self._pinning.screen_listing("resourceTemplates", server, listed, self._pinned_server(server))
 
     async def read_resource(self, server: str, uri: str) -> dict[str, Any]:
         return await (await self._ready_connection(server)).read_resource(uri)
 
     async def list_prompts(self, server: str) -> list[dict[str, Any]]:
-        return await (await self._ready_connection(server)).list_prompts()
+        """Every prompt ``server`` lists; one changed or added since they were pinned is withheld."""
+        listed = await (await self._ready_connection(server)).list_prompts()
+        return self._pinning.screen_listing("prompts", server, listed, self._pinned_server(server))
 
     async def get_prompt(
         self, server: str, name: str, arguments: dict[str, str] | None = None
     ) -> dict[str, Any]:
+        if self._pinning.is_prompt_withheld(server, name):
+            raise RequestError(withheld_prompt_message(server, name), server=server, method="prompts/get")
         return await (await self._ready_connection(server)).get_prompt(name, arguments)
 
     async def complete(
@@ -404,6 +438,21 @@ class MCPManager(anyio.AsyncContextManagerMixin):
             if connection is None:
                 raise ServerNotConnectedError(name)
         return connection
+
+    def _pinned_server(self, name: str) -> tuple[ServerConfig, SourceInfo | None] | None:
+        slot = self._registry.get(name)
+        return (slot.config, slot.source) if slot is not None else None
+
+    def _pins_changed(self, servers: list[str]) -> None:
+        """Some withheld tools' pins changed (approved elsewhere): serve what is now approved."""
+        self._registry.rebuild_tools()
+        for name in sorted(servers):
+            self._registry.emit("tools_changed", name)
+
+    def _catalog_pins_changed(self, listings: list[tuple[str, CatalogKind]]) -> None:
+        """Withheld prompts or resources may have been approved: have their lists read again."""
+        for event, server in sorted({(CATALOG_EVENTS[kind], server) for server, kind in listings}):
+            self._registry.emit(event, server)
 
     def _on_ready(self, attempt: Attempt, connection: ServerConnection) -> None:
         """A connection was registered: watch it, and send it the server's subscriptions."""

@@ -31,6 +31,8 @@ import anyio.abc
 from mcpfleet.contract import notifications
 from mcpfleet.contract.defaults import STARTUP_TIMEOUT_MS
 from mcpfleet.errors import ConfigError, ConnectError, MCPFleetError
+from mcpfleet.fleet.pinning import WithheldTool, withheld_message
+from mcpfleet.fleet.tools import mcp_tool_name
 from mcpfleet.gateway.budget import ToolBudget
 from mcpfleet.gateway.forward import Forward, InFlight, ProgressRelay
 from mcpfleet.gateway.listings import RESOURCE_KINDS, ListingKind, Listings
@@ -350,15 +352,22 @@ class Gateway(anyio.AsyncContextManagerMixin):
             client.client_name,
             name,
             arguments,
-            find_target=lambda inner: self.find_target("tools", inner),
+            find_target=self.find_call_target,
         )
         if route.answer is not None:
             return Forward(self.fleet, client, "tools", name, answer=route.answer)
-        target = route.target if route.target is not None else await self.find_target("tools", route.name)
+        target = route.target if route.target is not None else await self.find_call_target(route.name)
         arguments = dict(route.arguments or {})
         if target is None:
             return Forward(self.fleet, client, "tools", route.name, arguments=arguments)
         server, tool = target
+        withheld = next(
+            (held for held in self.fleet.withheld_tools() if (held.server, held.tool) == target), None
+        )
+        if withheld is not None:
+            # Pinning keeps it out of every listing; the model learns why its call is refused.
+            answer = error_result(withheld_message(withheld))
+            return Forward(self.fleet, client, "tools", route.name, answer=answer)
         connection = self.fleet.get_connection(server)
         return Forward(self.fleet, client, "tools", route.name, server, tool, connection, arguments)
 
@@ -390,6 +399,27 @@ class Gateway(anyio.AsyncContextManagerMixin):
                 for delivered in flight.log_deliveries:
                     await delivered.wait()
         return result
+
+    async def find_call_target(self, served_name: str) -> tuple[str, str] | None:
+        """``find_target`` for a ``tools/call``: a withheld tool is found too, so that calling
+        it (``call_tool`` of the tool budget included) answers why it is withheld, not that no
+        such tool exists."""
+        target = await self.find_target("tools", served_name)
+        withheld = self._withheld_named(served_name) if target is None else None
+        return (withheld.server, withheld.tool) if withheld is not None else target
+
+    def _withheld_named(self, served_name: str) -> WithheldTool | None:
+        """The withheld tool that would be served as ``served_name`` (``fleet.pinning``)."""
+        for withheld in self.fleet.withheld_tools():
+            if self.naming.prefix == "always":
+                name = mcp_tool_name(
+                    withheld.server, withheld.tool, prefix="", max_length=self.naming.max_name_length
+                )
+            else:
+                name = withheld.tool
+            if name == served_name:
+                return withheld
+        return None
 
     async def read_resource(self, forward: Forward) -> dict[str, Any]:
         """``resources/read`` on the backend ``forward`` resolved; the contents carry served URIs."""

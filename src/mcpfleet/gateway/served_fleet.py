@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from mcpfleet.fleet.cache import MCPToolCache
     from mcpfleet.fleet.events import EventListener
     from mcpfleet.fleet.notifications import LogListener, ResourceListener
+    from mcpfleet.fleet.pinning import WithheldTool
     from mcpfleet.fleet.registry import ConnectionStatus, ServerState
     from mcpfleet.fleet.startup import StartupReport
     from mcpfleet.fleet.tool_list import AnyTool
@@ -58,6 +59,10 @@ class ServedFleet(AbstractAsyncContextManager[object, bool | None], Protocol):
     def get_connection(self, name: str) -> ServerConnection | None: ...
 
     def get_tools(self) -> list[AnyTool]: ...
+
+    def withheld_tools(self) -> list[WithheldTool]:
+        """The tools pinning keeps out of ``get_tools`` until they are approved (``fleet.pinning``)."""
+        ...
 
     def subscribe(self, listener: EventListener) -> Callable[[], None]: ...
 

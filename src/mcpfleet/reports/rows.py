@@ -71,6 +71,10 @@ class ToolRow:
     description: str
     deferred: bool
     input_schema: Mapping[str, Any]
+    withheld: bool = False
+    """Changed or added since its server's tools were approved: not served (``tools review``)."""
+    warnings: tuple[Mapping[str, str], ...] = ()
+    """Its poisoning warnings (``fleet.poisoning``), each ``{"rule", "text"}``."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -80,6 +84,8 @@ class ToolRow:
             "description": self.description,
             "deferred": self.deferred,
             "input_schema": self.input_schema,
+            "withheld": self.withheld,
+            "warnings": [dict(warning) for warning in self.warnings],
         }
 
 

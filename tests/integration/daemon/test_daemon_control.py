@@ -128,7 +128,8 @@ def test_status_describes_the_daemon_its_sessions_and_servers(
 
 
 def test_watch_pushes_a_change_of_the_fleets_tools(isolated_home: Path, start_daemon: StartDaemon) -> None:
-    user_config({"alpha": fake("alpha", "--list-changed-after", "1")})
+    # Its tools grow while it runs: pinning would withhold the added one (tests/integration/test_pinning.py).
+    user_config({"alpha": {**fake("alpha", "--list-changed-after", "1"), "pinning": "off"}})
     start_daemon()
     with control() as link:
         link.send({"id": "w", "op": "watch", "fleet": fleet_spec(isolated_home).to_json()})

@@ -60,7 +60,8 @@ async def test_a_warm_daemon_gives_a_session_its_tools_and_answers_its_calls(
 async def test_a_change_of_the_fleets_tools_reaches_the_session(
     isolated_home: Path, start_daemon: StartDaemon, tmp_path: Path
 ) -> None:
-    user_config({"files": fake("files", "--tool", "echo", "--list-changed-after", "1")})
+    # Its tools grow while it runs: pinning would withhold the added one (tests/integration/test_pinning.py).
+    user_config({"files": {**fake("files", "--tool", "echo", "--list-changed-after", "1"), "pinning": "off"}})
     start_daemon()
     async with open_agent_session(tmp_path, daemon=True) as session:
         assert "mcp_files_late_tool" not in {tool.name for tool in session.tools}

@@ -139,7 +139,13 @@ async def test_find_tools_answers_from_the_cache_and_follows_list_changed(isolat
     ``tools/list_changed``) is found once the catalog has it."""
     gate = isolated_home / "started"
     gate.touch()
-    servers = {"notes": fake("notes", "--start-when-exists", str(gate), "--list-changed-after", "1")}
+    # Its tools grow while it runs: pinning would withhold the added one (tests/integration/test_pinning.py).
+    servers = {
+        "notes": {
+            **fake("notes", "--start-when-exists", str(gate), "--list-changed-after", "1"),
+            "pinning": "off",
+        }
+    }
     async with open_gateway(
         isolated_home, servers, serve_args=("--tools", "search"), global_args=WAIT_FOR_ALL
     ) as run:

@@ -62,11 +62,15 @@ def write_fleet_config() -> Path:
     return path
 
 
-def add_server(name: str, *flags: str) -> None:
-    """Add one more ``fake_server.py`` to the user config."""
+def add_server(name: str, *flags: str, **fields: Any) -> None:
+    """Add one more ``fake_server.py`` to the user config (``fields``: more keys of its entry)."""
     path = user_config_file()
     config = json.loads(path.read_text())
-    config["mcpServers"][name] = {"command": PYTHON, "args": [str(FAKE_SERVER), "--name", name, *flags]}
+    config["mcpServers"][name] = {
+        "command": PYTHON,
+        "args": [str(FAKE_SERVER), "--name", name, *flags],
+        **fields,
+    }
     path.write_text(json.dumps(config))
 
 

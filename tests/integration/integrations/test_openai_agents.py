@@ -145,7 +145,8 @@ async def test_a_borrowed_session_is_left_running_and_serves_prompts(project: Pa
 
 
 async def test_a_tools_list_changed_shows_on_the_next_listing(project: Path) -> None:
-    add_server("growing", "--tool", "echo", "--list-changed-after", "1.0")
+    # Its tools grow while it runs: pinning would withhold the added one (tests/integration/test_pinning.py).
+    add_server("growing", "--tool", "echo", "--list-changed-after", "1.0", pinning="off")
     model = ScriptedModel(("mcp_growing_late_tool", {"message": "new"}))
     async with MCPFleetServer(cwd=project) as fleet:
         before = [tool.name for tool in await fleet.list_tools()]

@@ -115,12 +115,35 @@ def test_a_tool_row_has_the_contracts_json_shape_and_a_line_in_the_table() -> No
     schema = {"type": "object", "properties": {"message": {"type": "string"}}}
     echo = ToolRow("mcp_files_echo", "files", "echo", "Echo a message back\nmore text", False, schema)
     late = ToolRow("mcp_slow_now", "slow", "now", "", True, {})
-    assert list(echo.to_json()) == ["name", "server", "mcp_name", "description", "deferred", "input_schema"]
+    held = ToolRow(
+        "mcp_rug_read",
+        "rug",
+        "read",
+        "changed",
+        False,
+        {},
+        withheld=True,
+        warnings=({"rule": "hidden-markup", "text": "in description: “<IMPORTANT>”"},),
+    )
+    assert list(echo.to_json()) == [
+        "name",
+        "server",
+        "mcp_name",
+        "description",
+        "deferred",
+        "input_schema",
+        "withheld",
+        "warnings",
+    ]
     assert echo.to_json()["input_schema"] is schema
-    text = drawn(tools_table([echo.to_json(), late.to_json()]))
-    assert "2 MCP tools" in text
+    assert echo.to_json()["withheld"] is False and held.to_json()["withheld"] is True
+    assert echo.to_json()["warnings"] == []
+    assert held.to_json()["warnings"] == [{"rule": "hidden-markup", "text": "in description: “<IMPORTANT>”"}]
+    text = drawn(tools_table([echo.to_json(), late.to_json(), held.to_json()]))
+    assert "3 MCP tools" in text
     assert "Echo a message back" in text and "more text" not in text
     assert "mcp_slow_now (deferred)" in text
+    assert "mcp_rug_read (withheld: mcpfleet tools review) (warning: hidden-markup)" in text
 
 
 def test_a_config_row_carries_what_a_pending_entry_would_run() -> None:

@@ -14,7 +14,8 @@ is in the tree and named here::
     MCPFleetError
     ├── ConfigError
     │   ├── ConfigWriteError
-    │   │   └── UnsafeConfigPathError
+    │   │   ├── UnsafeConfigPathError
+    │   │   └── PinsTooLargeError           config/pins.py
     │   ├── ApprovalRequiredError
     │   ├── ServeAddressError
     │   └── EditCheckError                  hosts/documents.py

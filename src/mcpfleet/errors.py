@@ -67,7 +67,7 @@ is in the tree and named here::
     ├── PrivateApiMovedError + RuntimeError transport/process.py
     ├── LandlockUnavailableError + RuntimeError  transport/landlock.py
     ├── UnknownNameError                    gateway/core.py
-    ├── BackendRejection                    gateway/core.py
+    ├── BackendRejection                    gateway/rejections.py
     ├── InvalidCursor + ValueError          gateway/paging.py
     └── _ClientGone                         gateway/http.py
 

@@ -17,6 +17,7 @@ from tests.integration.pinning_fleet import (
     run_cli,
     write_rug_pull_config,
 )
+from tests.servers.fixtures import READS_TEST_SERVERS
 
 from mcpfleet import AgentSession, create_agent_session
 from mcpfleet.config.pins import PinStore, pin_key
@@ -193,10 +194,12 @@ async def test_a_project_servers_baseline_is_the_first_tool_set_after_its_approv
     """Approved, then listed: that is its baseline, kept in a private file outside the project.
     Revoking and approving again forgets it: the set seen next is the new baseline."""
     project = tmp_path / "project"
-    flag = tmp_path / "turn-hostile"
+    flag = project / "turn-hostile"  # in the project: the server's sandbox lets it see its project only
     config_path = project_config_file(project)
     config_path.parent.mkdir(parents=True)
-    config_path.write_text(json.dumps({"mcpServers": {"rug": rug_pull_entry(flag)}}))
+    config_path.write_text(
+        json.dumps({"mcpServers": {"rug": rug_pull_entry(flag, sandbox=READS_TEST_SERVERS)}})
+    )
     assert run_cli("approve", "rug", cwd=project).returncode == 0
 
     async with await create_agent_session(project, cache=None, startup_timeout_ms=GATE_MS) as session:

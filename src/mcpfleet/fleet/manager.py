@@ -33,7 +33,6 @@ from mcpfleet.fleet.cache import MCPToolCache
 from mcpfleet.fleet.events import DEFAULT_STREAM_BUFFER, EventHub, EventListener, EventStream, ManagerEvent
 from mcpfleet.fleet.notifications import LogListener, Notifications, ResourceListener
 from mcpfleet.fleet.pinning import (
-    CATALOG_EVENTS,
     ToolPinning,
     WithheldTool,
     withheld_message,
@@ -57,7 +56,6 @@ if TYPE_CHECKING:
     )
     from mcpfleet.client.definitions import LogLevel
     from mcpfleet.client.inbound import RootsOffer
-    from mcpfleet.config.pins import CatalogKind
 
 __all__ = [
     "AnyTool",
@@ -147,7 +145,7 @@ class MCPManager(anyio.AsyncContextManagerMixin):
             self._events,
             supervisor,
             lambda slices, provider_of: build_tools(
-                self._pinning.screen(slices, self._pinned_server), self, provider_of
+                self._pinning.screen(slices, self._registry.entry), self, provider_of
             ),
         )
         self._notifications = Notifications(self._registry, self.settings)
@@ -177,12 +175,7 @@ class MCPManager(anyio.AsyncContextManagerMixin):
                 try:
                     if self.settings.watch:
                         task_group.start_soon(self._watcher.run, self.reload, name="mcpfleet config watcher")
-                    task_group.start_soon(
-                        self._pinning.watch,
-                        self._pins_changed,
-                        self._catalog_pins_changed,
-                        name="mcpfleet pin watcher",
-                    )
+                    task_group.start_soon(self._pinning.follow, self._registry, name="mcpfleet pin watcher")
                     yield self
                 finally:
                     # Shielded: a cancelled host still closes its servers (each close is bounded).
@@ -380,11 +373,11 @@ class MCPManager(anyio.AsyncContextManagerMixin):
         """Every resource ``server`` lists (all pages), once it is connected (as ``call_tool``);
         one whose description changed since it was pinned is withheld (``fleet.pinning``)."""
         listed = await (await self._ready_connection(server)).list_resources()
-        return self._pinning.screen_listing("resources", server, listed, self._pinned_server(server))
+        return self._pinning.screen_listing("resources", server, listed, self._registry.entry(server))
 
     async def list_resource_templates(self, server: str) -> list[dict[str, Any]]:
         listed = await (await self._ready_connection(server)).list_resource_templates()
-        return self._pinning.screen_listing("resourceTemplates", server, listed, self._pinned_server(server))
+        return self._pinning.screen_listing("resourceTemplates", server, listed, self._registry.entry(server))
 
     async def read_resource(self, server: str, uri: str) -> dict[str, Any]:
         return await (await self._ready_connection(server)).read_resource(uri)
@@ -392,7 +385,7 @@ class MCPManager(anyio.AsyncContextManagerMixin):
     async def list_prompts(self, server: str) -> list[dict[str, Any]]:
         """Every prompt ``server`` lists; one changed or added since they were pinned is withheld."""
         listed = await (await self._ready_connection(server)).list_prompts()
-        return self._pinning.screen_listing("prompts", server, listed, self._pinned_server(server))
+        return self._pinning.screen_listing("prompts", server, listed, self._registry.entry(server))
 
     async def get_prompt(
         self, server: str, name: str, arguments: dict[str, str] | None = None
@@ -438,21 +431,6 @@ class MCPManager(anyio.AsyncContextManagerMixin):
             if connection is None:
                 raise ServerNotConnectedError(name)
         return connection
-
-    def _pinned_server(self, name: str) -> tuple[ServerConfig, SourceInfo | None] | None:
-        slot = self._registry.get(name)
-        return (slot.config, slot.source) if slot is not None else None
-
-    def _pins_changed(self, servers: list[str]) -> None:
-        """Some withheld tools' pins changed (approved elsewhere): serve what is now approved."""
-        self._registry.rebuild_tools()
-        for name in sorted(servers):
-            self._registry.emit("tools_changed", name)
-
-    def _catalog_pins_changed(self, listings: list[tuple[str, CatalogKind]]) -> None:
-        """Withheld prompts or resources may have been approved: have their lists read again."""
-        for event, server in sorted({(CATALOG_EVENTS[kind], server) for server, kind in listings}):
-            self._registry.emit(event, server)
 
     def _on_ready(self, attempt: Attempt, connection: ServerConnection) -> None:
         """A connection was registered: watch it, and send it the server's subscriptions."""

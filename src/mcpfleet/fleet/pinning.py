@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 
@@ -41,6 +41,9 @@ from mcpfleet.fleet.events import EventKind
 from mcpfleet.fleet.poisoning import PoisoningWarning, poisoning_warnings
 from mcpfleet.fleet.tool_list import ToolSlice
 from mcpfleet.fleet.tools import mcp_tool_name
+
+if TYPE_CHECKING:
+    from mcpfleet.fleet.registry import ServerRegistry
 
 logger = logging.getLogger(__name__)
 
@@ -231,23 +234,22 @@ class ToolPinning:
     def _withholding_anything(self) -> bool:
         return bool(self.withheld()) or any(withheld for _, _, withheld in self._catalog_withheld.values())
 
-    async def watch(
-        self,
-        rebuild: Callable[[list[str]], None],
-        relist: Callable[[list[tuple[str, CatalogKind]]], None],
-    ) -> None:
-        """Run for the fleet's life: while anything is withheld, call ``rebuild(servers)`` when
-        those servers' pins of tools change, ``relist`` for their prompts and resources."""
+    async def follow(self, registry: ServerRegistry) -> None:
+        """Run for the fleet's life: while anything is withheld, serve what has been approved
+        since, elsewhere (``registry``'s tools rebuilt, then ``tools_changed`` per server),
+        and have the lists of prompts and resources whose pins changed read again."""
         while True:
             await self._withholding.wait()
             while self._withholding_anything():
                 await anyio.sleep(PIN_WATCH_INTERVAL_S)
                 changed = self.approvals_seen()
                 if changed:
-                    rebuild(changed)
-                listings = self.catalog_changes_seen()
-                if listings:
-                    relist(listings)
+                    registry.rebuild_tools()
+                    for name in sorted(changed):
+                        registry.emit("tools_changed", name)
+                relists = {(CATALOG_EVENTS[kind], server) for server, kind in self.catalog_changes_seen()}
+                for event, server in sorted(relists):
+                    registry.emit(event, server)
             self._withholding = anyio.Event()
 
     # -- prompts, resources and templates --------------------------------------------------------

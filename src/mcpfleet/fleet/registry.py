@@ -341,6 +341,11 @@ class ServerRegistry(Mapping[str, ServerSlot]):
         source = slot.source if slot is not None else None
         return source.provider_name if source is not None else None
 
+    def entry(self, name: str) -> tuple[ServerConfig, SourceInfo | None] | None:
+        """The config ``name`` runs with and where it came from (what its pins are keyed by)."""
+        slot = self._slots.get(name)
+        return (slot.config, slot.source) if slot is not None else None
+
 
 async def _close_quietly(connection: ServerConnection) -> None:
     try:

@@ -30,13 +30,13 @@ import anyio.abc
 
 from mcpfleet.contract import notifications
 from mcpfleet.contract.defaults import STARTUP_TIMEOUT_MS
-from mcpfleet.errors import ConfigError, ConnectError, MCPFleetError
+from mcpfleet.errors import ConfigError, MCPFleetError
 from mcpfleet.fleet.pinning import WithheldTool, withheld_message
-from mcpfleet.fleet.tools import mcp_tool_name
 from mcpfleet.gateway.budget import ToolBudget
 from mcpfleet.gateway.forward import Forward, InFlight, ProgressRelay
 from mcpfleet.gateway.listings import RESOURCE_KINDS, ListingKind, Listings
 from mcpfleet.gateway.naming import NamingPolicy
+from mcpfleet.gateway.rejections import BackendRejection, backend_rejection
 from mcpfleet.gateway.relay import Relay
 from mcpfleet.gateway.served_catalog import ListKind, ServedCatalog, build_catalog, instructions_for
 from mcpfleet.gateway.server_logs import server_log_delivery
@@ -95,23 +95,6 @@ class UnknownNameError(MCPFleetError):
         super().__init__(f"Unknown {kind}: {name}; list them again for the current names")
         self.kind = kind
         self.name = name
-
-
-class BackendRejection(MCPFleetError):
-    """A backend answered a request with its own JSON-RPC error, which the client gets unchanged.
-
-    Unlike the gateway's own failures (a backend that crashed, cannot be reached or timed
-    out), this is the backend's answer: its code, message and ``data`` are part of its
-    protocol (``-32021`` with the capabilities it needs, ``-32602`` with the URI it did not
-    find), so a client must read them as if it had asked the backend directly.
-    """
-
-    def __init__(self, server: str, code: int, message: str, data: Any) -> None:
-        super().__init__(message)
-        self.server = server
-        self.code = code
-        self.message = message
-        self.data = data
 
 
 @dataclass(eq=False)
@@ -410,16 +393,8 @@ class Gateway(anyio.AsyncContextManagerMixin):
 
     def _withheld_named(self, served_name: str) -> WithheldTool | None:
         """The withheld tool that would be served as ``served_name`` (``fleet.pinning``)."""
-        for withheld in self.fleet.withheld_tools():
-            if self.naming.prefix == "always":
-                name = mcp_tool_name(
-                    withheld.server, withheld.tool, prefix="", max_length=self.naming.max_name_length
-                )
-            else:
-                name = withheld.tool
-            if name == served_name:
-                return withheld
-        return None
+        named = (held for held in self.fleet.withheld_tools() if self.naming.tool_name(held) == served_name)
+        return next(named, None)
 
     async def read_resource(self, forward: Forward) -> dict[str, Any]:
         """``resources/read`` on the backend ``forward`` resolved; the contents carry served URIs."""
@@ -494,31 +469,12 @@ class Gateway(anyio.AsyncContextManagerMixin):
         await _call_each(self._resource_updated_listeners, uri)
 
     def _backend_rejection(self, server: str, error: MCPFleetError) -> BackendRejection | None:
-        """The backend's own JSON-RPC error behind ``error``, if that is what it is.
-
-        Only an answer of the backend counts: a lost connection, an answer over the size
-        limit, a refused protocol era, or a question of the backend that failed here (the
-        relay refused it, the client answered with an error) are the gateway's failures. A
-        ``uri`` in the error's ``data`` is the backend's URI; the client knows it under its
-        served name.
-        """
-        import mcp_types
-        from mcp.shared.exceptions import MCPError
-
-        from mcpfleet.transport.stdio import MESSAGE_TOO_LARGE
-
-        cause = error.__cause__
-        if (
-            isinstance(error, ConnectError)
-            or not isinstance(cause, MCPError)
-            or cause.code in (mcp_types.CONNECTION_CLOSED, MESSAGE_TOO_LARGE)
-            or self.relay.failed_here(cause.code, cause.message)
-        ):
-            return None
-        data = cause.data
-        if isinstance(data, dict) and isinstance(data.get("uri"), str):
-            data = {**data, "uri": self._catalog.served_uri(server, data["uri"])}
-        return BackendRejection(server, cause.code, redact_text(cause.message), data)
+        return backend_rejection(
+            server,
+            error,
+            failed_here=self.relay.failed_here,
+            served_uri=lambda uri: self._catalog.served_uri(server, uri),
+        )
 
     @contextmanager
     def _passing_rejections(self, server: str) -> Iterator[None]:

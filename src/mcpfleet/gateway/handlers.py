@@ -44,9 +44,10 @@ from mcp.shared.exceptions import MCPError
 from mcpfleet import __version__
 from mcpfleet.contract import notifications
 from mcpfleet.errors import MCPFleetError
-from mcpfleet.gateway.core import SERVER_NAME, BackendRejection, Gateway, UnknownNameError
+from mcpfleet.gateway.core import SERVER_NAME, Gateway, UnknownNameError
 from mcpfleet.gateway.forward import InFlight, LogRelay, ProgressRelay
 from mcpfleet.gateway.paging import InvalidCursor, PagedList, page_of
+from mcpfleet.gateway.rejections import BackendRejection
 from mcpfleet.gateway.served_catalog import ListKind
 from mcpfleet.gateway.sessions import LOG_LEVELS, ClientSession
 from mcpfleet.redaction import redact_text

@@ -18,11 +18,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 from urllib.parse import quote, unquote
 
 from mcpfleet.contract.defaults import DEFAULT_PREFIX, MAX_TOOL_NAME_LENGTH, MIN_TOOL_NAME_LENGTH
 from mcpfleet.contract.defaults import PrefixMode as PrefixMode
-from mcpfleet.fleet.tools import assign_tool_names
+from mcpfleet.fleet.tools import assign_tool_names, mcp_tool_name
+
+if TYPE_CHECKING:
+    from mcpfleet.fleet.pinning import WithheldTool
 
 URI_SCHEME = "mcpfleet"
 _URI_START = f"{URI_SCHEME}://"
@@ -40,6 +44,12 @@ class NamingPolicy:
             raise ValueError(
                 f"--max-name-length must be at least {MIN_TOOL_NAME_LENGTH}, not {self.max_name_length}"
             )
+
+    def tool_name(self, tool: WithheldTool) -> str:
+        """The name a withheld tool would be served under (its own, or prefixed by its server's)."""
+        if self.prefix != "always":
+            return tool.tool
+        return mcp_tool_name(tool.server, tool.tool, prefix="", max_length=self.max_name_length)
 
 
 @dataclass(frozen=True)

@@ -229,7 +229,10 @@ def canonical_json(value: Any) -> str:
 def fingerprint_of(config: ServerConfig) -> str:
     """SHA-256 of a config's canonical form (call it on the unresolved config)."""
     data = config.to_dict()
-    return hashlib.sha256(canonical_json(data).encode()).hexdigest()
+    # surrogatepass: a command line may hold a lone surrogate (an argument's undecodable byte,
+    # as Python reads it); the fingerprint of any config must be computable, and stays the same
+    # for every config without one.
+    return hashlib.sha256(canonical_json(data).encode("utf-8", "surrogatepass")).hexdigest()
 
 
 ConfigFileError = Failure

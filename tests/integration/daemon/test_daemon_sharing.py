@@ -77,7 +77,12 @@ async def daemon_transport(spec: wire.FleetSpec) -> AsyncIterator[TransportStrea
                     except (anyio.EndOfStream, anyio.IncompleteRead):
                         return
                     message = mcp_types.jsonrpc_message_adapter.validate_json(line, by_name=False)
-                    await incoming.send(SessionMessage(message))
+                    try:
+                        await incoming.send(SessionMessage(message))
+                    except anyio.BrokenResourceError:
+                        # The client has left (its read end is closed): what the daemon sent
+                        # meanwhile (a notification) has no one to reach.
+                        return
 
         async def write() -> None:
             async with outgoing:

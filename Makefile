@@ -77,11 +77,14 @@ test: bubblewrap
 	@$(MAKE) --no-print-directory pytest
 
 # The sandbox's first back-end (docs/sandbox.md), installed where it can be: missing, as root, with
-# apt-get. Anywhere else the tests run the sandboxed servers under Landlock alone.
+# apt-get (reading the package lists first where a fresh machine has none). Anywhere else the tests
+# run the sandboxed servers under Landlock alone.
 .PHONY: bubblewrap
 bubblewrap:
 	@command -v bwrap >/dev/null || [ "$$(id -u)" != 0 ] || ! command -v apt-get >/dev/null || \
-		apt-get install -y -qq bubblewrap >/dev/null || echo "bubblewrap not installed: the sandbox tests use Landlock"
+		apt-get install -y -qq bubblewrap >/dev/null 2>&1 || \
+		{ apt-get update -qq >/dev/null && apt-get install -y -qq bubblewrap >/dev/null; } || \
+		echo "bubblewrap not installed: the sandbox tests use Landlock"
 
 # ruff, then the rooms' import contracts (pyproject.toml, [tool.importlinter]).
 lint: $(STAMP)

@@ -17,7 +17,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import anyio
@@ -123,14 +123,16 @@ def test_the_cli_leaves_no_descendant_behind(tmp_path: Path, tag: str, arguments
 
 HOST_SCRIPT = """
 import json, sys, anyio
-from mcpfleet.config.model import ServerConfig, SourceInfo
+from mcpfleet.config.model import Sandbox, ServerConfig, SourceInfo
 from mcpfleet.fleet.manager import MCPManager
 
 async def main() -> None:
     entry = json.loads(sys.argv[1])
+    read_only = entry.get("read_only_paths")
     config = ServerConfig(
         name="detacher", transport="stdio", command=entry["command"], args=tuple(entry["args"]),
-        env=entry["env"],
+        env=entry["env"], cwd=entry.get("cwd"),
+        sandbox=Sandbox(read_only_paths=tuple(read_only)) if read_only is not None else None,
     )
     source = SourceInfo("mcpfleet", "mcpfleet", "/virtual", "user")
     async with MCPManager("/", cache=None, startup_timeout_ms=0) as manager:
@@ -143,14 +145,13 @@ anyio.run(main)
 """
 
 
-@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL], ids=lambda s: s.name)
-def test_a_host_that_dies_leaves_no_descendant_behind(
-    tmp_path: Path, tag: str, signum: signal.Signals
-) -> None:
+@contextlib.contextmanager
+def running_host(tmp_path: Path, entry: Mapping[str, object]) -> Iterator[subprocess.Popen[str]]:
+    """A host process (``HOST_SCRIPT``) whose manager runs the server of ``entry`` (its command,
+    args, env, and optionally cwd and the read-only paths of its sandbox), once it has said
+    READY; killed on the way out if it still runs."""
     host_file = tmp_path / "host.py"
     host_file.write_text(HOST_SCRIPT)
-    pid_file = tmp_path / "detached"
-    entry = detaching_entry(pid_file, tag)
     host = subprocess.Popen(
         [sys.executable, str(host_file), json.dumps(entry)],
         stdout=subprocess.PIPE,
@@ -160,14 +161,23 @@ def test_a_host_that_dies_leaves_no_descendant_behind(
     try:
         assert host.stdout is not None
         assert host.stdout.readline().strip() == "READY"
-        assert len(detached_pids(pid_file)) == 2
-        host.send_signal(signum)
-        host.wait(timeout=30)
-        survivors = wait_until_gone(tag)
-        assert not survivors, f"descendants outlived a host ended by {signum.name}: {survivors}"
+        yield host
     finally:
         if host.poll() is None:
             host.kill()
             host.wait()
         if host.stdout is not None:
             host.stdout.close()
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL], ids=lambda s: s.name)
+def test_a_host_that_dies_leaves_no_descendant_behind(
+    tmp_path: Path, tag: str, signum: signal.Signals
+) -> None:
+    pid_file = tmp_path / "detached"
+    with running_host(tmp_path, detaching_entry(pid_file, tag)) as host:
+        assert len(detached_pids(pid_file)) == 2
+        host.send_signal(signum)
+        host.wait(timeout=30)
+        survivors = wait_until_gone(tag)
+        assert not survivors, f"descendants outlived a host ended by {signum.name}: {survivors}"

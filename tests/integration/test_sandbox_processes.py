@@ -9,7 +9,6 @@ leave none behind (the watchdog), and a server that fails to start still shows i
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 import uuid
 from collections.abc import Iterator
@@ -21,10 +20,10 @@ from tests.conftest import PYTHON, SERVERS_DIR
 from tests.integration.sandbox_fleet import BACKENDS, ESCAPING_SERVER, force_backend
 from tests.integration.test_detached_descendants import (
     DETACHING_SERVER,
-    HOST_SCRIPT,
     TAG_VARIABLE,
     detached_pids,
     kill_leftovers,
+    running_host,
     tagged_processes,
     wait_until_gone,
 )
@@ -84,34 +83,21 @@ def test_a_host_killed_with_sigkill_leaves_no_sandboxed_process_behind(
     backend: str, tmp_path: Path, tag: str
 ) -> None:
     config = detaching_config(tmp_path, tag)
-    host_file = tmp_path / "host.py"
-    sandbox = f"Sandbox(read_only_paths=({str(SERVERS_DIR.parent)!r},))"
-    host_file.write_text(
-        HOST_SCRIPT.replace("ServerConfig, SourceInfo", "Sandbox, ServerConfig, SourceInfo").replace(
-            'env=entry["env"],', f'env=entry["env"], cwd={str(tmp_path)!r}, sandbox={sandbox},'
-        )
-    )
-    entry = {"command": config.command, "args": list(config.args), "env": dict(config.env)}
-    host = subprocess.Popen(
-        [sys.executable, str(host_file), json.dumps(entry)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
+    entry = {
+        "command": config.command,
+        "args": list(config.args),
+        "env": dict(config.env),
+        "cwd": str(tmp_path),
+        "read_only_paths": [str(SERVERS_DIR.parent)],
+    }
     try:
-        assert host.stdout is not None
-        assert host.stdout.readline().strip() == "READY"
-        assert len(detached_pids(tmp_path / "detached")) == 2
-        host.kill()
-        host.wait(timeout=30)
-        survivors = wait_until_gone(tag)
-        assert not survivors, f"{backend}: sandboxed processes outlived a SIGKILLed host: {survivors}"
-    finally:
-        if host.poll() is None:
+        with running_host(tmp_path, entry) as host:
+            assert len(detached_pids(tmp_path / "detached")) == 2
             host.kill()
-            host.wait()
-        if host.stdout is not None:
-            host.stdout.close()
+            host.wait(timeout=30)
+            survivors = wait_until_gone(tag)
+            assert not survivors, f"{backend}: sandboxed processes outlived a SIGKILLed host: {survivors}"
+    finally:
         kill_leftovers(tag)
 
 

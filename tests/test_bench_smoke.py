@@ -79,9 +79,11 @@ def test_warm_start_hands_out_cached_tools_before_the_slow_server_is_up(
     smoke: tuple[dict[str, Any], str],
 ) -> None:
     data, _ = smoke
+    # The smoke's server answers nothing after the run that filled the cache (it is held, not slow),
+    # so five tools handed out while it is alive and not up can only have come from the cache.
     warm = only_run(data, "warm", "mcpfleet")
     assert warm["tools"] == 5
-    assert warm["seconds"] < data["params"]["warm"]["init_delay"]
+    assert warm["servers_up_at_ready"] == 0
 
 
 def test_calls_and_shutdown_numbers_are_sane(smoke: tuple[dict[str, Any], str]) -> None:

@@ -257,10 +257,11 @@ def _warm(report: Report) -> None:
         return
     delay = report.results["params"]["warm"]["init_delay"]
     gate_s = report.results["gate_ms"] / 1000
+    slow_server = f"One server that takes {delay} s to start" if delay else "One server held down for the whole run"
     report.add(
         "## 2. Warm start",
         "",
-        f"One server that takes {delay} s to start; mcpfleet's persistent tool cache already holds its tools "
+        f"{slow_server}; mcpfleet's persistent tool cache already holds its tools "
         f"(primed by one earlier run). Time until the tools are available to the agent. Limit: the gate "
         f"({report.results['gate_ms']} ms). No peer persists tool lists across processes, so each of them "
         f"waits for the server: about {delay} s is the expected answer for every peer (measured once each).",

@@ -50,6 +50,8 @@ def server_argvs(params: dict[str, Any]) -> list[list[str]]:
     for index in range(params["servers"]):
         argv = [*params["server_command"], "--name", f"s{index}", "--tools", str(params["tools"])]
         argv += ["--init-delay", str(params.get("init_delay", 0.0)), "--pid-dir", params["pid_dir"]]
+        if params.get("held_while"):
+            argv += ["--held-while", params["held_while"]]
         if params.get("stubborn"):
             argv += ["--ignore-sigterm", "--ignore-stdin-eof"]
         argvs.append(argv)
@@ -138,6 +140,7 @@ async def run_start(fleet: Fleet, params: dict[str, Any]) -> dict[str, Any]:
     tools = await fleet.start(argvs)
     ready = time.perf_counter() - started
     rss_ready = rss_mb()
+    up_at_ready = servers_up(params["pid_dir"])
     expected = params["servers"] * params["tools"]
     if tools != expected:
         raise AssertionError(f"{tools} tools usable, expected {expected}")
@@ -148,6 +151,7 @@ async def run_start(fleet: Fleet, params: dict[str, Any]) -> dict[str, Any]:
         "tools": tools,
         "rss_before_mb": rss_before,
         "rss_mb": rss_ready,
+        "servers_up_at_ready": up_at_ready,
         "close_seconds": time.perf_counter() - closing,
     }
 
@@ -195,19 +199,35 @@ async def run_throughput(fleet: Fleet, params: dict[str, Any]) -> dict[str, Any]
     return {"burst_seconds": bursts, "calls_per_second": params["concurrent_calls"] / burst}
 
 
+def _alive_server(pid: str) -> bool:
+    """Whether ``pid`` is a live synthetic server (a zombie, dead but not yet reaped, is not)."""
+    try:
+        with open(f"/proc/{pid}/status") as status:
+            state = next((line.split()[1] for line in status if line.startswith("State:")), "Z")
+        with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
+            ours = b"synthetic_server" in cmdline.read()
+    except OSError:
+        return False
+    return ours and state != "Z"
+
+
 def running_servers(pid_dir: str) -> int:
-    """How many synthetic servers of this run are alive (a zombie, dead but not yet reaped, is not)."""
-    alive = 0
+    """How many synthetic servers of this run are alive."""
+    return sum(_alive_server(name) for name in os.listdir(pid_dir))
+
+
+def servers_up(pid_dir: str) -> int:
+    """How many live synthetic servers have passed their init delay (each marks its pid file then);
+    the scenario's earlier runs, gone by now, do not count."""
+    up = 0
     for name in os.listdir(pid_dir):
         try:
-            with open(f"/proc/{name}/status") as status:
-                state = next((line.split()[1] for line in status if line.startswith("State:")), "Z")
-            with open(f"/proc/{name}/cmdline", "rb") as cmdline:
-                ours = b"synthetic_server" in cmdline.read()
+            with open(os.path.join(pid_dir, name)) as marker:
+                marked = marker.read() == "up"
         except OSError:
             continue
-        alive += ours and state != "Z"
-    return alive
+        up += marked and _alive_server(name)
+    return up
 
 
 async def run_shutdown(fleet: Fleet, params: dict[str, Any]) -> dict[str, Any]:

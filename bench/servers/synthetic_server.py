@@ -8,9 +8,14 @@ Flags:
   --name NAME          serverInfo name (unique per server, so aggregated tool names differ)
   --tools N            how many tools ``tool_0`` … (default 5); each echoes ``message``
   --init-delay S       sleep S seconds before reading stdin: a slow cold start
+  --held-while FILE    read nothing from stdin while FILE exists: the harness holds the server
+                       down for a whole run, whatever the machine's load, with the command line
+                       (the tool cache's key) of the run that filled the cache
   --ignore-sigterm     only SIGKILL ends it
   --ignore-stdin-eof   keep running after stdin closes
-  --pid-dir DIR        write an empty file named after the pid, so the harness can find orphans
+  --pid-dir DIR        write a file named after the pid, so the harness can find orphans; it holds
+                       ``up`` once the init delay is over, so the harness can tell whether a client
+                       handed out tools before the server could have answered
   --drop-unknown       never answer unknown requests (``server/discover`` included), as some
                        legacy servers do: a client probing for the modern era waits its bound
 """
@@ -67,6 +72,7 @@ def main() -> None:
     parser.add_argument("--name", default="synthetic")
     parser.add_argument("--tools", type=int, default=5)
     parser.add_argument("--init-delay", type=float, default=0.0)
+    parser.add_argument("--held-while")
     parser.add_argument("--ignore-sigterm", action="store_true")
     parser.add_argument("--ignore-stdin-eof", action="store_true")
     parser.add_argument("--pid-dir")
@@ -74,11 +80,17 @@ def main() -> None:
     options = parser.parse_args()
     if options.ignore_sigterm:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    if options.pid_dir:
-        with open(os.path.join(options.pid_dir, str(os.getpid())), "w"):
+    pid_file = os.path.join(options.pid_dir, str(os.getpid())) if options.pid_dir else None
+    if pid_file:
+        with open(pid_file, "w"):
             pass
     if options.init_delay > 0:
         time.sleep(options.init_delay)
+    while options.held_while and os.path.exists(options.held_while):
+        time.sleep(0.05)
+    if pid_file:
+        with open(pid_file, "w") as marker:
+            marker.write("up")
     tools = tool_list(options.tools)
     stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
     for line in stdin:

@@ -1,0 +1,94 @@
+"""The team file (``mcpfleet serve --team FILE``) as typed records.
+
+The shape is the contract of DESIGN.md, "Team mode": ``public_url``, ``servers``,
+``identity``, ``policies``, ``state``, ``audit``, ``metrics``. These records are what the
+loader (``team.loading``) builds from JSON or YAML after ``${VAR}`` substitution and path
+resolution (relative paths against the file's folder), and what every other team module
+reads; they hold no behaviour beyond small derived values.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+DEFAULT_GROUPS_CLAIM = "groups"
+
+
+@dataclass(frozen=True, slots=True)
+class IdentitySettings:
+    """``identity:``: who may sign in, and how a token is read."""
+
+    issuer: str
+    """The OpenID issuer; its discovery document (``/.well-known/openid-configuration``) names the
+    JWKS. ``http://`` is accepted on loopback only."""
+    audience: str
+    """The ``aud`` a token must carry (RFC 8707's resource); defaults to ``public_url``."""
+    groups_claim: str = DEFAULT_GROUPS_CLAIM
+    api_keys: Path | None = None
+    """The file of hashed service-account keys (``mcpfleet team key add``), resolved."""
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    """One entry of ``policies:``; the first whose ``users``/``groups`` match decides."""
+
+    index: int
+    """Its position in the list, from 0: a denial says ``denied by policy N``."""
+    allow: tuple[str, ...]
+    """Globs over ``server/name`` (tools, resources and prompts alike)."""
+    deny: tuple[str, ...] = ()
+    """Globs carved out of ``allow`` by the same policy."""
+    users: tuple[str, ...] | None = None
+    """``None``: any user; else names matched against ``Principal.policy_name``."""
+    groups: tuple[str, ...] | None = None
+    """``None``: any group; else the principal must be in one of them."""
+    name: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StateSettings:
+    """``state:``: where durable state lives (SQLite beside the team file unless ``postgres``)."""
+
+    sqlite_path: Path
+    """Used when ``postgres`` is ``None``: one replica only."""
+    postgres: str | None = None
+    redis: str | None = None
+    """Shared ephemeral state, required past one replica (team mode II)."""
+
+
+@dataclass(frozen=True, slots=True)
+class AuditSettings:
+    """``audit:``: one record per call."""
+
+    store: bool = True
+    """Record in the state store (SQLite or PostgreSQL)."""
+    file: Path | None = None
+    """Also append one JSON object per line here (for log shippers)."""
+    arguments: bool = False
+    """Record the arguments' values, not only their digest."""
+    fail_closed: bool = True
+    """A record that cannot be written fails the call (``on_failure: closed``, the default) rather
+    than letting it through unrecorded (``open``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class TeamFile:
+    """A loaded, validated team file."""
+
+    path: Path
+    public_url: str
+    servers: dict[str, dict[str, Any]]
+    """``mcpServers`` entries as written (after substitution); ``"credentials": "per-user"`` marks
+    the servers that use each user's own upstream credentials."""
+    identity: IdentitySettings
+    policies: tuple[Policy, ...]
+    state: StateSettings
+    audit: AuditSettings = field(default_factory=AuditSettings)
+    metrics: Literal["private", "public"] = "private"
+
+    def per_user_servers(self) -> frozenset[str]:
+        """The servers whose calls use the caller's own upstream credentials."""
+        servers = self.servers.items()
+        return frozenset(name for name, entry in servers if entry.get("credentials") == "per-user")

@@ -464,6 +464,8 @@ def read_message(line: bytearray | OversizedLine) -> _Message | None:
 
 def _key(request_id: Any) -> str:
     """Ids as they were written: ``1`` and ``"1"`` are two requests."""
+    if type(request_id) is int:
+        return str(request_id)  # what json.dumps writes, at a fraction of its cost on every line
     return json.dumps(request_id)
 
 

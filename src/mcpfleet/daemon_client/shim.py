@@ -80,7 +80,10 @@ MAX_HOST_LINE_BYTES = MAX_HOST_MESSAGE_BYTES
 """The longest line the host may send: the in-process gateway's limit too."""
 PARSED_LINE_BYTES = 64 * 1024
 """A line up to this size is parsed whole; a longer one only at its two ends (its id)."""
-READ_BYTES = 256 * 1024
+READ_BYTES = 64 * 1024
+"""The most one read takes (a pipe holds 64 KiB). Not more: a read allocates this much and
+shrinks it to what came, and above glibc's mmap threshold (128 KiB) that is an mmap, an mremap
+and an munmap, with their page faults, for every message of the session."""
 ANSWER_TIMEOUT_S = 10.0
 """How long the daemon has to answer a replayed ``initialize``, and the hello beyond the
 session's start-up gate: the daemon answers once the session's fleet has passed its gate,

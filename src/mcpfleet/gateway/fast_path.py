@@ -107,6 +107,8 @@ class FastPath:
         self.guard = guard
         self._calls: dict[tuple[Reply, Any], _FastCall] = {}
         self._deadlines = _Deadlines()
+        self.taken = 0
+        """How many calls the fast path has taken."""
 
     async def take(self, message: Any, reply: Reply, caller: FastCaller = ANY_CALLER) -> bool:
         """Take ``message`` (a parsed ``mcp_types.JSONRPCMessage``) if the fast path answers it,
@@ -156,7 +158,10 @@ class FastPath:
         if not connection.raw_call_ready(forward.backend_name):
             return False
         call = _FastCall(self, key, forward, connection, client, request.id, reply)
-        return await call.send()
+        if not await call.send():
+            return False
+        self.taken += 1
+        return True
 
     async def _cancelled(self, notice: mcp_types.JSONRPCNotification, reply: Reply) -> bool:
         request_id = (notice.params or {}).get("requestId")

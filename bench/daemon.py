@@ -569,7 +569,9 @@ def measure_shared_throughput(home: Home, duration_s: float) -> dict[str, float]
     try:
         for host in hosts:
             host.initialize()
-        name = s0_tool(home, sessions[0], True)
+        # Each session lists its tools before calling one, as a host does.
+        names = {s0_tool(home, session, True) for session in sessions}
+        [name] = names  # one shared server: one name in every session
         for host in hosts:
             tool = name if host in sessions else called
             for _ in range(20):  # warm

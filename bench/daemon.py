@@ -227,6 +227,33 @@ class Host:
         assert self.process.stdout is not None
         self.process.stdout.close()
 
+    def start_call(self, name: str, arguments: dict[str, Any]) -> None:
+        """Send a ``tools/call`` without waiting for its answer (``answers`` reads it)."""
+        self._next_id += 1
+        params = {"name": name, "arguments": arguments}
+        self._send({"jsonrpc": "2.0", "id": self._next_id, "method": "tools/call", "params": params})
+
+    @property
+    def stdout_fd(self) -> int:
+        assert self.process.stdout is not None
+        return self.process.stdout.fileno()
+
+    def answers(self) -> int:
+        """Read what is there (the caller saw the pipe readable); how many answers it held."""
+        chunk = os.read(self.stdout_fd, 1 << 16)
+        if not chunk:
+            raise RuntimeError(f"{self.name} closed its stdout (exit {self.process.wait()})")
+        *lines, self._buffer = (self._buffer + chunk).split(b"\n")
+        answered = 0
+        for line in lines:
+            message = json.loads(line)
+            if "method" in message:
+                continue  # a notification (a list change) or a request from the server
+            if "error" in message or message["result"].get("isError"):
+                raise RuntimeError(f"{self.name}: {message}")
+            answered += 1
+        return answered
+
     def _send(self, message: dict[str, Any]) -> None:
         assert self.process.stdin is not None
         self.process.stdin.write(json.dumps(message).encode() + b"\n")
@@ -451,6 +478,142 @@ def measure_mcp_hub(home: Home, new_sessions: int) -> tuple[Footprint, list[floa
         return anyio.run(_hub_sessions, home, url, process.pid, new_sessions)
 
 
+# -- a call through the daemon, and many sessions calling one shared server --------------------------
+
+RAW_RELAY = REPO_ROOT / "bench" / "servers" / "raw_relay.py"
+CALLERS = 8
+"""Host sessions calling one shared server through the daemon at once."""
+DIRECT = "direct (the host launches the server)"
+ONE_RELAY = "floor: one raw relay"
+TWO_RELAYS = "floor: two raw relays (the daemon's shape: shim, daemon)"
+THROUGH_DAEMON = "through the daemon (`mcpfleet serve`)"
+
+
+def call_paths(home: Home) -> dict[str, Host]:
+    """One host for each path to server ``s0``: direct, through the raw relays, through the
+    daemon (warm), each initialized; with the name ``s0``'s echo tool has on it."""
+    server = home.kind.argv(0)
+    relay = [sys.executable, str(RAW_RELAY)]
+    hosts = {
+        DIRECT: Host(server, home.env, home.projects[0]),
+        ONE_RELAY: Host([*relay, *server], home.env, home.projects[0]),
+        TWO_RELAYS: Host([*relay, *relay, *server], home.env, home.projects[0]),
+        THROUGH_DAEMON: Host([MCPFLEET, "serve"], home.env, home.projects[0]),
+    }
+    for host in hosts.values():
+        host.initialize()
+    hosts[THROUGH_DAEMON].tools_until(home.tool_total)
+    return hosts
+
+
+def s0_tool(home: Home, host: Host, through_fleet: bool) -> str:
+    called, _ = home.kind.call
+    if not through_fleet:
+        return called
+    names: list[str] = [tool["name"] for tool in host.tools_until(home.tool_total)]
+    return next(name for name in names if name.startswith("s0") and name.endswith(f"_{called}"))
+
+
+def measure_call_latency(home: Home, rounds: int, calls: int) -> dict[str, list[float]]:
+    """Seconds per ``tools/call`` on each path, the paths interleaved round by round (so a
+    burst of load on the machine falls on all of them), after an unmeasured warm-up."""
+    hosts = call_paths(home)
+    _, arguments = home.kind.call
+    names = {path: s0_tool(home, host, path == THROUGH_DAEMON) for path, host in hosts.items()}
+    samples: dict[str, list[float]] = {path: [] for path in hosts}
+    try:
+        for round_number in range(rounds + 1):
+            for path, host in hosts.items():
+                for _ in range(calls):
+                    started = time.perf_counter()
+                    host.request("tools/call", {"name": names[path], "arguments": arguments})
+                    if round_number:  # round 0 warms every path up
+                        samples[path].append(time.perf_counter() - started)
+        return samples
+    finally:
+        for host in hosts.values():
+            host.close()
+
+
+def calls_per_second(hosts: list[Host], name: str, arguments: dict[str, Any], duration_s: float) -> float:
+    """Answered calls per second, each host keeping one call in flight for ``duration_s``."""
+    with selectors.DefaultSelector() as selector:
+        for host in hosts:
+            selector.register(host.stdout_fd, selectors.EVENT_READ, host)
+            host.start_call(name, arguments)
+        answered = 0
+        started = time.perf_counter()
+        deadline = started + duration_s
+        while (now := time.perf_counter()) < deadline:
+            for key, _ in selector.select(deadline - now):
+                host = key.data
+                for _ in range(host.answers()):
+                    answered += 1
+                    host.start_call(name, arguments)
+        elapsed = time.perf_counter() - started
+        # The calls still in flight are read off, so each host is left idle.
+        for host in hosts:
+            host.request("ping")
+    return answered / elapsed
+
+
+def measure_shared_throughput(home: Home, duration_s: float) -> dict[str, float]:
+    """One direct sequential client to a server of its own, against ``CALLERS`` host sessions
+    calling that server's echo tool at once through the (warm) daemon, which shares it."""
+    called, arguments = home.kind.call
+    relay = [sys.executable, str(RAW_RELAY)]
+    direct = Host(home.kind.argv(0), home.env, home.projects[0])
+    relayed = [Host([*relay, *relay, *home.kind.argv(0)], home.env, home.projects[0]) for _ in range(CALLERS)]
+    sessions = [Host([MCPFLEET, "serve"], home.env, home.projects[index % 2]) for index in range(CALLERS)]
+    hosts = [direct, *relayed, *sessions]
+    try:
+        for host in hosts:
+            host.initialize()
+        # Each session lists its tools before calling one, as a host does.
+        names = {s0_tool(home, session, True) for session in sessions}
+        [name] = names  # one shared server: one name in every session
+        for host in hosts:
+            tool = name if host in sessions else called
+            for _ in range(20):  # warm
+                host.request("tools/call", {"name": tool, "arguments": arguments})
+        return {
+            "direct": calls_per_second([direct], called, arguments, duration_s),
+            "relays": calls_per_second(relayed, called, arguments, duration_s),
+            "daemon": calls_per_second(sessions, name, arguments, duration_s),
+        }
+    finally:
+        for host in hosts:
+            host.close()
+
+
+def python_floor_bytes() -> int:
+    """The resident memory of a Python process that does nothing (``python -I -S``): what any
+    shim written in Python costs at least."""
+    code = "import sys; sys.stdout.write('up\\n'); sys.stdout.flush(); sys.stdin.read()"
+    process = subprocess.Popen(
+        [sys.executable, "-I", "-S", "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    )
+    assert process.stdin is not None and process.stdout is not None
+    try:
+        process.stdout.readline()  # up
+        return rss_bytes(process.pid)
+    finally:
+        process.stdin.close()
+        process.wait()
+        process.stdout.close()
+
+
+def shim_rss_bytes(home: Home) -> int:
+    """The resident memory of one ``mcpfleet serve`` shim serving a session (daemon warm)."""
+    host = Host([MCPFLEET, "serve"], home.env, home.projects[0])
+    try:
+        host.initialize()
+        host.tools_until(home.tool_total)
+        return rss_bytes(host.process.pid)
+    finally:
+        host.close()
+
+
 # -- time to a new session's first list, and the CLI ---------------------------------------------------
 
 
@@ -486,6 +649,12 @@ class Results:
     first_list: dict[str, list[float]] = field(default_factory=dict)
     tools_command: dict[str, list[float]] = field(default_factory=dict)
     tool_total: int = 0
+    call_latency: dict[str, list[float]] = field(default_factory=dict)
+    """Seconds per call, by path to one server (``measure_call_latency``)."""
+    throughput: dict[str, float] = field(default_factory=dict)
+    """Calls per second: one direct sequential client, and ``CALLERS`` sessions through the daemon."""
+    shim_rss_bytes: int = 0
+    python_floor_bytes: int = 0
 
 
 def run(smoke: bool) -> Results:
@@ -511,6 +680,12 @@ def run(smoke: bool) -> Results:
             if kind is not PYTHON_SERVERS:
                 continue
             results.tool_total = home.tool_total
+            results.call_latency = measure_call_latency(
+                home, rounds=3 if smoke else 10, calls=100 if smoke else 200
+            )
+            results.throughput = measure_shared_throughput(home, duration_s=2.0 if smoke else 5.0)
+            results.shim_rss_bytes = shim_rss_bytes(home)
+            results.python_floor_bytes = python_floor_bytes()
             tools = [MCPFLEET, "--json", "tools"]
             results.first_list["daemon"] = [first_list_s(home, [MCPFLEET, "serve"]) for _ in range(runs)]
             results.tools_command["daemon"] = [command_s(home, tools) for _ in range(runs)]
@@ -571,6 +746,7 @@ def section(results: Results) -> str:
         f"| `mcpfleet --json tools`, whole process | {daemon_tools:.0f} ms | "
         f"{in_process_tools:.0f} ms | ≤ 200 ms |",
         *hub_lines(results),
+        *call_lines(results),
         "",
         f"Goals: {SERVERS} server processes for {SESSIONS} sessions (vs {SERVERS * SESSIONS} direct), "
         "resident memory ≤ 30 % of the direct set-up.",
@@ -592,6 +768,52 @@ def hub_lines(results: Results) -> list[str]:
         f"mcp-hub's hosts launch nothing, while the daemon's part counts the {SESSIONS} shims its stdio "
         "hosts launch as well as the daemon.",
     ]
+
+
+def percentile_ms(samples: list[float], fraction: float) -> float:
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))] * 1000
+
+
+def call_lines(results: Results) -> list[str]:
+    if not results.call_latency:
+        return []
+    latency = results.call_latency
+    direct_p50 = percentile_ms(latency[DIRECT], 0.5)
+    lines = [
+        "",
+        f"A `tools/call` to one server (`s0`'s echo tool), {len(latency[DIRECT])} calls per path, the "
+        "paths interleaved 200 calls at a time; the host is the benchmark process, one call at a "
+        "time. The floor rows are a relay written for the benchmark "
+        "(`bench/servers/raw_relay.py`, stdlib: reads a line, writes it on): what the process hops "
+        "alone cost on this machine.",
+        "",
+        "| path | p50 | p99 | p99 / p50 | added p50 over direct | goal |",
+        "|---|---|---|---|---|---|",
+    ]
+    for path, samples in latency.items():
+        p50, p99 = percentile_ms(samples, 0.5), percentile_ms(samples, 0.99)
+        added = "" if path == DIRECT else f"+{p50 - direct_p50:.2f} ms"
+        goal = "added ≤ 0.5 ms, p99 ≤ 2× p50" if path == THROUGH_DAEMON else ""
+        lines.append(f"| {path} | {p50:.2f} ms | {p99:.2f} ms | {p99 / p50:.1f}× | {added} | {goal} |")
+    direct, daemon = results.throughput["direct"], results.throughput["daemon"]
+    lines += [
+        "",
+        "| callers of one server (Python echo server) | calls/s in all | × one direct sequential client "
+        "| goal |",
+        "|---|---|---|---|",
+        f"| one direct sequential client (its own server) | {direct:.0f} | 1.00× | |",
+        f"| floor: {CALLERS} hosts, each through two raw relays to a server of its own | "
+        f"{results.throughput['relays']:.0f} | {results.throughput['relays'] / direct:.2f}× | |",
+        f"| {CALLERS} host sessions through the daemon, one call in flight each (the daemon shares "
+        f"the server) | {daemon:.0f} | {daemon / direct:.2f}× | ≥ 1.0× |",
+        "",
+        f"One `mcpfleet serve` shim serving a session: {results.shim_rss_bytes / 2**20:.1f} MiB "
+        f"resident (goal ≤ 6 MiB); a Python process that does nothing (`python -I -S`) is "
+        f"{results.python_floor_bytes / 2**20:.1f} MiB on this machine, the floor of any shim "
+        "written in Python.",
+    ]
+    return lines
 
 
 def main() -> None:

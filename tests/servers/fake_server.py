@@ -19,10 +19,12 @@ Tools (all by default; ``--tool NAME`` keeps only the named ones, repeatable):
   crash {code=1}            the process exits at once with that code
   env {name}                structuredContent {"value": os.environ.get(name), "cwd": os.getcwd()}
   roots {}                  asks the client for roots/list and returns its answer as text
-``--tool log`` and ``--tool refuse`` (only when named) add:
+``--tool log``, ``--tool refuse`` and ``--tool request_id`` (only when named) add:
   log {level=info, message} sends notifications/message (logger "fake-internal") then answers
   refuse {code, message, data?}
                             answers with that JSON-RPC error (its own refusal, not a failure)
+  request_id {}             text: the JSON-RPC id the call came under, as JSON (which client
+                            code sent it: the SDK's ids are integers)
 ``--tools N`` adds N more echo-like tools ``tool_0`` … ``tool_<N-1>``.
 ``--hostile-tools`` adds three that misbehave:
   big {bytes}               a text result of that many bytes ("x" repeated)
@@ -145,6 +147,10 @@ OPT_IN_TOOL_SCHEMAS: dict[str, dict[str, Any]] = {
             "properties": {"code": {"type": "integer"}, "message": {"type": "string"}, "data": {}},
             "required": ["code", "message"],
         },
+    },
+    "request_id": {
+        "description": "Answer with the JSON-RPC id of this call",
+        "inputSchema": {"type": "object", "properties": {}},
     },
 }
 UNUSABLE_TOOLS: list[dict[str, Any]] = [
@@ -317,6 +323,8 @@ class FakeServer:
             elif name == "refuse":
                 code, message = int(arguments["code"]), str(arguments["message"])
                 self.reply_error(request_id, code, message, arguments.get("data"))
+            elif name == "request_id":
+                self.reply(request_id, {"content": [{"type": "text", "text": json.dumps(request_id)}]})
             elif name == RICH_TOOL["name"]:
                 self.reply(
                     request_id,

@@ -22,7 +22,9 @@ is stopped, every connection made to the socket:
 * **A session** is a host's MCP connection: a view of the shared fleet for the session's
   project and options (``SharedFleet.attach``), served by a gateway of its own (the same
   ``Gateway`` and ``build_server`` as ``mcpfleet serve --no-daemon``) on the socket, one
-  JSON-RPC message per line (``gateway.stdio.wire_streams``), until the shim closes it. The
+  JSON-RPC message per line (``gateway.stdio.wire_streams``), until the shim closes it; a
+  plain ``tools/call`` goes from the shim's line straight to its backend's pipe and back
+  (``gateway.fast_path``), with no task of its own and no SDK server between. The
   hello is answered once the gateway is up, so a session the fleet cannot serve (a project
   entry that breaks a rule, a name two servers share under ``--prefix none``) is refused
   with the reason instead of accepted and dropped.
@@ -552,6 +554,8 @@ class DaemonService:
         from mcpfleet.gateway.stdio import wire_streams
 
         serving = await import_off_loop("mcpfleet.gateway.handlers")
+        from mcpfleet.gateway.fast_path import FastPath
+
         logger.info("session %s: %s (pid %s) in %s", client.id, client.host or "a host", client.pid, spec.cwd)
         answered = False
         try:
@@ -560,10 +564,17 @@ class DaemonService:
                 await send_all(connection, self._accepted(client))
                 answered = True
                 fd = connection.fileno()
-                async with wire_streams(fd, fd, labels=("socket", "socket"), already_read=already_read) as (
-                    reads,
-                    writes,
-                ):
+                # The shim's lines go straight into the gateway's request path: a plain
+                # tools/call is parsed once and written to its backend's pipe from this read
+                # loop, its answer written to the socket from the backend's (no task, no SDK
+                # server between); anything else goes to the SDK's server as before.
+                async with wire_streams(
+                    fd,
+                    fd,
+                    labels=("socket", "socket"),
+                    already_read=already_read,
+                    fast_path=FastPath(gateway),
+                ) as (reads, writes):
                     await server.run(reads, writes, serving.initialization_options(server))
         except Exception as error:
             if answered:

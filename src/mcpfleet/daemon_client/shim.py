@@ -80,7 +80,10 @@ MAX_HOST_LINE_BYTES = MAX_HOST_MESSAGE_BYTES
 """The longest line the host may send: the in-process gateway's limit too."""
 PARSED_LINE_BYTES = 64 * 1024
 """A line up to this size is parsed whole; a longer one only at its two ends (its id)."""
-READ_BYTES = 256 * 1024
+READ_BYTES = 64 * 1024
+"""The most one read takes (a pipe holds 64 KiB). Not more: a read allocates this much and
+shrinks it to what came, and above glibc's mmap threshold (128 KiB) that is an mmap, an mremap
+and an munmap, with their page faults, for every message of the session."""
 ANSWER_TIMEOUT_S = 10.0
 """How long the daemon has to answer a replayed ``initialize``, and the hello beyond the
 session's start-up gate: the daemon answers once the session's fleet has passed its gate,
@@ -464,6 +467,8 @@ def read_message(line: bytearray | OversizedLine) -> _Message | None:
 
 def _key(request_id: Any) -> str:
     """Ids as they were written: ``1`` and ``"1"`` are two requests."""
+    if type(request_id) is int:
+        return str(request_id)  # what json.dumps writes, at a fraction of its cost on every line
     return json.dumps(request_id)
 
 
@@ -656,8 +661,9 @@ class _Relay:
         self._last_problem = ""
         self._replays = 0
         self._activity = threading.Condition(self._lock)
-        """Notified when the daemon is heard from, a host request starts the wait for it, or
-        an answer reached the host: what the liveness watch and the end-of-input drain wait on."""
+        """Notified when the session ends or reconnects, and, once the host's input ended, when
+        an answer reached the host: what the liveness watch and the end-of-input drain wait on.
+        Not on each message: a wake-up of a third thread per call would cost more than the copy."""
         self._heard_at = time.monotonic()
         """When the daemon last showed it runs: a line from it, a probe it answered, or the
         moment a host request began to wait while none did."""
@@ -747,9 +753,10 @@ class _Relay:
             if connection is None or not self._memory.from_host(message, line):
                 return
             if not was_waiting and self._memory.host_requests:
-                # Silence of the daemon counts from here: before, it owed nothing.
+                # Silence of the daemon counts from here: before, it owed nothing. The liveness
+                # watch is not woken: it looks again within PROBE_AFTER_S on its own, so a call
+                # wakes no thread of the shim but the two that copy it.
                 self._heard_at = time.monotonic()
-                self._activity.notify_all()
         try:
             connection.send(line)
         except OSError:
@@ -808,7 +815,8 @@ class _Relay:
         finally:
             with self._lock:
                 self._copying -= 1
-                self._activity.notify_all()
+                if self._input_ended:
+                    self._activity.notify_all()  # the end-of-input drain waits for this answer
 
     def _drain_then_finish(self) -> None:
         """The host's input ended: wait (at most ``EOF_DRAIN_S``) until every request it sent
@@ -841,7 +849,10 @@ class _Relay:
                         connection is not None and connection.own_fleet is None and self._memory.host_requests
                     )
                     if not owes:
-                        self._activity.wait()
+                        # A host request that starts to wait is seen at the next look, within
+                        # PROBE_AFTER_S of it: its silence is counted from its start
+                        # (``_heard_at``), so the probe is not late for being seen late.
+                        self._activity.wait(PROBE_AFTER_S)
                         continue
                     silent_for = time.monotonic() - self._heard_at
                     if silent_for >= PROBE_AFTER_S:

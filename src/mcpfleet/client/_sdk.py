@@ -101,6 +101,44 @@ def open_http_sessions(manager: StreamableHTTPSessionManager) -> list[Streamable
     return list(instances.values())
 
 
+def http_session_transport(
+    manager: StreamableHTTPSessionManager, session_id: str, user: object
+) -> StreamableHTTPServerTransport | None:
+    """The transport of the live handshake-era session ``session_id``, if ``user`` (the ASGI
+    scope's) may use it: the manager's own test (``_server_instances``, ``_session_owners``).
+
+    The HTTP gateway's fast path answers a session's calls without the manager
+    (``mcpfleet.gateway.http_fast``); an unknown or ended session, or one created with another
+    credential, is left to the manager, which answers 404.
+    """
+    from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser, authorization_context
+
+    instances = _attribute(manager, "_server_instances", "StreamableHTTPSessionManager")
+    owners = _attribute(manager, "_session_owners", "StreamableHTTPSessionManager")
+    if not isinstance(instances, dict) or not isinstance(owners, dict):
+        raise PrivateApiMovedError(
+            "the mcp SDK's StreamableHTTPSessionManager._server_instances or ._session_owners is not a dict"
+        )
+    transport: StreamableHTTPServerTransport | None = instances.get(session_id)
+    if transport is None or transport.is_terminated:
+        return None
+    requestor = authorization_context(user) if isinstance(user, AuthenticatedUser) else None
+    return transport if requestor == owners.get(session_id) else None
+
+
+def has_standalone_stream(transport: StreamableHTTPServerTransport) -> bool:
+    """Whether a session's client holds its standalone GET stream open (``_request_streams``
+    under ``GET_STREAM_KEY``): where the session's messages unrelated to a request go."""
+    from mcp.server.streamable_http import GET_STREAM_KEY
+
+    streams = _attribute(transport, "_request_streams", "StreamableHTTPServerTransport")
+    if not isinstance(streams, dict):
+        raise PrivateApiMovedError(
+            "the mcp SDK's StreamableHTTPServerTransport._request_streams is not a dict"
+        )
+    return GET_STREAM_KEY in streams
+
+
 def oauth_is_initialized(provider: OAuthClientProvider) -> bool:
     """Whether the provider has loaded its stored tokens and client (``_initialized``)."""
     return bool(_attribute(provider, "_initialized", "OAuthClientProvider"))
@@ -136,6 +174,8 @@ __all__ = [
     "OAUTH_PROVIDER_OVERRIDES",
     "PrivateApiMovedError",
     "check_oauth_provider_overrides",
+    "has_standalone_stream",
+    "http_session_transport",
     "oauth_add_bearer",
     "oauth_apply_refresh",
     "oauth_is_initialized",

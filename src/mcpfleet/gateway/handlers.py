@@ -42,10 +42,12 @@ from mcp.server.subscriptions import (
 from mcp.shared.exceptions import MCPError
 
 from mcpfleet import __version__
+from mcpfleet.client.behalf import Caller, on_behalf_of
 from mcpfleet.contract import notifications
 from mcpfleet.errors import MCPFleetError
 from mcpfleet.gateway.core import SERVER_NAME, Gateway, UnknownNameError
 from mcpfleet.gateway.forward import InFlight, LogRelay, ProgressRelay
+from mcpfleet.gateway.http_fast import FastCall, FastPath
 from mcpfleet.gateway.paging import InvalidCursor, PagedList, page_of
 from mcpfleet.gateway.rejections import BackendRejection
 from mcpfleet.gateway.served_catalog import ListKind
@@ -70,12 +72,15 @@ EVERY_LIST_CHANGES = NotificationOptions(prompts_changed=True, resources_changed
 
 
 class _GatewayServer(Server[Any]):
-    """A ``Server`` that declares, by default, that every list may change.
+    """A ``Server`` that declares, by default, that every list may change, and knows its
+    gateway's handlers (the HTTP fast path answers calls with them: ``fast_path_of``).
 
     The streamable-HTTP session manager runs each session with the server's default
     initialization options (it takes none of its own): without this, HTTP clients of the
     handshake era would read ``listChanged: false`` and could ignore the gateway's notices.
     """
+
+    handlers: GatewayHandlers
 
     def create_initialization_options(
         self,
@@ -91,7 +96,7 @@ class _GatewayServer(Server[Any]):
 def build_server(gateway: Gateway) -> Server[Any]:
     """The lowlevel ``Server`` that serves ``gateway`` (enter the gateway first)."""
     handlers = GatewayHandlers(gateway)
-    server: Server[Any] = _GatewayServer(
+    server = _GatewayServer(
         SERVER_NAME,
         version=__version__,
         instructions=gateway.instructions,
@@ -104,11 +109,19 @@ def build_server(gateway: Gateway) -> Server[Any]:
             "server/discover": NEVER_FRESH,
         },
     )
+    server.handlers = handlers
     for method, params_type, handler in handlers.requests():
         server.add_request_handler(method, params_type, handler)
     for method, handler in handlers.notifications():
         server.add_notification_handler(method, mcp_types.NotificationParams, handler)
     return server
+
+
+def fast_path_of(server: Server[Any]) -> FastPath | None:
+    """What the HTTP gateway's fast path answers calls with, for a server ``build_server`` built."""
+    if not isinstance(server, _GatewayServer):
+        return None
+    return FastPath(server.handlers.sessions, server.handlers.fast_call)
 
 
 class GatewayHandlers:
@@ -196,6 +209,26 @@ class GatewayHandlers:
 
         with _as_jsonrpc_errors():
             return await self.relay.run(ctx, forward, call_backend, progress=relay_progress, on_log=on_log)
+
+    async def fast_call(self, call: FastCall) -> Any:
+        """A ``tools/call`` the HTTP fast path answers without the SDK's server
+        (``gateway.http_fast``): resolved and sent on as ``call_tool`` does. A handshake-era
+        client's call is in flight with no request of the SDK's to ride: its backend's questions
+        and logs go to the client's session (its standalone stream, which the fast path
+        requires); a 2026-07-28 client that declared nothing to be asked has none to receive."""
+        client = call.client
+        forward = await self.gateway.resolve_call(client, call.name, call.arguments)
+        if forward.answer is not None:
+            return _complete(forward.answer)
+        with _as_jsonrpc_errors():
+            if forward.server is None or client.sdk_session is None:
+                if forward.server is not None and forward.speaks_modern:
+                    with on_behalf_of(Caller(capabilities=client.capabilities)):
+                        return await self.gateway.call_tool(forward, None)
+                return await self.gateway.call_tool(forward, None)
+            flight = InFlight(forward.server, forward, client.sdk_session, None)
+            with self.relay.flights.flying(flight):
+                return await self.gateway.call_tool(forward, flight)
 
     async def read_resource(self, ctx: Context, params: mcp_types.ReadResourceRequestParams) -> Any:
         forward = await self.gateway.resolve(self.sessions.session_for(ctx), "resources", params.uri)

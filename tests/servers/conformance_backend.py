@@ -57,6 +57,7 @@ from mcp.server.subscriptions import (
     ToolsListChanged,
 )
 from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
+from mcp.shared.message import SessionMessage
 
 SERVER_NAME = "conformance-backend"
 Context = ServerRequestContext[Any, Any]
@@ -822,13 +823,34 @@ def build_server() -> Server[Any]:
     return server
 
 
-async def serve_stdio() -> None:
+async def serve_stdio(handshake_only: bool = False) -> None:
     server = build_server()
     options = server.create_initialization_options(
         NotificationOptions(prompts_changed=True, tools_changed=True)
     )
     async with stdio_server() as (read_stream, write_stream):
-        await server.run(read_stream, write_stream, options)
+        if not handshake_only:
+            await server.run(read_stream, write_stream, options)
+            return
+        requests, handed_on = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+        async with anyio.create_task_group() as task_group:
+            task_group.start_soon(refuse_discovery, read_stream, requests, write_stream.clone())
+            await server.run(handed_on, write_stream, options)
+
+
+async def refuse_discovery(read_stream: Any, requests: Any, write_stream: Any) -> None:
+    """Answer ``server/discover`` with -32601, as a server that only knows ``initialize`` does;
+    hand everything else on."""
+    async with read_stream, requests, write_stream:
+        async for item in read_stream:
+            message = getattr(item, "message", None)
+            if isinstance(message, types.JSONRPCRequest) and message.method == "server/discover":
+                error = types.ErrorData(code=types.METHOD_NOT_FOUND, message="Method not found")
+                await write_stream.send(
+                    SessionMessage(types.JSONRPCError(jsonrpc="2.0", id=message.id, error=error))
+                )
+                continue
+            await requests.send(item)
 
 
 async def serve_http(port: int) -> None:
@@ -848,6 +870,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description="The MCP conformance suite's server-scenario backend")
     parser.add_argument("--transport", choices=["stdio", "streamable-http"], default="stdio")
     parser.add_argument("--port", type=int, default=0)
+    parser.add_argument(
+        "--handshake-only",
+        action="store_true",
+        help="stdio: refuse server/discover, so clients connect in the initialize era",
+    )
     options = parser.parse_args()
     # Logging, sampling and roots are deprecated at 2026-07-28, but the handshake-era
     # scenarios still exercise them: the warnings would only be noise on stderr.
@@ -855,7 +882,7 @@ def main() -> None:
     if options.transport == "streamable-http":
         anyio.run(serve_http, options.port)
     else:
-        anyio.run(serve_stdio)
+        anyio.run(serve_stdio, options.handshake_only)
 
 
 if __name__ == "__main__":

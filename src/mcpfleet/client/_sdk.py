@@ -15,6 +15,7 @@ only (the SDK exports the ``Transport`` protocol, not the stream types).
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Container
 from typing import TYPE_CHECKING, Any
 
@@ -65,6 +66,81 @@ def pending_request_ids(session: ClientSession) -> Container[object]:
             f"the mcp SDK's {type(dispatcher).__name__}._pending is a {type(pending).__name__}, not a dict"
         )
     return pending.keys()
+
+
+def knows_output_schema(session: ClientSession, tool: str) -> bool:
+    """Whether the session holds ``tool``'s output schema from a listing (``_tool_output_schemas``).
+
+    ``call_tool`` validates a result against it, and lists the tools again first when it does
+    not hold it: a result can be checked without waiting (``received_tool_result``) only then.
+    """
+    schemas = _attribute(session, "_tool_output_schemas", "ClientSession")
+    return tool in schemas
+
+
+def received_tool_result(session: ClientSession, tool: str, raw: dict[str, Any]) -> Any:
+    """What ``session.call_tool(tool, …)`` makes of the answer ``raw``, step by step as it does
+    (``send_request``'s clamping, per-version validation and sieve, the result adapter, then
+    the output schema's check), for an answer that reached mcpfleet below the SDK
+    (``client.raw``). Raises what ``call_tool`` raises for that answer.
+
+    Only for a tool whose output schema the session holds (``knows_output_schema``): the
+    check then never waits, and runs here to its end.
+    """
+    from mcp.client import session as session_module
+    from mcp_types import methods
+
+    clamp = _attribute(session_module, "_clamp_inbound_ttl", "mcp.client.session")
+    later_fields = _attribute(session_module, "_later_revision_fields", "mcp.client.session")
+    clamp(raw)
+    # The SDK's own fallback for a session with no negotiated version.
+    version = _attribute(session, "_negotiated_version", "ClientSession") or "2025-11-25"
+    with contextlib.suppress(KeyError):
+        methods.validate_server_result("tools/call", version, raw)
+    foreign = later_fields("tools/call", version)
+    if not foreign.isdisjoint(raw):
+        raw = {key: value for key, value in raw.items() if key not in foreign}
+    adapter = _attribute(session, "_call_tool_adapter", "ClientSession")
+    result = adapter.validate_python(raw, by_name=False)
+    import mcp_types
+
+    if isinstance(result, mcp_types.CallToolResult) and not result.is_error:
+        _run_without_waiting(session.validate_tool_result(tool, result), "ClientSession.validate_tool_result")
+    return result
+
+
+def _run_without_waiting(coroutine: Any, what: str) -> None:
+    """Run a coroutine that has nothing to wait for to its end, here and now."""
+    try:
+        coroutine.send(None)
+    except StopIteration:
+        return
+    coroutine.close()
+    raise PrivateApiMovedError(f"the mcp SDK's {what} now waits where it did not")
+
+
+def wire_result(method: str, version: str, result: Any) -> dict[str, Any]:
+    """The wire form a lowlevel ``Server`` gives a handler's ``result`` for a handshake-era
+    client (``ServerRunner._serialize``: the dump, then the per-version sieve), for an answer
+    that mcpfleet writes itself. ``MCPError`` (``INTERNAL_ERROR``) for a result the sieve
+    refuses, as the server answers it. No cache hint is applied: the gateway sets none for the
+    methods this serves.
+    """
+    from mcp.server import runner
+    from mcp.shared.exceptions import MCPError
+    from mcp_types import INTERNAL_ERROR, methods
+    from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+    from pydantic import ValidationError
+
+    if version in MODERN_PROTOCOL_VERSIONS:
+        raise ValueError(f"wire_result serves the handshake era, not {version}")
+    dumped: dict[str, Any] = _attribute(runner, "_dump_result", "mcp.server.runner")(result)
+    try:
+        serialized: dict[str, Any] = methods.serialize_server_result(method, version, dumped)
+    except ValidationError:
+        runner.logger.exception("handler for %r returned an invalid result", method)
+        raise MCPError(code=INTERNAL_ERROR, message="Handler returned an invalid result") from None
+    return serialized
 
 
 def server_connection_of(session: ServerSession) -> Connection:
@@ -176,11 +252,14 @@ __all__ = [
     "check_oauth_provider_overrides",
     "has_standalone_stream",
     "http_session_transport",
+    "knows_output_schema",
     "oauth_add_bearer",
     "oauth_apply_refresh",
     "oauth_is_initialized",
     "oauth_refresh_request",
     "open_http_sessions",
     "pending_request_ids",
+    "received_tool_result",
     "server_connection_of",
+    "wire_result",
 ]

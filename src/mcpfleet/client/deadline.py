@@ -60,14 +60,20 @@ class CallDeadline:
 
     def expired(self, *, server: str, tool: str) -> ToolCallError:
         """The error of a call whose deadline passed."""
-        elapsed_ms = round((anyio.current_time() - self._started) * 1000)
-        return ToolCallError(
-            f'MCP tool {tool} on server "{server}" timed out after {elapsed_ms}ms '
-            f"(timeout {self.timeout_ms}ms, re-armed by progress up to {PROGRESS_CEILING_FACTOR}x); "
-            'raise "toolTimeout" in its config or pass a longer timeout to the call',
-            server=server,
-            tool=tool,
-        )
+        return call_expired(server=server, tool=tool, timeout_ms=self.timeout_ms, started=self._started)
 
 
-__all__ = ["PROGRESS_CEILING_FACTOR", "CallDeadline", "ProgressCallback"]
+def call_expired(*, server: str, tool: str, timeout_ms: int, started: float) -> ToolCallError:
+    """The error of a call of ``timeout_ms`` started at ``started`` (anyio's clock) whose
+    deadline passed now (a call sent below the SDK keeps its deadline itself, ``client.raw``)."""
+    elapsed_ms = round((anyio.current_time() - started) * 1000)
+    return ToolCallError(
+        f'MCP tool {tool} on server "{server}" timed out after {elapsed_ms}ms '
+        f"(timeout {timeout_ms}ms, re-armed by progress up to {PROGRESS_CEILING_FACTOR}x); "
+        'raise "toolTimeout" in its config or pass a longer timeout to the call',
+        server=server,
+        tool=tool,
+    )
+
+
+__all__ = ["PROGRESS_CEILING_FACTOR", "CallDeadline", "ProgressCallback", "call_expired"]

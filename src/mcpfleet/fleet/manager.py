@@ -361,13 +361,7 @@ class MCPManager(anyio.AsyncContextManagerMixin):
         try:
             return await connection.call_tool(tool_name, arguments, timeout_ms=bound, on_progress=on_progress)
         except ConnectionClosedError as error:
-            reason = connection.close_reason or "connection lost"
-            raise ToolCallError(
-                f'MCP server "{server_name}" lost the connection during the call to {tool_name} ({reason}); '
-                "the call may have run, so it was not repeated",
-                server=server_name,
-                tool=tool_name,
-            ) from error
+            raise lost_during_call(connection, tool_name) from error
 
     async def list_resources(self, server: str) -> list[dict[str, Any]]:
         """Every resource ``server`` lists (all pages), once it is connected (as ``call_tool``);
@@ -469,3 +463,17 @@ async def _notify_roots_changed(connection: ServerConnection) -> None:
         await connection.notify_roots_changed()
     except Exception as error:
         logger.debug("%s: could not tell it the roots changed: %r", connection.name, error)
+
+
+def lost_during_call(connection: ServerConnection, tool: str) -> ToolCallError:
+    """The error of a call whose connection dropped after the call was handed to it: the
+    server may have run it, so it is not sent again (``MCPManager.call_tool``; the gateway's
+    fast path, which sends calls below the SDK, says the same)."""
+    server = connection.name
+    reason = connection.close_reason or "connection lost"
+    return ToolCallError(
+        f'MCP server "{server}" lost the connection during the call to {tool} ({reason}); '
+        "the call may have run, so it was not repeated",
+        server=server,
+        tool=tool,
+    )

@@ -84,7 +84,8 @@ class InFlight:
     server: str
     forward: Forward
     request_session: ServerSession
-    """The SDK session of this very request: a question sent with ``request_id`` rides its channel."""
+    """The SDK session of this very request (of its client, for a request the fast path
+    answers): a question sent with ``request_id`` rides its channel."""
     request_id: Any
     on_log: LogRelay | None = None
     """Where the server's log messages go while the request runs: with the request, on its
@@ -115,17 +116,27 @@ class InFlightRegistry:
     @contextmanager
     def flying(self, flight: InFlight) -> Iterator[InFlight]:
         """Hold ``flight`` in the registry, and as this task's request, for the block."""
-        flights = self._by_server.setdefault(flight.server, [])
-        flights.append(flight)
+        self.enter(flight)
         token = _current_flight.set(flight)
         try:
             yield flight
         finally:
             _current_flight.reset(token)
-            flight.done = True
-            flights.remove(flight)
-            if not flights:
-                self._by_server.pop(flight.server, None)
+            self.leave(flight)
+
+    def enter(self, flight: InFlight) -> None:
+        """Hold ``flight`` until ``leave``: for a request answered outside any one task (the
+        fast path's, ``gateway.fast_path``), which is no task's current request."""
+        self._by_server.setdefault(flight.server, []).append(flight)
+
+    def leave(self, flight: InFlight) -> None:
+        flight.done = True
+        flights = self._by_server.get(flight.server)
+        if flights is None or flight not in flights:
+            return
+        flights.remove(flight)
+        if not flights:
+            self._by_server.pop(flight.server, None)
 
     def on(self, server: str) -> list[InFlight]:
         """The requests being answered by ``server`` now, oldest first."""

@@ -30,6 +30,7 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.server.lowlevel.server import NotificationOptions
 from mcp.server.models import InitializationOptions
+from mcp.server.session import ServerSession
 from mcp.server.subscriptions import (
     InMemorySubscriptionBus,
     ListenHandler,
@@ -196,7 +197,11 @@ class GatewayHandlers:
 
     async def call_tool(self, ctx: Context, params: mcp_types.CallToolRequestParams) -> Any:
         client = self.sessions.session_for(ctx)
-        on_log = _call_scoped_logs(ctx, client) if client.registered else _request_scoped_logs(ctx)
+        on_log = (
+            call_scoped_logs(ctx.session, ctx.request_id, client)
+            if client.registered
+            else _request_scoped_logs(ctx)
+        )
         forward = await self.gateway.resolve_call(client, params.name, params.arguments or {})
         if forward.answer is not None:
             return _complete(forward.answer)
@@ -327,11 +332,11 @@ def _request_scoped_logs(ctx: Context) -> LogRelay | None:
     return relay
 
 
-def _call_scoped_logs(ctx: Context, client: ClientSession) -> LogRelay:
+def call_scoped_logs(session: ServerSession, request_id: Any, client: ClientSession) -> LogRelay:
     """A handshake-era client gets the logs a backend writes during its call with the call
-    (``related_request_id``), at the level it asked for: over HTTP they ride the call's
-    response stream, which a client that opened no standalone stream still reads (over
-    stdio there is one stream, and nothing changes)."""
+    (``related_request_id``: ``request_id``, on ``session``), at the level it asked for: over
+    HTTP they ride the call's response stream, which a client that opened no standalone
+    stream still reads (over stdio there is one stream, and nothing changes)."""
 
     async def relay(params: dict[str, Any]) -> None:
         level = params.get("level")
@@ -340,7 +345,7 @@ def _call_scoped_logs(ctx: Context, client: ClientSession) -> LogRelay:
         notification = mcp_types.server_notification_adapter.validate_python(
             {"method": notifications.LOG_MESSAGE, "params": params}, by_name=False
         )
-        await ctx.session.send_notification(notification, related_request_id=ctx.request_id)
+        await session.send_notification(notification, related_request_id=request_id)
 
     return relay
 
@@ -380,12 +385,18 @@ def _as_jsonrpc_errors() -> Iterator[None]:
     """
     try:
         yield
-    except BackendRejection as rejection:
-        raise MCPError(code=rejection.code, message=rejection.message, data=rejection.data) from None
-    except UnknownNameError as error:
-        data = {"uri": error.name} if error.kind == "resource" else None
-        raise MCPError(code=mcp_types.INVALID_PARAMS, message=str(error), data=data) from None
     except MCPFleetError as error:
-        cause = error.__cause__
-        code = cause.code if isinstance(cause, MCPError) else mcp_types.INTERNAL_ERROR
-        raise MCPError(code=code, message=redact_text(str(error))) from None
+        raise jsonrpc_error(error) from None
+
+
+def jsonrpc_error(error: MCPFleetError) -> MCPError:
+    """The JSON-RPC error a request that failed with ``error`` is answered with (see
+    ``_as_jsonrpc_errors``; the fast path answers its calls' failures with it too)."""
+    if isinstance(error, BackendRejection):
+        return MCPError(code=error.code, message=error.message, data=error.data)
+    if isinstance(error, UnknownNameError):
+        data = {"uri": error.name} if error.kind == "resource" else None
+        return MCPError(code=mcp_types.INVALID_PARAMS, message=str(error), data=data)
+    cause = error.__cause__
+    code = cause.code if isinstance(cause, MCPError) else mcp_types.INTERNAL_ERROR
+    return MCPError(code=code, message=redact_text(str(error)))

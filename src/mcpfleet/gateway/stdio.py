@@ -32,8 +32,10 @@ from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
 import anyio
+import anyio.lowlevel
 import anyio.to_thread
 
+from mcpfleet.client._streams import ClosingStream
 from mcpfleet.contract.defaults import MAX_HOST_MESSAGE_BYTES
 from mcpfleet.contract.framing import LineFramer, OversizedLine, oversized_refusal, oversized_request_id
 from mcpfleet.gateway.core import Gateway
@@ -42,12 +44,18 @@ if TYPE_CHECKING:
     from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
     from mcp.shared.message import SessionMessage
 
+    from mcpfleet.gateway.fast_path import FastPath
+
 logger = logging.getLogger(__name__)
 
 MAX_MESSAGE_BYTES = MAX_HOST_MESSAGE_BYTES
 """The largest message a client may send the gateway on stdin (the shim holds a host to it too)."""
 READ_BYTES = 256 * 1024
 """The most one read of stdin takes."""
+BACKLOG_BYTES = 1024 * 1024
+"""Past this much written but not yet taken by the client, the SDK's writes wait for it."""
+FORGET_BOUND_S = 2.0
+"""How long giving up the fast path's calls of a client that went away may take."""
 
 
 async def serve_stdio(gateway: Gateway, *, max_message_bytes: int = MAX_MESSAGE_BYTES) -> None:
@@ -56,9 +64,13 @@ async def serve_stdio(gateway: Gateway, *, max_message_bytes: int = MAX_MESSAGE_
 
     # Off the loop and after any SDK import the fleet has under way (see ``import_off_loop``).
     serving = await import_off_loop("mcpfleet.gateway.handlers")
+    from mcpfleet.gateway.fast_path import FastPath
+
     server = serving.build_server(gateway)
     with claimed_standard_streams() as (wire_in, wire_out):
-        async with wire_streams(wire_in, wire_out, max_message_bytes=max_message_bytes) as (reads, writes):
+        async with wire_streams(
+            wire_in, wire_out, max_message_bytes=max_message_bytes, fast_path=FastPath(gateway)
+        ) as (reads, writes):
             await server.run(reads, writes, serving.initialization_options(server))
 
 
@@ -93,33 +105,33 @@ async def wire_streams(
     max_message_bytes: int = MAX_MESSAGE_BYTES,
     labels: tuple[str, str] = ("stdin", "stdout"),
     already_read: bytes = b"",
-) -> AsyncIterator[
-    tuple[MemoryObjectReceiveStream[SessionMessage | Exception], MemoryObjectSendStream[SessionMessage]]
-]:
+    fast_path: FastPath | None = None,
+) -> AsyncIterator[tuple[MemoryObjectReceiveStream[SessionMessage | Exception], MessageSink]]:
     """The SDK's two message streams over two descriptors of JSON-RPC lines (see the module).
 
     The two may be one descriptor (a connected socket: the daemon serves a session on one);
     ``labels`` name them in log lines. Neither is closed here: they are the caller's.
     ``already_read`` is what the caller read from ``wire_in`` past its own first line (the
-    daemon's hello): the start of the stream.
+    daemon's hello): the start of the stream. Each message read is offered to ``fast_path``
+    first (``gateway.fast_path``), which answers what it takes on the same wire, in order with
+    the SDK's own messages.
     """
     from mcp.shared.message import SessionMessage
 
     read_send, read_receive = anyio.create_memory_object_stream[SessionMessage | Exception](0)
-    write_send, write_receive = anyio.create_memory_object_stream[SessionMessage](0)
     reader = _Wire(wire_in, labels[0])
-    writer = _Wire(wire_out, labels[1])
+    writer = WireWriter(_Wire(wire_out, labels[1]))
     async with anyio.create_task_group() as task_group:
+        task_group.start_soon(writer.flush_backlog)
         task_group.start_soon(
-            _read_messages, reader, read_send, write_send.clone(), max_message_bytes, already_read
+            _read_messages, reader, read_send, writer, max_message_bytes, already_read, fast_path
         )
-        task_group.start_soon(_write_messages, writer, write_receive)
         try:
-            yield read_receive, write_send
+            yield read_receive, MessageSink(writer)
         finally:
             task_group.cancel_scope.cancel()
             reader.restore()
-            writer.restore()
+            writer.wire.restore()
 
 
 class _Wire:
@@ -149,7 +161,7 @@ class _Wire:
             except BlockingIOError:
                 await anyio.wait_readable(self.fd)
 
-    async def write_all(self, data: bytes) -> None:
+    async def write_all(self, data: bytes | memoryview) -> None:
         view = memoryview(data)
         while view:
             if not self.pollable:
@@ -166,40 +178,127 @@ class _Wire:
 async def _read_messages(
     wire: _Wire,
     messages: MemoryObjectSendStream[SessionMessage | Exception],
-    replies: MemoryObjectSendStream[SessionMessage],
+    writer: WireWriter,
     max_message_bytes: int,
     already_read: bytes,
+    fast_path: FastPath | None,
 ) -> None:
     framer = LineFramer(max_message_bytes)
-    async with messages, replies:
-        chunk = already_read
+    reply = writer.write_message
+    try:
+        async with messages:
+            chunk = already_read
+            while True:
+                for line in framer.feed(chunk):
+                    message, refusal = _decode(line, max_message_bytes)
+                    if message is not None:
+                        if fast_path is None or not await fast_path.take(message.message, reply):
+                            await messages.send(message)
+                    elif refusal is not None:
+                        writer.write_line(_dumped(refusal))
+                try:
+                    chunk = await wire.read()
+                except OSError as error:
+                    if error.errno not in (errno.EPIPE, errno.ECONNRESET, errno.EBADF):
+                        logger.warning("reading %s failed: %s; the session ends", wire.label, error)
+                    return
+                if not chunk:
+                    return
+    finally:
+        if fast_path is not None:
+            # The client is gone: the calls it left on the fast path are given up at their backends.
+            with anyio.CancelScope(shield=True), anyio.move_on_after(FORGET_BOUND_S):
+                await fast_path.forget(reply)
+
+
+class WireWriter:
+    """The outgoing side of a wire: every message in the order it is given, written at once when
+    the descriptor takes it (no task between the writer and the wire), else kept in order and
+    written by ``flush_backlog`` as the descriptor drains."""
+
+    def __init__(self, wire: _Wire) -> None:
+        self.wire = wire
+        self._backlog: list[bytes | memoryview] = []
+        self.backlog_bytes = 0
+        self._kick = anyio.Event()
+        self._drained = anyio.Event()
+        self.failed = False
+
+    def write_message(self, data: bytes) -> None:
+        """Write one JSON-RPC message (no line end): the fast path's ``Reply``."""
+        self.write_line(data + b"\n")
+
+    def write_line(self, data: bytes | memoryview) -> None:
+        """Write ``data`` (whole lines) after everything written before, without waiting."""
+        if self.failed:
+            return
+        if not self._backlog and self.wire.pollable:
+            try:
+                written = os.write(self.wire.fd, data)
+            except BlockingIOError:
+                written = 0
+            except OSError as error:
+                self._fail(error)
+                return
+            if written == len(data):
+                return
+            data = memoryview(data)[written:]
+        self._backlog.append(data)
+        self.backlog_bytes += len(data)
+        self._kick.set()
+
+    async def drained(self) -> None:
+        """Return once what is kept is under ``BACKLOG_BYTES`` (a client that reads slowly
+        holds the SDK's writes back, as a blocking pipe would)."""
+        while self.backlog_bytes > BACKLOG_BYTES and not self.failed:
+            await self._drained.wait()
+
+    async def flush_backlog(self) -> None:
+        """Write what ``write_line`` could not, in order, as the descriptor takes it."""
         while True:
-            for line in framer.feed(chunk):
-                message, reply = _decode(line, max_message_bytes)
-                if message is not None:
-                    await messages.send(message)
-                elif reply is not None:
-                    await replies.send(reply)
-            try:
-                chunk = await wire.read()
-            except OSError as error:
-                if error.errno not in (errno.EPIPE, errno.ECONNRESET, errno.EBADF):
-                    logger.warning("reading %s failed: %s; the session ends", wire.label, error)
-                return
-            if not chunk:
-                return
+            await self._kick.wait()
+            self._kick = anyio.Event()
+            while self._backlog and not self.failed:
+                data = self._backlog[0]
+                try:
+                    await self.wire.write_all(data)
+                except OSError as error:
+                    self._fail(error)
+                    break
+                self._backlog.pop(0)
+                self.backlog_bytes -= len(data)
+                if self.backlog_bytes <= BACKLOG_BYTES:
+                    self._drained.set()
+                    self._drained = anyio.Event()
+
+    def _fail(self, error: OSError) -> None:
+        # The host closed its end: nothing more can reach it; stdin's end closes the session.
+        logger.info("writing %s failed: %s", self.wire.label, error)
+        self.failed = True
+        self._backlog.clear()
+        self.backlog_bytes = 0
+        self._drained.set()
 
 
-async def _write_messages(wire: _Wire, outgoing: MemoryObjectReceiveStream[SessionMessage]) -> None:
-    async with outgoing:
-        async for session_message in outgoing:
-            data = session_message.message.model_dump_json(by_alias=True, exclude_unset=True) + "\n"
-            try:
-                await wire.write_all(data.encode())
-            except OSError as error:
-                # The host closed its end: nothing more can reach it; stdin's end closes the session.
-                logger.info("writing %s failed: %s", wire.label, error)
-                return
+class MessageSink(ClosingStream):
+    """The SDK's write stream over a ``WireWriter``: each message written as it is sent."""
+
+    def __init__(self, writer: WireWriter) -> None:
+        self._writer = writer
+
+    async def send(self, item: SessionMessage) -> None:
+        self._writer.write_line(_dumped(item))
+        if self._writer.backlog_bytes > BACKLOG_BYTES:
+            await self._writer.drained()
+        else:
+            await anyio.lowlevel.checkpoint()
+
+    async def aclose(self) -> None:
+        return None
+
+
+def _dumped(item: SessionMessage) -> bytes:
+    return (item.message.model_dump_json(by_alias=True, exclude_unset=True) + "\n").encode()
 
 
 def _decode(

@@ -247,6 +247,19 @@ class StdioTransport(anyio.AsyncContextManagerMixin):
         self.answered = False
         """Whether the server ever sent a message: one that never did has no work to wind down."""
         self._read_writer: MemoryObjectSendStream[SessionMessage | Exception] | None = None
+        self._stdin: anyio.abc.ByteSendStream | None = None
+
+    async def send_lines(self, data: bytes) -> None:
+        """Write ``data``, whole JSON-RPC lines, to the server's stdin beside the SDK's messages.
+
+        For the requests mcpfleet sends below the SDK (``client.raw``): each write lands whole
+        (the pipe's writer takes a buffer at a time), so these lines never split the SDK's.
+        ``anyio.ClosedResourceError`` before the transport is entered or once it is left.
+        """
+        stdin = self._stdin
+        if stdin is None:
+            raise anyio.ClosedResourceError
+        await stdin.send(data)
 
     @asynccontextmanager
     async def __asynccontextmanager__(self) -> AsyncIterator[TransportStreams]:
@@ -258,6 +271,7 @@ class StdioTransport(anyio.AsyncContextManagerMixin):
         self._read_writer = read_writer
         stdout_fd = self.process.stdout_fd
         assert stdout_fd is not None
+        self._stdin = process.stdin
         try:
             async with anyio.create_task_group() as task_group:
                 task_group.start_soon(self._read_stdout, stdout_fd, read_writer)
@@ -269,6 +283,7 @@ class StdioTransport(anyio.AsyncContextManagerMixin):
                 finally:
                     # Shielded so a cancelled owner still reaps the server.
                     with anyio.CancelScope(shield=True):
+                        self._stdin = None
                         await self.process.stop(answered=self.answered)
                         for stream in (read_writer, read_stream, write_stream, write_reader):
                             await stream.aclose()

@@ -215,12 +215,10 @@ class _FastCall:
         self._reply = reply
         # The request has no SDK channel of its own: the backend's questions and logs of the
         # call go on the client's (the one stream of stdio and of a daemon session's socket).
+        session = client.sdk_session
+        assert session is not None, "a handshake-era client is registered, with its SDK session"
         self.flight = InFlight(
-            forward.server,
-            forward,
-            client.sdk_session,
-            None,
-            on_log=call_scoped_logs(client.sdk_session, None, client),
+            forward.server, forward, session, None, on_log=call_scoped_logs(session, None, client)
         )
         self.done = False
         self.backend_id: str | None = None

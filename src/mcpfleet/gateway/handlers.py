@@ -48,7 +48,7 @@ from mcpfleet.contract import notifications
 from mcpfleet.errors import MCPFleetError
 from mcpfleet.gateway.core import SERVER_NAME, Gateway, UnknownNameError
 from mcpfleet.gateway.forward import InFlight, LogRelay, ProgressRelay
-from mcpfleet.gateway.http_fast import FastCall, FastPath
+from mcpfleet.gateway.http_fast import FastCall, HttpFastPath
 from mcpfleet.gateway.paging import InvalidCursor, PagedList, page_of
 from mcpfleet.gateway.rejections import BackendRejection
 from mcpfleet.gateway.served_catalog import ListKind
@@ -111,6 +111,9 @@ def build_server(gateway: Gateway) -> Server[Any]:
         },
     )
     server.handlers = handlers
+    # Without it the SDK checks a 2026-07-28 call's Mcp-Param headers against a schema it
+    # finds by running the whole tools/list handler, once per call.
+    server.get_tool_input_schema = handlers.tool_input_schema
     for method, params_type, handler in handlers.requests():
         server.add_request_handler(method, params_type, handler)
     for method, handler in handlers.notifications():
@@ -118,11 +121,14 @@ def build_server(gateway: Gateway) -> Server[Any]:
     return server
 
 
-def fast_path_of(server: Server[Any]) -> FastPath | None:
+def fast_path_of(server: Server[Any]) -> HttpFastPath | None:
     """What the HTTP gateway's fast path answers calls with, for a server ``build_server`` built."""
+    from mcpfleet.gateway.fast_path import FastPath  # it imports this module
+
     if not isinstance(server, _GatewayServer):
         return None
-    return FastPath(server.handlers.sessions, server.handlers.fast_call)
+    handlers = server.handlers
+    return HttpFastPath(handlers.sessions, FastPath(handlers.gateway), handlers.fast_call)
 
 
 class GatewayHandlers:
@@ -170,6 +176,12 @@ class GatewayHandlers:
         await self._bus.publish(ResourceUpdated(uri=uri))
 
     # -- lists ------------------------------------------------------------------------------------------
+
+    def tool_input_schema(self, name: str) -> Any:
+        """The ``inputSchema`` of the served tool ``name`` (``None``: no such tool served now)."""
+        return next(
+            (tool["inputSchema"] for tool in self.gateway.catalog.tools if tool.get("name") == name), None
+        )
 
     async def list_tools(self, ctx: Context, params: mcp_types.PaginatedRequestParams) -> dict[str, Any]:
         client = self.sessions.session_for(ctx)

@@ -51,6 +51,7 @@ if TYPE_CHECKING:
     from mcp.server.lowlevel.server import Server
     from starlette.types import ASGIApp, Receive, Scope, Send
 
+    from mcpfleet.gateway.fast_path import FastPath
     from mcpfleet.gateway.sessions import ClientSessions
 
 logger = logging.getLogger(__name__)
@@ -79,32 +80,50 @@ CallAnswer = Callable[[FastCall], Awaitable[Any]]
 """Answers one call: the JSON-RPC ``result``, or raises the SDK's ``MCPError`` for an error."""
 
 
+PrincipalOf = Callable[["Scope"], Any]
+"""Who is behind a request, read from its ASGI scope (team mode's identity check puts it there),
+for the fast path's guard (``fast_path.FastCaller.principal``)."""
+
+
 @dataclass(frozen=True)
-class FastPath:
-    """What ``FastCalls`` needs of the gateway: its clients, and what answers a call."""
+class HttpFastPath:
+    """What ``FastCalls`` needs of the gateway: its clients, the fast path to the backends'
+    pipes (``gateway.fast_path``), and what answers the calls that one leaves."""
 
     sessions: ClientSessions
+    pipes: FastPath
     answer: CallAnswer
 
 
 class FastCalls:
     """ASGI: the calls ``FastCall`` describes answered by ``answer`` as JSON; the rest to ``app``."""
 
-    def __init__(self, app: ASGIApp, server: Server[Any], fast_path: FastPath) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        server: Server[Any],
+        fast_path: HttpFastPath,
+        *,
+        principal_of: PrincipalOf | None = None,
+    ) -> None:
         self.app = app
         self.server = server
         self.sessions = fast_path.sessions
+        self.pipes = fast_path.pipes
         self.answer = fast_path.answer
-        self._cancellable: dict[tuple[str, str | int], anyio.CancelScope] = {}
-        """The handshake-era fast calls in flight, by session id and request id."""
+        self.principal_of = principal_of
+        self._in_flight: dict[tuple[str, str | int], Callable[[], Awaitable[None]]] = {}
+        """How to cancel each handshake-era call answered here, by session id and request id."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         message = scope.get(PARSED_BODY) if scope["type"] == "http" else None
         answered = False
-        if isinstance(message, dict):
+        if isinstance(message, dict) and message.get("jsonrpc") == "2.0":  # else the SDK's 400
             method = message.get("method")
             if method == "tools/call" and "id" in message:
                 answered = await self._answered(scope, receive, send, message)
+            elif method == "ping" and "id" in message:
+                answered = await self._pong(scope, send, message)
             elif method == "notifications/cancelled":
                 answered = await self._cancelled(scope, send, message)
         if not answered:
@@ -130,25 +149,44 @@ class FastCalls:
         from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
         if version in MODERN_PROTOCOL_VERSIONS:
-            client = self._modern_client(message, params, headers)
+            client = self._modern_client(scope, message, params, headers)
             session_id = None
         else:
             session_id = headers.get("mcp-session-id")
             client = self._handshake_client(scope, session_id)
-        if client is None:
-            return False
+        if client is None or (session_id, message["id"]) in self._in_flight:
+            return False  # a second request under an id still in flight: the SDK's to judge
         call = FastCall(client, message["id"], name, arguments, params)
         if session_id is None:
             await self._answer_watching_disconnect(call, receive, send, version)
         else:
-            await self._answer_cancellable(call, session_id, send, version)
+            await self._answer_in_session(call, session_id, scope, send, version)
+        return True
+
+    async def _pong(self, scope: Scope, send: Send, message: dict[str, Any]) -> bool:
+        """Answer a handshake-era session's ``ping`` (an empty result, what the SDK answers)."""
+        from mcpfleet.client._sdk import http_session_transport
+
+        headers = _headers(scope)
+        session_id = headers.get("mcp-session-id")
+        if session_id is None or not _prefers_json(headers.get("accept", "")):
+            return False
+        if http_session_transport(self.server.session_manager, session_id, scope.get("user")) is None:
+            return False
+        body = pydantic_core.to_json({"jsonrpc": "2.0", "id": message["id"], "result": {}})
+        await _send_json(send, 200, body, [(b"mcp-session-id", session_id.encode())])
         return True
 
     def _modern_client(
-        self, message: dict[str, Any], params: dict[str, Any], headers: dict[str, str]
+        self, scope: Scope, message: dict[str, Any], params: dict[str, Any], headers: dict[str, str]
     ) -> ClientSession | None:
         """The transient client of a 2026-07-28 request the fast path may answer, or ``None``."""
-        from mcp.shared.inbound import InboundLadderRejection, classify_inbound_request
+        from mcp.shared.inbound import (
+            MCP_PARAM_HEADER_PREFIX,
+            InboundLadderRejection,
+            classify_inbound_request,
+            find_duplicated_routing_header,
+        )
         from mcp_types import LOG_LEVEL_META_KEY
 
         meta = params.get("_meta")
@@ -159,6 +197,11 @@ class FastCalls:
             or "inputResponses" in params
         ):
             return None
+        raw_headers = [(key.decode("latin-1"), "") for key, _ in scope["headers"]]
+        if find_duplicated_routing_header(raw_headers) is not None or any(
+            name.startswith(MCP_PARAM_HEADER_PREFIX.lower()) for name, _ in raw_headers
+        ):
+            return None  # the SDK refuses a doubled header, and checks Mcp-Param-* against the schema
         verdict = classify_inbound_request(message, headers=headers)
         if isinstance(verdict, InboundLadderRejection):
             return None  # the SDK answers the rejection, with its status
@@ -183,18 +226,66 @@ class FastCalls:
             return None
         return client
 
-    async def _answer_cancellable(
-        self, call: FastCall, session_id: str, send: Send, version: str | None
+    async def _answer_in_session(
+        self, call: FastCall, session_id: str, scope: Scope, send: Send, version: str | None
     ) -> None:
+        """Answer a handshake-era call: through the backend's pipe when the fast path takes it,
+        else from the gateway's handler; either way as JSON, cancellable by the client."""
         key = (session_id, call.request_id)
-        status, body = 200, _error_body(call.request_id, _REQUEST_CANCELLED, "Request cancelled")
-        with anyio.CancelScope() as scope:
-            self._cancellable[key] = scope
-            try:
-                _, body = await self._answer_body(call, version)  # this era answers errors with 200
-            finally:
-                self._cancellable.pop(key, None)
-        await _send_json(send, status, body, [(b"mcp-session-id", session_id.encode())])
+        body = await self._through_the_pipes(call, key, scope)
+        if body is None:
+            with anyio.CancelScope() as cancel:
+
+                async def cancelled() -> None:
+                    cancel.cancel()
+
+                self._in_flight[key] = cancelled
+                try:
+                    _, body = await self._answer_body(call, version)  # this era answers errors with 200
+                finally:
+                    self._in_flight.pop(key, None)
+            if cancel.cancelled_caught or body is None:
+                body = _cancelled_body(call.request_id)
+        await _send_json(send, 200, body, [(b"mcp-session-id", session_id.encode())])
+
+    async def _through_the_pipes(
+        self, call: FastCall, key: tuple[str, str | int], scope: Scope
+    ) -> bytes | None:
+        """The answer of the fast path to the backend's pipe (``gateway.fast_path``), or ``None``
+        when it does not take the call. Its answer comes from the backend's read loop, through
+        ``reply``; a client that cancels gets the SDK's ``Request cancelled`` instead."""
+        import mcp_types
+
+        from mcpfleet.gateway.fast_path import FastCaller
+
+        answered: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
+
+        def reply(data: bytes) -> None:
+            if not answered.done():
+                answered.set_result(data)
+
+        request = mcp_types.JSONRPCRequest.model_construct(
+            jsonrpc="2.0", id=call.request_id, method="tools/call", params=dict(call.params)
+        )
+        principal = self.principal_of(scope) if self.principal_of is not None else None
+        if not await self.pipes.take(request, reply, FastCaller(call.client, principal)):
+            return None
+
+        async def cancelled() -> None:
+            notice = mcp_types.JSONRPCNotification.model_construct(
+                jsonrpc="2.0", method="notifications/cancelled", params={"requestId": call.request_id}
+            )
+            await self.pipes.take(notice, reply)
+            reply(_cancelled_body(call.request_id))
+
+        self._in_flight[key] = cancelled
+        try:
+            return await answered
+        finally:
+            self._in_flight.pop(key, None)
+            if not answered.done():  # this request is being torn down (the gateway is stopping)
+                with anyio.CancelScope(shield=True):
+                    await self.pipes.forget(reply)
 
     async def _answer_watching_disconnect(
         self, call: FastCall, receive: Receive, send: Send, version: str | None
@@ -243,15 +334,16 @@ class FastCalls:
         return 200, pydantic_core.to_json({"jsonrpc": "2.0", "id": call.request_id, "result": result})
 
     async def _cancelled(self, scope: Scope, send: Send, message: dict[str, Any]) -> bool:
-        """Cancel a fast call of this session named by a ``notifications/cancelled``; whether it was one."""
+        """Cancel a call answered here, named by a session's ``notifications/cancelled``; whether
+        it was one of them (else the SDK's, which may hold the call)."""
         params = message.get("params")
         session_id = _headers(scope).get("mcp-session-id")
         if not isinstance(params, dict) or session_id is None:
             return False
-        cancel = self._cancellable.get((session_id, params.get("requestId")))  # type: ignore[arg-type]
+        cancel = self._in_flight.get((session_id, params.get("requestId")))  # type: ignore[arg-type]
         if cancel is None:
             return False
-        cancel.cancel()
+        await cancel()
         await send(
             {
                 "type": "http.response.start",
@@ -307,6 +399,10 @@ def _has_standalone_stream(transport: Any) -> bool:
     from mcpfleet.client._sdk import has_standalone_stream
 
     return has_standalone_stream(transport)
+
+
+def _cancelled_body(request_id: str | int) -> bytes:
+    return _error_body(request_id, _REQUEST_CANCELLED, "Request cancelled")
 
 
 def _error_body(request_id: str | int, code: int, message: str, data: Any = None) -> bytes:

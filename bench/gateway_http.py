@@ -457,10 +457,42 @@ def render(targets: list[Target], results: dict[str, Any]) -> str:
     lines.append("")
     lines.append(
         "The floor's `ping` is answered by the backend (it forwards everything); the gateway answers its "
-        "own. "
-        f"{MODERN_VERSION} has no `ping`."
+        f"own. {MODERN_VERSION} has no `ping`."
     )
+    lines.append("")
+    lines.extend(_findings(targets))
     return "\n".join(lines) + "\n"
+
+
+def _findings(targets: list[Target]) -> list[str]:
+    """Where the time goes, from the figures above: the gateway's own CPU per call is what a
+    sequential call waits for on a busy machine, and what caps the calls per second."""
+    by_key = {target.key: target for target in targets}
+
+    def cpu(key: str) -> float:
+        return _median(by_key[key].rounds, "handshake", "throughput", "server_cpu_us_per_call")
+
+    after, floor = cpu("mcpfleet"), cpu("floor")
+    text = (
+        f"- Per call (handshake era, {CLIENTS} clients) the gateway's process spends {after:.0f} µs of CPU, "
+        f"the floor's {floor:.0f} µs ({after / floor:.1f}×)"
+    )
+    if "before" in by_key:
+        before = cpu("before")
+        text += (
+            f"; before, {before:.0f} µs ({before / after:.1f}× now): the SDK's SSE framing (a task group of "
+            "four tasks per POST), the event store, the session's message loop and dispatcher, the SDK's "
+            "client towards the backend, and h11 parsing in Python"
+        )
+    return [
+        text + ".",
+        "- A call that needs no stream is now one JSON body (`gateway/http_fast.py`) and, on a stdio "
+        "backend, goes straight to its pipe (`gateway/fast_path.py`); the rest of the gateway's CPU is "
+        "uvicorn's request cycle (a task per request), the socket and pipe writes, and the backend's "
+        "answer read back through its connection.",
+        "- On a loaded machine a sequential call waits for the CPU its processes need, so latency "
+        "grows with the CPU per call: compare rows of one run, and the load it ran at.",
+    ]
 
 
 def _baseline_source(revision: str, scratch: Path) -> tuple[Path, str]:

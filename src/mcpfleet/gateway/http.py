@@ -17,6 +17,11 @@ what a gateway needs around it:
 - read deadlines and connection caps below the descriptor limit (``gateway.connections``);
 - a JSON-RPC -32600 for a request whose id MCP forbids, which the SDK would take for a
   notification and never answer;
+- the fast path (``gateway.http_fast``): a call that needs no stream is answered as one JSON
+  body without the SDK's session machinery. The layers, outermost first: ``BearerGate`` (every
+  check: token, Host/Origin, body cap, request ids; the body parsed once), ``FastCalls``, the
+  SDK's app. An identity check of its own (team mode's) goes in front of the gate's app, so
+  both the fast path and the SDK see its principal in the scope;
 - resumable streams (``gateway.resumption``): each SSE stream starts with a priming event
   and a ``retry``, and a client that lost one mid-call reconnects with ``Last-Event-ID``;
 - a lifetime inside the caller's task group: cancelling ``serve_http`` stops accepting,

@@ -121,6 +121,15 @@ class ClientSessions:
     def __len__(self) -> int:
         return len(self._by_connection)
 
+    def only(self) -> ClientSession | None:
+        """The one client connected, if there is exactly one (a stdio gateway's, a daemon
+        session's)."""
+        if len(self._by_connection) != 1:
+            return None
+        for session in self._by_connection.values():
+            return session
+        return None
+
     def session_for(self, ctx: ServerRequestContext[Any, Any]) -> ClientSession:
         """The client behind one request (or notification): registered on its first message
         (handshake era), or made for this request alone (2026-07-28 era)."""

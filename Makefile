@@ -34,7 +34,7 @@ CODEX_CLI := .tools/codex/.installed-$(CODEX_CLI_VERSION)
 TEST_WORKERS ?= 3
 NPM_TOOLS := $(EVERYTHING) $(FILESYSTEM) $(CONFORMANCE_SUITE) $(INSPECTOR) $(CLAUDE_CODE) $(GEMINI_CLI) $(CODEX_CLI)
 
-.PHONY: demo test lint typecheck lock npm-tools pytest conformance bench bench-smoke bench-gateway bench-integrations bench-daemon clean
+.PHONY: demo test lint typecheck lock npm-tools pytest conformance bench bench-smoke bench-gateway bench-http bench-integrations bench-daemon clean
 
 # The demo needs mcpfleet alone (its runtime dependencies); the tests add every framework extra and
 # the tools (.[dev]), so a fresh clone's `make demo` installs a fraction of what `make test` does.
@@ -163,6 +163,13 @@ bench-smoke: $(STAMP)
 # Only the gateway part (`mcpfleet serve` against its peers): rewrites its section of BENCHMARKS.md.
 bench-gateway: $(STAMP)
 	$(BIN)/python -m bench.gateway --write
+
+# The gateway over streamable HTTP on loopback (BENCHMARKS.md section 13, ~3 min): call and ping
+# latency and 16 clients' calls/s of `mcpfleet serve --http` against a bare stdio-to-HTTP bridge
+# (the floor). BEFORE=REV measures that commit's gateway beside this checkout's.
+BEFORE ?=
+bench-http: $(STAMP)
+	$(BIN)/python -m bench.gateway_http --write $(if $(BEFORE),--before $(BEFORE))
 
 # Host sessions sharing one fleet through the per-user daemon (BENCHMARKS.md section 11, ~2 min):
 # processes and memory of 5 sessions x 8 servers direct, through in-process gateways and through the

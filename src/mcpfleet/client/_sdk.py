@@ -16,7 +16,9 @@ only (the SDK exports the ``Transport`` protocol, not the stream types).
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Container
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from mcpfleet.transport.process import PrivateApiMovedError
@@ -85,26 +87,25 @@ def received_tool_result(session: ClientSession, tool: str, raw: dict[str, Any])
     (``client.raw``). Raises what ``call_tool`` raises for that answer.
 
     Only for a tool whose output schema the session holds (``knows_output_schema``): the
-    check then never waits, and runs here to its end.
+    check then never waits, and runs here to its end (and not at all when the tool declares
+    no output schema, where it checks nothing).
     """
-    from mcp.client import session as session_module
-    from mcp_types import methods
-
-    clamp = _attribute(session_module, "_clamp_inbound_ttl", "mcp.client.session")
-    later_fields = _attribute(session_module, "_later_revision_fields", "mcp.client.session")
-    clamp(raw)
+    steps = _result_steps()
+    steps.clamp(raw)
     # The SDK's own fallback for a session with no negotiated version.
     version = _attribute(session, "_negotiated_version", "ClientSession") or "2025-11-25"
     with contextlib.suppress(KeyError):
-        methods.validate_server_result("tools/call", version, raw)
-    foreign = later_fields("tools/call", version)
+        steps.methods.validate_server_result("tools/call", version, raw)
+    foreign = steps.later_fields("tools/call", version)
     if not foreign.isdisjoint(raw):
         raw = {key: value for key, value in raw.items() if key not in foreign}
     adapter = _attribute(session, "_call_tool_adapter", "ClientSession")
     result = adapter.validate_python(raw, by_name=False)
-    import mcp_types
-
-    if isinstance(result, mcp_types.CallToolResult) and not result.is_error:
+    if (
+        isinstance(result, steps.call_tool_result)
+        and not result.is_error
+        and _attribute(session, "_tool_output_schemas", "ClientSession").get(tool) is not None
+    ):
         _run_without_waiting(session.validate_tool_result(tool, result), "ClientSession.validate_tool_result")
     return result
 
@@ -126,21 +127,52 @@ def wire_result(method: str, version: str, result: Any) -> dict[str, Any]:
     refuses, as the server answers it. No cache hint is applied: the gateway sets none for the
     methods this serves.
     """
-    from mcp.server import runner
-    from mcp.shared.exceptions import MCPError
-    from mcp_types import INTERNAL_ERROR, methods
-    from mcp_types.version import MODERN_PROTOCOL_VERSIONS
     from pydantic import ValidationError
 
-    if version in MODERN_PROTOCOL_VERSIONS:
+    steps = _result_steps()
+    if version in steps.modern_versions:
         raise ValueError(f"wire_result serves the handshake era, not {version}")
-    dumped: dict[str, Any] = _attribute(runner, "_dump_result", "mcp.server.runner")(result)
+    dumped: dict[str, Any] = steps.dump_result(result)
     try:
-        serialized: dict[str, Any] = methods.serialize_server_result(method, version, dumped)
+        serialized: dict[str, Any] = steps.methods.serialize_server_result(method, version, dumped)
     except ValidationError:
+        from mcp.server import runner
+        from mcp.shared.exceptions import MCPError
+        from mcp_types import INTERNAL_ERROR
+
         runner.logger.exception("handler for %r returned an invalid result", method)
         raise MCPError(code=INTERNAL_ERROR, message="Handler returned an invalid result") from None
     return serialized
+
+
+@dataclass(frozen=True)
+class _ResultSteps:
+    """The SDK's functions ``received_tool_result`` and ``wire_result`` run, looked up once."""
+
+    clamp: Any
+    later_fields: Any
+    dump_result: Any
+    methods: Any
+    call_tool_result: Any
+    modern_versions: Container[str]
+
+
+@functools.cache
+def _result_steps() -> _ResultSteps:
+    import mcp_types
+    from mcp.client import session as session_module
+    from mcp.server import runner
+    from mcp_types import methods
+    from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+    return _ResultSteps(
+        clamp=_attribute(session_module, "_clamp_inbound_ttl", "mcp.client.session"),
+        later_fields=_attribute(session_module, "_later_revision_fields", "mcp.client.session"),
+        dump_result=_attribute(runner, "_dump_result", "mcp.server.runner"),
+        methods=methods,
+        call_tool_result=mcp_types.CallToolResult,
+        modern_versions=MODERN_PROTOCOL_VERSIONS,
+    )
 
 
 def server_connection_of(session: ServerSession) -> Connection:
@@ -175,6 +207,44 @@ def open_http_sessions(manager: StreamableHTTPSessionManager) -> list[Streamable
             f"{type(instances).__name__}, not a dict"
         )
     return list(instances.values())
+
+
+def http_session_transport(
+    manager: StreamableHTTPSessionManager, session_id: str, user: object
+) -> StreamableHTTPServerTransport | None:
+    """The transport of the live handshake-era session ``session_id``, if ``user`` (the ASGI
+    scope's) may use it: the manager's own test (``_server_instances``, ``_session_owners``).
+
+    The HTTP gateway's fast path answers a session's calls without the manager
+    (``mcpfleet.gateway.http_fast``); an unknown or ended session, or one created with another
+    credential, is left to the manager, which answers 404.
+    """
+    from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser, authorization_context
+
+    instances = _attribute(manager, "_server_instances", "StreamableHTTPSessionManager")
+    owners = _attribute(manager, "_session_owners", "StreamableHTTPSessionManager")
+    if not isinstance(instances, dict) or not isinstance(owners, dict):
+        raise PrivateApiMovedError(
+            "the mcp SDK's StreamableHTTPSessionManager._server_instances or ._session_owners is not a dict"
+        )
+    transport: StreamableHTTPServerTransport | None = instances.get(session_id)
+    if transport is None or transport.is_terminated:
+        return None
+    requestor = authorization_context(user) if isinstance(user, AuthenticatedUser) else None
+    return transport if requestor == owners.get(session_id) else None
+
+
+def has_standalone_stream(transport: StreamableHTTPServerTransport) -> bool:
+    """Whether a session's client holds its standalone GET stream open (``_request_streams``
+    under ``GET_STREAM_KEY``): where the session's messages unrelated to a request go."""
+    from mcp.server.streamable_http import GET_STREAM_KEY
+
+    streams = _attribute(transport, "_request_streams", "StreamableHTTPServerTransport")
+    if not isinstance(streams, dict):
+        raise PrivateApiMovedError(
+            "the mcp SDK's StreamableHTTPServerTransport._request_streams is not a dict"
+        )
+    return GET_STREAM_KEY in streams
 
 
 def oauth_is_initialized(provider: OAuthClientProvider) -> bool:
@@ -212,6 +282,8 @@ __all__ = [
     "OAUTH_PROVIDER_OVERRIDES",
     "PrivateApiMovedError",
     "check_oauth_provider_overrides",
+    "has_standalone_stream",
+    "http_session_transport",
     "knows_output_schema",
     "oauth_add_bearer",
     "oauth_apply_refresh",

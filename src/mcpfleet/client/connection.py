@@ -32,7 +32,7 @@ import anyio
 import anyio.abc
 import mcp_types as mcp_types
 from mcp import Client
-from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
+from mcp.shared.exceptions import MCPDeprecationWarning
 from pydantic import TypeAdapter
 
 from mcpfleet.client._errors import (
@@ -43,7 +43,6 @@ from mcpfleet.client._errors import (
     request_errors,
     request_failure,
 )
-from mcpfleet.client._sdk import knows_output_schema, received_tool_result
 from mcpfleet.client.behalf import Caller, current_caller
 from mcpfleet.client.deadline import CallDeadline, ProgressCallback
 from mcpfleet.client.definitions import (
@@ -69,11 +68,11 @@ from mcpfleet.client.raw import RawExchange
 from mcpfleet.client.screening import ToolScreen
 from mcpfleet.contract import notifications
 from mcpfleet.errors import EraMismatchError
-from mcpfleet.transport.stdio import StdioTransport
 
 if TYPE_CHECKING:
     from mcpfleet.client.options import ConnectionOptions
     from mcpfleet.config.model import ServerConfig
+    from mcpfleet.transport.stdio import StdioTransport
 
 logger = logging.getLogger(__name__)
 
@@ -129,7 +128,7 @@ class ServerConnection:
             session_of=lambda: self._client.session if self._client is not None else None,
         )
         self._client: Client | None = None
-        self.raw = RawExchange(name)
+        self.raw = RawExchange(name, lambda: self._client, self._close_reason, lambda: self.ended)
         """Requests sent below the SDK, on a stdio connection in the handshake era (``raw.py``)."""
         self._screen = ToolScreen(name, config.effective_max_tools)
         self._wake = anyio.Event()
@@ -338,45 +337,6 @@ class ServerConnection:
         # Only the deadline's cancellation, swallowed by the scope, gets here.
         raise deadline.expired(server=self.name, tool=tool)
 
-    def raw_tool_result(
-        self, tool: str, answer: mcp_types.JSONRPCResponse | mcp_types.JSONRPCError | None
-    ) -> mcp_types.CallToolResult:
-        """The result ``call_tool(tool, …)`` returns, or the error it raises, for ``answer``: the
-        server's answer to a ``tools/call`` sent below the SDK (``self.raw``), ``None`` when
-        the transport ended before it came. Only for a tool the session holds the output
-        schema of (``raw_call_ready``)."""
-        try:
-            if answer is None:
-                raise MCPError(code=mcp_types.CONNECTION_CLOSED, message="Connection closed")
-            if isinstance(answer, mcp_types.JSONRPCError):
-                error = answer.error
-                raise MCPError(code=error.code, message=error.message, data=error.data)
-            client = self._live_client()
-            result = received_tool_result(client.session, tool, answer.result)
-            if not isinstance(result, mcp_types.CallToolResult):
-                # ``call_tool`` would answer the rounds of a result claimed by an extension:
-                # mcpfleet's connections claim none, so this is a result it cannot use.
-                raise RuntimeError(f"unexpected result type {type(result).__name__}")
-            return result
-        except Exception as error:
-            failure = request_failure(
-                error, Asked(self.name, "tools/call", tool), close_reason=self._close_reason
-            )
-            if failure is None:
-                raise
-            raise failure from error
-
-    def raw_call_ready(self, tool: str) -> bool:
-        """Whether a call of ``tool`` may be sent below the SDK now (``self.raw``): the
-        connection is up and offers it, and a result of ``tool`` can be checked at once."""
-        client = self._client
-        return (
-            client is not None
-            and not self.ended
-            and self.raw.available
-            and knows_output_schema(client.session, tool)
-        )
-
     def _relayed_for(self) -> Caller | None:
         """The client this task's requests are sent for, on a 2026-07-28 connection (the only
         era with per-request capabilities and ``input_required``)."""
@@ -451,7 +411,6 @@ class ServerConnection:
                     probe_bound_s=self._options.probe_bound_ms / 1000,
                     on_transport_end=self._wake.set,
                     screen=self._screen,
-                    intercept=self.raw.intercept,
                     log_level=self._options.log_level,
                     **self._inbound.client_options(),
                 ) as negotiated:
@@ -461,8 +420,7 @@ class ServerConnection:
                     handshake_done = True
                     scope.deadline = math.inf
                     self._adopt(negotiated, (time.perf_counter() - handshake_started) * 1000)
-                    if self.era == "legacy" and isinstance(transport, StdioTransport):
-                        self.raw.attach(transport.send_lines)
+                    self.raw.offer(transport, self.era)
                     async with anyio.create_task_group() as listening:
                         if self.era == "modern":
                             listening.start_soon(
@@ -476,7 +434,6 @@ class ServerConnection:
                             )
                         task_status.started()
                         await self._wake.wait()
-                        self.raw.detach()
                         listening.cancel_scope.cancel()
                     if not self._close_requested:
                         self._mark_closed(await self._link.loss_reason(self._inbound.transport_error))
@@ -501,7 +458,6 @@ class ServerConnection:
             logger.warning("%s: error while closing the connection: %r", self.name, error)
         finally:
             self._client = None
-            self.raw.detach()
             self._owner_done.set()
 
     def _adopt(self, negotiated: Negotiated, handshake_ms: float) -> None:

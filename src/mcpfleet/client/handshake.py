@@ -27,7 +27,7 @@ from pydantic import ValidationError
 from mcpfleet.client.definitions import LEGACY_ERA, Era, EraVerdict
 from mcpfleet.client.probe import ProbeBound
 from mcpfleet.client.screening import ToolScreen
-from mcpfleet.client.watched import Intercept, WatchedTransport
+from mcpfleet.client.watched import WatchedTransport
 
 logger = logging.getLogger(__name__)
 
@@ -91,17 +91,15 @@ async def negotiated_client(
     probe_bound_s: float,
     on_transport_end: Callable[[], None],
     screen: ToolScreen | None = None,
-    intercept: Intercept | None = None,
     **client_options: Any,
 ) -> AsyncIterator[Negotiated]:
     """The SDK ``Client`` over ``transport``, entered (the handshake done) for the block.
 
     ``client_options`` are the ``Client`` callbacks (roots, messages, elicitation, sampling);
-    ``screen`` screens the answers to ``tools/list`` (``screening.py``); ``intercept`` takes
-    the answers to requests sent below the SDK (``raw.py``).
+    ``screen`` screens the answers to ``tools/list`` (``screening.py``).
     """
     probe = ProbeBound(transport, probe_bound_s) if plan.probes else None
-    watched = WatchedTransport(probe or transport, on_transport_end, screen, intercept)
+    watched = WatchedTransport(probe or transport, on_transport_end, screen)
     if plan.prior_discover is not None:
         watched.speaks_modern()
     client = Client(

@@ -8,10 +8,11 @@ connection:
 
 * the request goes out under an id the SDK never mints: the SDK numbers its requests 1, 2, …;
   these are strings (``"mcpfleet-1"``, …), so no answer can be taken for the other's;
-* every message from the server passes ``intercept`` first, in the SDK's own read loop
-  (``watched.py``), in the order the server wrote them: an answer to a raw request, and the
-  progress of one, are taken there and never reach the SDK's session; anything else goes on;
-* the answer is handed to the request's ``RawCall`` in that loop, synchronously: what the
+* every message from the server passes ``intercept`` first, in the transport's reading task
+  (``StdioTransport.intercept``), in the order the server wrote them: an answer to a raw
+  request, and the progress of one, are taken there and never reach the SDK's session
+  (no hop to the session's task either); anything else goes on;
+* the answer is handed to the request's ``RawCall`` in that task, synchronously: what the
   caller does with it must not block the connection's reading;
 * a raw request carries a progress token (its own id), as the SDK's calls do (the
   connection's deadline is re-armed by progress): a server behaves the same either way;
@@ -19,9 +20,9 @@ connection:
 
 Only stdio connections in the handshake era offer it (``available``): a 2026-07-28 request
 carries per-request ``_meta`` the SDK writes, and HTTP has no pipe to write to. The SDK's own
-post-processing of an answer (``_sdk.received_tool_result``) stays with the connection
-(``ServerConnection.raw_tool_result``), so a raw call's result is the one ``call_tool``
-returns for the same answer.
+post-processing of an answer (``_sdk.received_tool_result``) and the connection's error map
+run on a raw call's answer too (``tool_result``), so its result is the one
+``ServerConnection.call_tool`` returns for the same answer.
 
 Part of ``connection.py``, which imports the SDK: the messages read here are its types.
 """
@@ -35,8 +36,15 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
 import mcp_types
+from mcp.shared.exceptions import MCPError
+
+from mcpfleet.client._errors import Asked, closed_error, request_failure
+from mcpfleet.client._sdk import knows_output_schema, received_tool_result
+from mcpfleet.transport.stdio import StdioTransport
 
 if TYPE_CHECKING:
+    from mcp import Client
+    from mcp.client.session import ClientSession
     from mcp.shared.message import SessionMessage
 
 logger = logging.getLogger(__name__)
@@ -54,7 +62,7 @@ LineWriter = Callable[[bytes], Awaitable[None]]
 
 
 class RawCall(Protocol):
-    """What a raw request's sender is told, each from the connection's read loop (no blocking)."""
+    """What a raw request's sender is told, each from the transport's reading task (no blocking)."""
 
     def answered(self, message: Any) -> None:
         """The server's answer: an ``mcp_types.JSONRPCResponse`` or ``JSONRPCError``."""
@@ -67,10 +75,22 @@ class RawCall(Protocol):
 
 
 class RawExchange:
-    """The raw requests of one connection, and the hook that takes their answers."""
+    """The raw requests of one connection, and the hook that takes their answers.
 
-    def __init__(self, server: str) -> None:
+    ``client_of`` is the connection's SDK ``Client`` while it is up, ``close_reason`` why it
+    ended, ``ended`` whether it has."""
+
+    def __init__(
+        self,
+        server: str,
+        client_of: Callable[[], Client | None],
+        close_reason: Callable[[], str | None],
+        ended: Callable[[], bool],
+    ) -> None:
         self.server = server
+        self._client_of = client_of
+        self._close_reason = close_reason
+        self._ended = ended
         self._write: LineWriter | None = None
         self._pending: dict[str, RawCall] = {}
         self._ids = itertools.count(1)
@@ -82,12 +102,65 @@ class RawExchange:
     def available(self) -> bool:
         return self._write is not None
 
+    def _session_of(self) -> ClientSession | None:
+        client = self._client_of()
+        return client.session if client is not None else None
+
+    def ready(self, tool: str) -> bool:
+        """Whether a call of ``tool`` may be sent raw now: the connection is up and offers it,
+        and a result of ``tool`` can be checked at once (``_sdk.knows_output_schema``)."""
+        session = self._session_of()
+        return (
+            self._write is not None
+            and session is not None
+            and not self._ended()
+            and knows_output_schema(session, tool)
+        )
+
+    def tool_result(
+        self, tool: str, answer: mcp_types.JSONRPCResponse | mcp_types.JSONRPCError | None
+    ) -> mcp_types.CallToolResult:
+        """The result ``ServerConnection.call_tool(tool, …)`` returns, or the error it raises,
+        for ``answer``: the server's answer to a raw ``tools/call`` (``None``: the transport
+        ended first). Only for a tool that was ``ready``."""
+        try:
+            if answer is None:
+                raise MCPError(code=mcp_types.CONNECTION_CLOSED, message="Connection closed")
+            if isinstance(answer, mcp_types.JSONRPCError):
+                error = answer.error
+                raise MCPError(code=error.code, message=error.message, data=error.data)
+            session = self._session_of()
+            if session is None:
+                raise closed_error(self.server, self._close_reason())
+            result = received_tool_result(session, tool, answer.result)
+            if not isinstance(result, mcp_types.CallToolResult):
+                # ``call_tool`` would answer the rounds of a result claimed by an extension:
+                # mcpfleet's connections claim none, so this is a result it cannot use.
+                raise RuntimeError(f"unexpected result type {type(result).__name__}")
+            return result
+        except Exception as error:
+            failure = request_failure(
+                error, Asked(self.server, "tools/call", tool), close_reason=self._close_reason
+            )
+            if failure is None:
+                raise
+            raise failure from error
+
+    def offer(self, transport: object, era: str | None) -> None:
+        """Offer raw requests on ``transport``, the connection's, now past its handshake: on a
+        stdio one in the handshake era (the others offer none). From then on the transport
+        hands every message to ``intercept`` first, and its end ``detach``es."""
+        if era == "legacy" and isinstance(transport, StdioTransport):
+            transport.intercept = self.intercept
+            transport.on_read_end = self.detach
+            self.attach(transport.send_lines)
+
     def attach(self, write: LineWriter) -> None:
-        """Offer raw requests, written with ``write`` (the connection is up, in the handshake era)."""
+        """Offer raw requests, written with ``write``."""
         self._write = write
 
     def detach(self) -> None:
-        """No more raw requests: the transport is ending; the open ones are told it ended."""
+        """No more raw requests: the transport ended; the open ones are told it ended."""
         self._write = None
         pending, self._pending = self._pending, {}
         for call in pending.values():
@@ -172,7 +245,7 @@ class RawExchange:
 
 
 def _tell(callback: Callable[..., None], *args: Any) -> None:
-    """Run a ``RawCall`` callback in the read loop; its failure must not end the connection."""
+    """Run a ``RawCall`` callback in the reading task; its failure must not end the connection."""
     try:
         callback(*args)
     except Exception:

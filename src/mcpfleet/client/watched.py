@@ -27,25 +27,13 @@ if TYPE_CHECKING:
     from mcpfleet.client._sdk import ReadStream, TransportStreams, WriteStream
 
 
-Intercept = Callable[[SessionMessage], bool]
-"""Offered each message from the server first; ``True``: it was taken, the SDK never sees it
-(the answers to requests sent below the SDK, ``raw.py``)."""
-
-
 class WatchedTransport(anyio.AsyncContextManagerMixin):
     """Wraps a transport so ``on_end`` is called once the server side of the stream ends."""
 
-    def __init__(
-        self,
-        inner: Any,
-        on_end: Callable[[], None],
-        screen: ToolScreen | None = None,
-        intercept: Intercept | None = None,
-    ) -> None:
+    def __init__(self, inner: Any, on_end: Callable[[], None], screen: ToolScreen | None = None) -> None:
         self._inner = inner
         self._on_end = on_end
         self._screen = screen
-        self._intercept = intercept
         self._modern = False
         self._read_stream: EndWatchingReadStream | None = None
 
@@ -63,9 +51,7 @@ class WatchedTransport(anyio.AsyncContextManagerMixin):
     @asynccontextmanager
     async def __asynccontextmanager__(self) -> AsyncIterator[TransportStreams]:
         async with self._inner as (read_stream, write_stream):
-            self._read_stream = EndWatchingReadStream(
-                read_stream, self._on_end, self._screen, self._intercept
-            )
+            self._read_stream = EndWatchingReadStream(read_stream, self._on_end, self._screen)
             self._read_stream.default_result_type = self._modern
             yield self._read_stream, CallerStampingWriteStream(write_stream, self._screen)
 
@@ -78,12 +64,10 @@ class EndWatchingReadStream(ReceivingStream):
         inner: ReadStream[SessionMessage | Exception],
         on_end: Callable[[], None],
         screen: ToolScreen | None = None,
-        intercept: Intercept | None = None,
     ) -> None:
         self._inner = inner
         self._on_end = on_end
         self._screen = screen
-        self._intercept = intercept
         self.default_result_type = False
 
     @property
@@ -91,15 +75,11 @@ class EndWatchingReadStream(ReceivingStream):
         return getattr(self._inner, "last_context", None)
 
     async def receive(self) -> SessionMessage | Exception:
-        intercept = self._intercept
-        while True:
-            try:
-                message = await self._inner.receive()
-            except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
-                self._on_end()
-                raise
-            if intercept is None or not isinstance(message, SessionMessage) or not intercept(message):
-                break
+        try:
+            message = await self._inner.receive()
+        except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
+            self._on_end()
+            raise
         if (
             self.default_result_type
             and isinstance(message, SessionMessage)

@@ -32,7 +32,7 @@ from mcpfleet.contract import notifications
 from mcpfleet.contract.defaults import STARTUP_TIMEOUT_MS
 from mcpfleet.errors import ConfigError, MCPFleetError
 from mcpfleet.fleet.pinning import WithheldTool, withheld_message
-from mcpfleet.gateway.budget import CALL_TOOL, FIND_TOOLS, ToolBudget
+from mcpfleet.gateway.budget import ToolBudget
 from mcpfleet.gateway.forward import Forward, InFlight, ProgressRelay
 from mcpfleet.gateway.listings import RESOURCE_KINDS, ListingKind, Listings
 from mcpfleet.gateway.naming import NamingPolicy
@@ -354,23 +354,6 @@ class Gateway(anyio.AsyncContextManagerMixin):
         connection = self.fleet.get_connection(server)
         return Forward(self.fleet, client, "tools", route.name, server, tool, connection, arguments)
 
-    def resolve_call_now(self, client: ClientSession, name: str, arguments: dict[str, Any]) -> Forward | None:
-        """``resolve_call`` when it has nothing to decide or wait for: the tool budget passes the
-        name through, the served catalog names a tool now, which is not withheld, on a server
-        connected now. ``None`` when any of that does not hold: ``resolve_call`` then decides."""
-        if self.budget.mode != "all" and name in (FIND_TOOLS, CALL_TOOL):
-            return None
-        target = self._catalog.tool_target(name)
-        if target is None:
-            return None
-        server, tool = target
-        if any((held.server, held.tool) == target for held in self.fleet.withheld_tools()):
-            return None
-        connection = self.fleet.get_connection(server)
-        if connection is None:
-            return None
-        return Forward(self.fleet, client, "tools", name, server, tool, connection, arguments)
-
     async def call_tool(
         self, forward: Forward, flight: InFlight | None, *, on_progress: ProgressRelay | None = None
     ) -> Any:
@@ -389,32 +372,13 @@ class Gateway(anyio.AsyncContextManagerMixin):
                 server, forward.backend_name, dict(forward.arguments), on_progress=on_progress
             )
         except MCPFleetError as error:
-            result = self.call_failure(server, error, flight)
+            result = call_failure(self, server, error, flight)
         if flight is not None:
             # The backend's logs of this call arrived before its answer: they go out first.
             with anyio.move_on_after(LOG_FLUSH_TIMEOUT_S):
                 for delivered in flight.log_deliveries:
                     await delivered.wait()
         return result
-
-    def call_failure(self, server: str, error: MCPFleetError, flight: InFlight | None) -> dict[str, Any]:
-        """What a call that failed with ``error`` answers: an error result naming the server and
-        the reason, or (raised) the backend's own JSON-RPC error (``BackendRejection``)."""
-
-        def failed_here(code: int, message: str) -> bool:
-            # The call's own record too: a fast-path call is no task's current one.
-            own = flight is not None and (code, message) in flight.local_errors
-            return own or self.relay.failed_here(code, message)
-
-        rejection = backend_rejection(
-            server,
-            error,
-            failed_here=failed_here,
-            served_uri=lambda uri: self._catalog.served_uri(server, uri),
-        )
-        if rejection is not None:
-            raise rejection from error
-        return error_result(str(error))
 
     async def find_call_target(self, served_name: str) -> tuple[str, str] | None:
         """``find_target`` for a ``tools/call``: a withheld tool is found too, so that calling
@@ -531,6 +495,29 @@ class Gateway(anyio.AsyncContextManagerMixin):
     def _on_server_log(self, server: str, params: dict[str, Any]) -> Awaitable[None] | None:
         """Relay a backend's ``notifications/message``, with the server as logger (``server_logs``)."""
         return server_log_delivery(server, params, self.relay.flights, self.sessions)
+
+
+def call_failure(
+    gateway: Gateway, server: str, error: MCPFleetError, flight: InFlight | None
+) -> dict[str, Any]:
+    """What a call that failed with ``error`` answers: an error result naming the server and
+    the reason, or (raised) the backend's own JSON-RPC error (``BackendRejection``)."""
+    relay = gateway.relay
+
+    def failed_here(code: int, message: str) -> bool:
+        # The call's own record too: a fast-path call is no task's current one.
+        own = flight is not None and (code, message) in flight.local_errors
+        return own or relay.failed_here(code, message)
+
+    rejection = backend_rejection(
+        server,
+        error,
+        failed_here=failed_here,
+        served_uri=lambda uri: gateway.catalog.served_uri(server, uri),
+    )
+    if rejection is not None:
+        raise rejection from error
+    return error_result(str(error))
 
 
 def error_result(message: str) -> dict[str, Any]:

@@ -6,13 +6,13 @@ name rewritten, the answer sent back under the client's id) costs the SDK's serv
 tracing span, validation of what it relays and several hops between tasks, and the SDK's client
 as much again. ``FastPath.take`` does that relaying itself: the request goes out below the SDK
 ``Client`` (``client.raw``, under an id the SDK never mints), and the backend's answer, taken
-from the connection's read loop, is written to the client from there, the answer of the
-transport's reader with no task of its own.
+in the transport's reading task before the SDK's session sees it, is written to the client
+from there, with no task of its own.
 
 What the answer says is the SDK path's, byte for byte: the backend's result goes through the
-very steps the SDK's client and server apply to it (``ServerConnection.raw_tool_result``,
+very steps the SDK's client and server apply to it (``RawExchange.tool_result``,
 ``client._sdk.wire_result``), and a failure through the gateway's own mapping
-(``Gateway.call_failure``, ``handlers.jsonrpc_error``). ``tests/integration/gateway/
+(``core.call_failure``, ``handlers.jsonrpc_error``). ``tests/integration/gateway/
 test_gateway_fast_path.py`` diffs both paths over every tool of a reference backend.
 
 ``take`` decides per request, from the message as parsed (nothing is parsed twice): it takes a
@@ -57,7 +57,8 @@ from mcpfleet.client.deadline import PROGRESS_CEILING_FACTOR, call_expired
 from mcpfleet.contract import notifications
 from mcpfleet.errors import ConnectionClosedError, MCPFleetError
 from mcpfleet.fleet.manager import lost_during_call
-from mcpfleet.gateway.core import LOG_FLUSH_TIMEOUT_S, Gateway
+from mcpfleet.gateway.budget import CALL_TOOL, FIND_TOOLS
+from mcpfleet.gateway.core import LOG_FLUSH_TIMEOUT_S, Gateway, call_failure
 from mcpfleet.gateway.forward import Forward, InFlight
 from mcpfleet.gateway.handlers import call_scoped_logs, jsonrpc_error
 
@@ -70,7 +71,7 @@ logger = logging.getLogger(__name__)
 Reply = Callable[[bytes], None]
 """Takes one JSON-RPC message for the client (UTF-8 JSON, no line end) and sends it on, in the
 order given, after whatever the transport was given before. It must not block: it is called
-from a backend connection's read loop, which other clients' answers share."""
+from a backend transport's reading task, which other clients' answers share."""
 
 TOOLS_CALL = "tools/call"
 ABANDONED = "caller cancelled"
@@ -78,6 +79,9 @@ ABANDONED = "caller cancelled"
 _PLAIN_CALL_KEYS = frozenset({"name", "arguments", "_meta"})
 """The params of a call the fast path takes: anything else is for the SDK to read."""
 _MCP_META_PREFIX = "io.modelcontextprotocol/"
+LOG_TURNS = 3
+"""Turns of the event loop an answer gives a log the backend wrote before it to be set on its
+way (the session's read, its notification task, the relay's first step)."""
 
 
 @dataclass(frozen=True)
@@ -146,16 +150,16 @@ class FastPath:
         key = (reply, request.id)
         if key in self._calls:
             return False  # a second request under an id still in flight: the SDK's to judge
-        client = caller.client if caller.client is not None else self._only_client()
+        client = caller.client if caller.client is not None else self.gateway.sessions.only()
         if client is None or client.era != "legacy":
             return False
         if self.guard is not None and not self.guard(caller, name):
             return False
-        forward = self.gateway.resolve_call_now(client, name, arguments)
+        forward = resolve_now(self.gateway, client, name, arguments)
         if forward is None or forward.server is None or forward.connection is None:
             return False
         connection = forward.connection
-        if not connection.raw_call_ready(forward.backend_name):
+        if not connection.raw.ready(forward.backend_name):
             return False
         call = _FastCall(self, key, forward, connection, client, request.id, reply)
         if not await call.send():
@@ -171,11 +175,26 @@ class FastPath:
         await call.abandon()
         return True
 
-    def _only_client(self) -> ClientSession | None:
-        sessions = self.gateway.sessions
-        if len(sessions) != 1:
-            return None
-        return next(iter(sessions))
+
+def resolve_now(
+    gateway: Gateway, client: ClientSession, name: str, arguments: dict[str, Any]
+) -> Forward | None:
+    """``Gateway.resolve_call`` when it has nothing to decide or wait for: the tool budget
+    passes the name through, the served catalog names a tool now, which is not withheld, on a
+    server connected now. ``None`` when any of that does not hold: ``resolve_call`` decides."""
+    if gateway.budget.mode != "all" and name in (FIND_TOOLS, CALL_TOOL):
+        return None
+    target = gateway.catalog.tool_target(name)
+    if target is None:
+        return None
+    fleet = gateway.fleet
+    if any((held.server, held.tool) == target for held in fleet.withheld_tools()):
+        return None
+    server, tool = target
+    connection = fleet.get_connection(server)
+    if connection is None:
+        return None
+    return Forward(fleet, client, "tools", name, server, tool, connection, arguments)
 
 
 def _plain_meta(meta: Any) -> bool:
@@ -191,7 +210,7 @@ class _FastCall:
     """One call the fast path took: out at its backend until answered, cancelled or expired.
 
     Its ``answered``/``progressed``/``ended`` (``client.raw.RawCall``) run in the backend
-    connection's read loop."""
+    transport's reading task."""
 
     def __init__(
         self,
@@ -215,12 +234,10 @@ class _FastCall:
         self._reply = reply
         # The request has no SDK channel of its own: the backend's questions and logs of the
         # call go on the client's (the one stream of stdio and of a daemon session's socket).
+        session = client.sdk_session
+        assert session is not None, "a handshake-era client is registered, with its SDK session"
         self.flight = InFlight(
-            forward.server,
-            forward,
-            client.sdk_session,
-            None,
-            on_log=call_scoped_logs(client.sdk_session, None, client),
+            forward.server, forward, session, None, on_log=call_scoped_logs(session, None, client)
         )
         self.done = False
         self.backend_id: str | None = None
@@ -257,13 +274,14 @@ class _FastCall:
         fast_path.gateway.relay.flights.leave(self.flight)
         fast_path._deadlines.disarm(self)
 
-    # -- what the backend says (its connection's read loop) ---------------------------------------------
+    # -- what the backend says (its transport's reading task) ------------------------------------------
 
     def answered(self, message: Any) -> None:
         if self.done:
             return
         if self.connection.raw.logs_seen != self._logs_before:
-            # The backend logged during the call: its logs go out first (``server_logs``).
+            # The backend logged during the call: its logs go out first (``server_logs``),
+            # once the SDK's session has read them (they were handed on before this answer).
             self._fast_path.gateway.fleet.task_group.start_soon(self._answer_after_logs, message)
             return
         self._answer(message)
@@ -279,8 +297,10 @@ class _FastCall:
             self._answer(None)
 
     async def _answer_after_logs(self, message: Any) -> None:
-        # The log's own delivery was set up in a task started before this one.
-        await anyio.lowlevel.checkpoint()
+        # The session reads the log (one turn) and starts the task that sets up its delivery
+        # (the next): only then is the delivery there to wait for.
+        for _ in range(LOG_TURNS):
+            await anyio.lowlevel.checkpoint()
         with anyio.move_on_after(LOG_FLUSH_TIMEOUT_S):
             for delivered in self.flight.log_deliveries:
                 await delivered.wait()
@@ -313,11 +333,11 @@ class _FastCall:
         gateway = self._fast_path.gateway
         try:
             try:
-                return self.connection.raw_tool_result(self.tool, message)
+                return self.connection.raw.tool_result(self.tool, message)
             except ConnectionClosedError as error:
                 raise lost_during_call(self.connection, self.tool) from error
         except MCPFleetError as error:
-            return gateway.call_failure(self.server, error, self.flight)
+            return call_failure(gateway, self.server, error, self.flight)
 
     def _result_bytes(self, result: Any) -> bytes:
         if isinstance(result, dict):
@@ -353,7 +373,7 @@ class _FastCall:
             server=self.server, tool=self.tool, timeout_ms=self.timeout_ms, started=self._started
         )
         gateway = self._fast_path.gateway
-        self._reply(self._answer_bytes(lambda: gateway.call_failure(self.server, expired, self.flight)))
+        self._reply(self._answer_bytes(lambda: call_failure(gateway, self.server, expired, self.flight)))
 
 
 class _Deadlines:

@@ -43,10 +43,12 @@ from mcp.server.subscriptions import (
 from mcp.shared.exceptions import MCPError
 
 from mcpfleet import __version__
+from mcpfleet.client.behalf import Caller, on_behalf_of
 from mcpfleet.contract import notifications
 from mcpfleet.errors import MCPFleetError
 from mcpfleet.gateway.core import SERVER_NAME, Gateway, UnknownNameError
 from mcpfleet.gateway.forward import InFlight, LogRelay, ProgressRelay
+from mcpfleet.gateway.http_fast import FastCall, HttpFastPath
 from mcpfleet.gateway.paging import InvalidCursor, PagedList, page_of
 from mcpfleet.gateway.rejections import BackendRejection
 from mcpfleet.gateway.served_catalog import ListKind
@@ -71,12 +73,15 @@ EVERY_LIST_CHANGES = NotificationOptions(prompts_changed=True, resources_changed
 
 
 class _GatewayServer(Server[Any]):
-    """A ``Server`` that declares, by default, that every list may change.
+    """A ``Server`` that declares, by default, that every list may change, and knows its
+    gateway's handlers (the HTTP fast path answers calls with them: ``fast_path_of``).
 
     The streamable-HTTP session manager runs each session with the server's default
     initialization options (it takes none of its own): without this, HTTP clients of the
     handshake era would read ``listChanged: false`` and could ignore the gateway's notices.
     """
+
+    handlers: GatewayHandlers
 
     def create_initialization_options(
         self,
@@ -92,7 +97,7 @@ class _GatewayServer(Server[Any]):
 def build_server(gateway: Gateway) -> Server[Any]:
     """The lowlevel ``Server`` that serves ``gateway`` (enter the gateway first)."""
     handlers = GatewayHandlers(gateway)
-    server: Server[Any] = _GatewayServer(
+    server = _GatewayServer(
         SERVER_NAME,
         version=__version__,
         instructions=gateway.instructions,
@@ -105,11 +110,25 @@ def build_server(gateway: Gateway) -> Server[Any]:
             "server/discover": NEVER_FRESH,
         },
     )
+    server.handlers = handlers
+    # Without it the SDK checks a 2026-07-28 call's Mcp-Param headers against a schema it
+    # finds by running the whole tools/list handler, once per call.
+    server.get_tool_input_schema = handlers.tool_input_schema
     for method, params_type, handler in handlers.requests():
         server.add_request_handler(method, params_type, handler)
     for method, handler in handlers.notifications():
         server.add_notification_handler(method, mcp_types.NotificationParams, handler)
     return server
+
+
+def fast_path_of(server: Server[Any]) -> HttpFastPath | None:
+    """What the HTTP gateway's fast path answers calls with, for a server ``build_server`` built."""
+    from mcpfleet.gateway.fast_path import FastPath  # it imports this module
+
+    if not isinstance(server, _GatewayServer):
+        return None
+    handlers = server.handlers
+    return HttpFastPath(handlers.sessions, FastPath(handlers.gateway), handlers.fast_call)
 
 
 class GatewayHandlers:
@@ -158,6 +177,12 @@ class GatewayHandlers:
 
     # -- lists ------------------------------------------------------------------------------------------
 
+    def tool_input_schema(self, name: str) -> Any:
+        """The ``inputSchema`` of the served tool ``name`` (``None``: no such tool served now)."""
+        return next(
+            (tool["inputSchema"] for tool in self.gateway.catalog.tools if tool.get("name") == name), None
+        )
+
     async def list_tools(self, ctx: Context, params: mcp_types.PaginatedRequestParams) -> dict[str, Any]:
         client = self.sessions.session_for(ctx)
         await self.gateway.first_lists_ready()
@@ -201,6 +226,26 @@ class GatewayHandlers:
 
         with _as_jsonrpc_errors():
             return await self.relay.run(ctx, forward, call_backend, progress=relay_progress, on_log=on_log)
+
+    async def fast_call(self, call: FastCall) -> Any:
+        """A ``tools/call`` the HTTP fast path answers without the SDK's server
+        (``gateway.http_fast``): resolved and sent on as ``call_tool`` does. A handshake-era
+        client's call is in flight with no request of the SDK's to ride: its backend's questions
+        and logs go to the client's session (its standalone stream, which the fast path
+        requires); a 2026-07-28 client that declared nothing to be asked has none to receive."""
+        client = call.client
+        forward = await self.gateway.resolve_call(client, call.name, call.arguments)
+        if forward.answer is not None:
+            return _complete(forward.answer)
+        with _as_jsonrpc_errors():
+            if forward.server is None or client.sdk_session is None:
+                if forward.server is not None and forward.speaks_modern:
+                    with on_behalf_of(Caller(capabilities=client.capabilities)):
+                        return await self.gateway.call_tool(forward, None)
+                return await self.gateway.call_tool(forward, None)
+            flight = InFlight(forward.server, forward, client.sdk_session, None)
+            with self.relay.flights.flying(flight):
+                return await self.gateway.call_tool(forward, flight)
 
     async def read_resource(self, ctx: Context, params: mcp_types.ReadResourceRequestParams) -> Any:
         forward = await self.gateway.resolve(self.sessions.session_for(ctx), "resources", params.uri)

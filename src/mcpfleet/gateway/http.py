@@ -17,6 +17,11 @@ what a gateway needs around it:
 - read deadlines and connection caps below the descriptor limit (``gateway.connections``);
 - a JSON-RPC -32600 for a request whose id MCP forbids, which the SDK would take for a
   notification and never answer;
+- the fast path (``gateway.http_fast``): a call that needs no stream is answered as one JSON
+  body without the SDK's session machinery. The layers, outermost first: ``BearerGate`` (every
+  check: token, Host/Origin, body cap, request ids; the body parsed once), ``FastCalls``, the
+  SDK's app. An identity check of its own (team mode's) goes in front of the gate's app, so
+  both the fast path and the SDK see its principal in the scope;
 - resumable streams (``gateway.resumption``): each SSE stream starts with a priming event
   and a ``retry``, and a client that lost one mid-call reconnects with ``Last-Event-ID``;
 - a lifetime inside the caller's task group: cancelling ``serve_http`` stops accepting,
@@ -54,6 +59,7 @@ from mcpfleet import paths
 from mcpfleet.contract.environment import GATEWAY_TOKEN_VARIABLE as TOKEN_VARIABLE
 from mcpfleet.errors import MCPFleetError, ServeAddressError
 from mcpfleet.gateway.connections import ACCEPT_BURST, ConnectionGuard, ListenerBounds, bounded_protocol
+from mcpfleet.gateway.http_fast import PARSED_BODY
 
 if TYPE_CHECKING:
     from mcp.server.lowlevel.server import Server
@@ -352,7 +358,8 @@ def _display(bind: HttpBind) -> str:
 
 class BearerGate:
     """Answer 401 to every HTTP request without ``Authorization: Bearer <token>``, 503 once
-    stopping, and a JSON-RPC -32600 to a request whose id is neither a string nor an integer.
+    stopping, 421/403 to a foreign ``Host``/``Origin`` (``security``, the SDK's own check), and
+    a JSON-RPC -32600 to a request whose id is neither a string nor an integer.
 
     The comparison is constant-time (``hmac.compare_digest``), so response timing does not
     reveal how much of a guess was right. More than one ``Authorization`` header is refused:
@@ -362,14 +369,26 @@ class BearerGate:
     (its request type refuses the id, its notification type ignores it) and answers 202 with
     nothing after it, so the client waits for an answer that never comes. A POST's body is
     read here first (at most ``max_body_bytes``: 413 above it, as the SDK would), checked,
-    and handed on to the SDK unchanged.
+    and handed on unchanged, with its decoded JSON in the scope (``http_fast.PARSED_BODY``) so
+    that nothing after the gate parses it again.
+
+    Every check runs here, in front of whatever the gate guards (the fast path, then the SDK,
+    which checks Host and Origin again): nothing behind it sees a request that fails one.
     """
 
     def __init__(
-        self, app: ASGIApp, token: str | None, *, max_body_bytes: int = MAX_REQUEST_BODY_BYTES
+        self,
+        app: ASGIApp,
+        token: str | None,
+        *,
+        security: TransportSecuritySettings | None = None,
+        max_body_bytes: int = MAX_REQUEST_BODY_BYTES,
     ) -> None:
+        from mcp.server.transport_security import TransportSecurityMiddleware
+
         self.app = app
         self.expected = token.encode("ascii") if token is not None else None
+        self.security = TransportSecurityMiddleware(security) if security is not None else None
         self.max_body_bytes = max_body_bytes
         self.stopping = False
 
@@ -392,6 +411,13 @@ class BearerGate:
                     [(b"www-authenticate", challenge)],
                 )
                 return
+        if self.security is not None:
+            from starlette.requests import Request
+
+            refusal = await self.security.validate_request(Request(scope), is_post=scope["method"] == "POST")
+            if refusal is not None:
+                await refusal(scope, receive, send)
+                return
         if scope["method"] == "POST":
             try:
                 body = await _read_body(receive, self.max_body_bytes)
@@ -400,9 +426,11 @@ class BearerGate:
             if body is None:
                 await _plain_response(send, 413, b"Request body too large", [])
                 return
-            if _has_invalid_request_id(body):
+            message = _decoded(body)
+            if _has_invalid_request_id(message):
                 await _json_response(send, 400, _INVALID_REQUEST_ID_ANSWER)
                 return
+            scope = {**scope, PARSED_BODY: message}
             receive = _replay(body, receive)
         await self.app(scope, receive, send)
 
@@ -453,15 +481,22 @@ def _replay(body: bytes, receive: Receive) -> Receive:
     return replayed
 
 
-def _has_invalid_request_id(body: bytes) -> bool:
-    """Whether ``body`` is one JSON-RPC request (a ``method`` and an ``id``) whose id MCP forbids:
-    anything but a string or an integer (an object, an array, a float, a boolean, null)."""
+_NOT_JSON = object()
+"""What ``_decoded`` gives for a body that is not JSON (the SDK answers its parse error)."""
+
+
+def _decoded(body: bytes) -> Any:
     import pydantic_core
 
     try:
-        message = pydantic_core.from_json(body)
+        return pydantic_core.from_json(body)
     except ValueError:
-        return False  # not JSON: the SDK answers its parse error
+        return _NOT_JSON
+
+
+def _has_invalid_request_id(message: Any) -> bool:
+    """Whether ``message`` is one JSON-RPC request (a ``method`` and an ``id``) whose id MCP forbids:
+    anything but a string or an integer (an object, an array, a float, a boolean, null)."""
     if not (isinstance(message, dict) and "method" in message and "id" in message):
         return False
     request_id = message["id"]
@@ -531,20 +566,26 @@ async def serve_http(
     (``gateway.connections``; by default, from this process's descriptor limit as it is now).
     Once listening, ``notice`` gets ``serving on http://HOST:PORT/mcp`` and ``task_status`` the URL.
     """
+    from mcpfleet.gateway.handlers import fast_path_of
+    from mcpfleet.gateway.http_fast import FastCalls
     from mcpfleet.gateway.resumption import RETRY_INTERVAL_MS, BoundedEventStore
 
     with contextlib.closing(listener):
         guard = ConnectionGuard(bounds if bounds is not None else ListenerBounds.for_this_process())
-        app = server.streamable_http_app(
+        security = transport_security_for(listener.bind, listener.address, listener.port)
+        app: ASGIApp = server.streamable_http_app(
             streamable_http_path=MCP_PATH,
-            transport_security=transport_security_for(listener.bind, listener.address, listener.port),
+            transport_security=security,
             max_request_body_size=max_request_body_bytes,
             host=listener.bind.host,
             # A stream that breaks mid-call can be resumed (SEP-1699), from the recent past only.
             event_store=BoundedEventStore(),
             retry_interval=RETRY_INTERVAL_MS,
         )
-        gate = BearerGate(app, auth_token, max_body_bytes=max_request_body_bytes)
+        fast_path = fast_path_of(server)
+        if fast_path is not None:
+            app = FastCalls(app, server, fast_path)
+        gate = BearerGate(app, auth_token, security=security, max_body_bytes=max_request_body_bytes)
         http_server = _GatewayUvicorn(
             uvicorn.Config(
                 gate,

@@ -341,6 +341,7 @@ class Relay:
             if route.parked is not None:
                 return await route.parked.ask(method, params)
             return await self._ask_over_connection(route.request_session, route.request_id, method, params)
+        assert route.sdk_session is not None, "only registered clients are asked outside a request"
         return await self._ask_over_connection(route.sdk_session, None, method, params)
 
     async def _ask_over_connection(

@@ -45,15 +45,24 @@ class ClientSession:
 
     era: ClientEra
     protocol_version: str
-    sdk_session: ServerSession
+    sdk_session: ServerSession | None
     """The SDK's handle: ``send_notification`` without ``related_request_id`` goes out on the
-    client's standalone channel, ``send_request`` (handshake era only) asks the client."""
+    client's standalone channel, ``send_request`` (handshake era only) asks the client. Always
+    set for a registered client; ``None`` for a 2026-07-28 request the HTTP gateway's fast path
+    answers without the SDK's server (``gateway.http_fast``)."""
     capabilities: dict[str, Any] = field(default_factory=dict)
     """What the client declared (``sampling``, ``elicitation``, ``roots``…), as JSON."""
     client_name: str | None = None
     log_level: str | None = None
     """The least severe backend log level the client asked for (``logging/setLevel``); ``None``
     until it asks, and then every level is relayed."""
+
+    @classmethod
+    def for_request(
+        cls, era: ClientEra, protocol_version: str, capabilities: dict[str, Any], client_name: str | None
+    ) -> ClientSession:
+        """The client of one request answered without the SDK's server (never registered)."""
+        return cls(era, protocol_version, None, capabilities, client_name)
 
     @property
     def registered(self) -> bool:
@@ -71,6 +80,8 @@ class ClientSession:
         went away misses it, as the protocol allows."""
         import mcp_types
 
+        if self.sdk_session is None:
+            return  # a request's own client: nothing reaches it but that request's answer
         message: dict[str, Any] = {"method": method}
         if params is not None:
             message["params"] = params
@@ -85,7 +96,7 @@ class ClientSession:
             logger.debug("could not send %s to a client: %r", method, error)
 
 
-def _named_in_meta(meta: Any) -> str | None:
+def named_in_meta(meta: Any) -> str | None:
     """The client's name in a 2026-07-28 request's ``_meta`` (there is no ``initialize``)."""
     from mcp_types import CLIENT_INFO_META_KEY
 
@@ -101,12 +112,23 @@ class ClientSessions:
         self._by_connection: weakref.WeakKeyDictionary[Connection, ClientSession] = (
             weakref.WeakKeyDictionary()
         )
+        self._by_session_id: dict[str, ClientSession] = {}
+        """The registered clients of streamable HTTP sessions, by ``Mcp-Session-Id``."""
 
     def __iter__(self) -> Iterator[ClientSession]:
         return iter(list(self._by_connection.values()))
 
     def __len__(self) -> int:
         return len(self._by_connection)
+
+    def only(self) -> ClientSession | None:
+        """The one client connected, if there is exactly one (a stdio gateway's, a daemon
+        session's)."""
+        if len(self._by_connection) != 1:
+            return None
+        for session in self._by_connection.values():
+            return session
+        return None
 
     def session_for(self, ctx: ServerRequestContext[Any, Any]) -> ClientSession:
         """The client behind one request (or notification): registered on its first message
@@ -128,16 +150,24 @@ class ClientSessions:
             if capabilities is not None
             else {}
         )
-        client_name = params.client_info.name if params is not None else _named_in_meta(ctx.meta)
+        client_name = params.client_info.name if params is not None else named_in_meta(ctx.meta)
         if connection is None:
             return ClientSession("modern", ctx.protocol_version, sdk_session, declared, client_name)
         session = ClientSession("legacy", ctx.protocol_version, sdk_session, declared, client_name)
         self._by_connection[connection] = session
+        if connection.session_id is not None:
+            self._by_session_id[connection.session_id] = session
         connection.exit_stack.callback(self._forget, connection)
         logger.info("client %s connected (%s)", session.client_name or "(unnamed)", ctx.protocol_version)
         return session
 
+    def by_session_id(self, session_id: str) -> ClientSession | None:
+        """The registered client of the streamable HTTP session ``session_id``, if any."""
+        return self._by_session_id.get(session_id)
+
     def _forget(self, connection: Connection) -> None:
+        if connection.session_id is not None:
+            self._by_session_id.pop(connection.session_id, None)
         session = self._by_connection.pop(connection, None)
         if session is not None:
             logger.info("client %s disconnected", session.client_name or "(unnamed)")

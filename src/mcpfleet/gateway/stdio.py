@@ -39,6 +39,7 @@ from mcpfleet.client._streams import ClosingStream
 from mcpfleet.contract.defaults import MAX_HOST_MESSAGE_BYTES
 from mcpfleet.contract.framing import LineFramer, OversizedLine, oversized_refusal, oversized_request_id
 from mcpfleet.gateway.core import Gateway
+from mcpfleet.transport.pipe import PipeReader
 
 if TYPE_CHECKING:
     from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
@@ -145,21 +146,27 @@ class _Wire:
         self.pollable = stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
         if self.pollable:
             os.set_blocking(fd, False)
+        self._reader: PipeReader | None = None
 
     def restore(self) -> None:
+        if self._reader is not None:
+            self._reader.close()
         if self.pollable:
             with contextlib.suppress(OSError):
                 os.set_blocking(self.fd, self._was_blocking)
 
     async def read(self) -> bytes:
-        """The next bytes; empty at the end of the stream."""
+        """The next bytes; empty at the end of the stream (or once reading fails)."""
         if not self.pollable:
             return await anyio.to_thread.run_sync(os.read, self.fd, READ_BYTES, abandon_on_cancel=True)
-        while True:
-            try:
-                return os.read(self.fd, READ_BYTES)
-            except BlockingIOError:
-                await anyio.wait_readable(self.fd)
+        if self._reader is None:
+            # Watched while a read waits, read in the loop's callback: a message that arrives
+            # costs its one read (``transport.pipe``), not a registration and a failed read.
+            self._reader = PipeReader(self.fd, read_bytes=READ_BYTES, owner=self.label)
+        try:
+            return await self._reader.read()
+        except anyio.EndOfStream:
+            return b""
 
     async def write_all(self, data: bytes | memoryview) -> None:
         view = memoryview(data)

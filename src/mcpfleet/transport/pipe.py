@@ -93,7 +93,7 @@ class PipeReader:
         except BlockingIOError:
             return None
         except OSError as error:
-            logger.debug("%s: reading stdout failed: %r", self._owner, error)
+            logger.debug("%s: reading the pipe failed: %r", self._owner, error)
             chunk = b""
         if not chunk:
             self._ended = True

@@ -28,7 +28,7 @@ import json
 import logging
 import re
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -248,18 +248,28 @@ class StdioTransport(anyio.AsyncContextManagerMixin):
         """Whether the server ever sent a message: one that never did has no work to wind down."""
         self._read_writer: MemoryObjectSendStream[SessionMessage | Exception] | None = None
         self._stdin: anyio.abc.ByteSendStream | None = None
+        self.intercept: Callable[[SessionMessage], bool] | None = None
+        """Offered each message the server sends, in order, before the SDK's session reads
+        it; ``True``: taken, the session never sees it (the answers to the requests the
+        connection sends below the SDK, ``client.raw``). It runs in the reading task: it must
+        not block."""
+        self.on_read_end: Callable[[], None] | None = None
+        """Called when the reading task ends (the server's stdout ended, or the transport is
+        being left), before the SDK's session hears of it."""
 
     async def send_lines(self, data: bytes) -> None:
         """Write ``data``, whole JSON-RPC lines, to the server's stdin beside the SDK's messages.
 
         For the requests mcpfleet sends below the SDK (``client.raw``): each write lands whole
         (the pipe's writer takes a buffer at a time), so these lines never split the SDK's.
+        While the pipe takes what it is given, nothing waits (``buffered_write``).
         ``anyio.ClosedResourceError`` before the transport is entered or once it is left.
         """
         stdin = self._stdin
         if stdin is None:
             raise anyio.ClosedResourceError
-        await stdin.send(data)
+        if not buffered_write(stdin, data):
+            await stdin.send(data)
 
     @asynccontextmanager
     async def __asynccontextmanager__(self) -> AsyncIterator[TransportStreams]:
@@ -319,6 +329,8 @@ class StdioTransport(anyio.AsyncContextManagerMixin):
         except (anyio.ClosedResourceError, anyio.BrokenResourceError):
             pass
         finally:
+            if self.on_read_end is not None:
+                self.on_read_end()
             pipe.close()
             # End of stdout is the end of the session: the dispatcher sees EOF.
             await read_writer.aclose()
@@ -338,6 +350,9 @@ class StdioTransport(anyio.AsyncContextManagerMixin):
     ) -> None:
         for message in messages:
             self.answered = True
+            intercept = self.intercept
+            if intercept is not None and intercept(message):
+                continue
             await read_writer.send(message)
 
     async def _write_stdin(
@@ -361,4 +376,26 @@ class StdioTransport(anyio.AsyncContextManagerMixin):
             await self._read_writer.aclose()
 
 
-__all__ = ["MESSAGE_TOO_LARGE", "MessageReader", "StdioTransport"]
+WRITE_BUFFER_LIMIT = 64 * 1024
+"""Past this much waiting in the event loop's buffer for a server's stdin, a write waits for it."""
+
+
+def buffered_write(stdin: anyio.abc.ByteSendStream, data: bytes) -> bool:
+    """Hand ``data`` to the event loop's pipe transport without a checkpoint, when that costs
+    no waiting: ``True`` if done. anyio's ``send`` yields to the loop after every write (a turn
+    of the loop per message); the asyncio stream underneath (``_stream``, a private attribute
+    of anyio's wrapper, read here only) writes at once while its buffer is short. ``False``
+    (the caller sends the anyio way) when the buffer is full, the stream is closing, or anyio
+    no longer has that attribute."""
+    import asyncio
+
+    stream = getattr(stdin, "_stream", None)
+    if not isinstance(stream, asyncio.StreamWriter) or stream.is_closing():
+        return False
+    if stream.transport.get_write_buffer_size() > WRITE_BUFFER_LIMIT:
+        return False
+    stream.write(data)
+    return True
+
+
+__all__ = ["MESSAGE_TOO_LARGE", "MessageReader", "StdioTransport", "buffered_write"]

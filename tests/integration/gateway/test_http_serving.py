@@ -30,7 +30,7 @@ from mcp.server.lowlevel.server import Server
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 from mcpfleet.errors import ServeAddressError
-from mcpfleet.gateway.connections import ACCEPT_BURST, ListenerBounds
+from mcpfleet.gateway.connections import ACCEPT_BURST, MAX_HEADER_BYTES, ListenerBounds
 from mcpfleet.gateway.http import (
     SHUTDOWN_GRACE_S,
     HttpListener,
@@ -393,6 +393,18 @@ async def test_a_kept_alive_connection_gets_the_header_deadline_again_for_its_ne
         answer = await anyio.to_thread.run_sync(_raw_exchange, port, first + second_half)
         statuses = re.findall(rb"HTTP/1\.1 (\d{3}) ", answer)
         assert statuses == [b"404", b"408"], answer
+
+
+async def test_a_request_head_over_the_cap_gets_431_and_the_gateway_serves_on() -> None:
+    """The C parser has no cap of its own on a request's headers: the protocol keeps one."""
+    async with serving() as url:
+        port = int(url.rsplit(":", 1)[1].split("/")[0])
+        padding = "x" * (MAX_HEADER_BYTES + 1)
+        head = f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nX-Padding: {padding}\r\n\r\n".encode()
+        answer = await anyio.to_thread.run_sync(_raw_exchange, port, head)
+        assert answer.startswith(b"HTTP/1.1 431 "), answer[:200]
+        async with sdk_client(url, "legacy") as client:
+            assert [tool.name for tool in (await client.list_tools()).tools] == ["echo"]
 
 
 async def test_connections_past_the_per_peer_cap_get_503_and_another_peer_is_served() -> None:

@@ -25,13 +25,16 @@ from mcpfleet.client._sdk import (
     OAUTH_PROVIDER_OVERRIDES,
     PrivateApiMovedError,
     check_oauth_provider_overrides,
+    knows_output_schema,
     oauth_add_bearer,
     oauth_apply_refresh,
     oauth_is_initialized,
     oauth_refresh_request,
     open_http_sessions,
     pending_request_ids,
+    received_tool_result,
     server_connection_of,
+    wire_result,
 )
 
 pytestmark = pytest.mark.anyio
@@ -178,3 +181,50 @@ def test_the_transport_stream_types_are_where_they_are_imported_from() -> None:
 
     for name in ("ReadStream", "TransportStreams", "WriteStream"):
         assert hasattr(_transport, name), f"the mcp SDK no longer has mcp.client._transport.{name}"
+
+
+async def answered_call(raw: dict[str, Any]) -> tuple[Any, ClientSession]:
+    """What a real ``ClientSession.call_tool`` returns for the server's answer ``raw``."""
+    to_server, from_client = anyio.create_memory_object_stream[SessionMessage](8)
+    to_client, from_server = anyio.create_memory_object_stream[SessionMessage | Exception](8)
+    session = ClientSession(from_server, to_server)
+    outcome: list[Any] = []
+
+    async def call() -> None:
+        outcome.append(await session.call_tool("t", {}))
+
+    async with session, anyio.create_task_group() as group:
+        session._tool_output_schemas["t"] = None  # listed, without an output schema
+        group.start_soon(call)
+        with anyio.fail_after(5):
+            sent = (await from_client.receive()).message
+        assert isinstance(sent, mcp_types.JSONRPCRequest)
+        answer = mcp_types.JSONRPCResponse(jsonrpc="2.0", id=sent.id, result=json.loads(json.dumps(raw)))
+        await to_client.send(SessionMessage(answer))
+    return outcome[0], session
+
+
+async def test_a_result_received_below_the_sdk_is_the_one_call_tool_returns() -> None:
+    raw = {
+        "content": [{"type": "text", "text": "hi", "annotations": {"priority": 0.5}}],
+        "structuredContent": {"n": 1},
+        "isError": False,
+        "extra": "kept or not, as the SDK decides",
+    }
+    through_sdk, session = await answered_call(raw)
+    assert knows_output_schema(session, "t") and not knows_output_schema(session, "other")
+    below = received_tool_result(session, "t", json.loads(json.dumps(raw)))
+    assert below == through_sdk
+    assert wire_result("tools/call", "2025-11-25", below) == wire_result(
+        "tools/call", "2025-11-25", through_sdk
+    )
+
+
+def test_the_servers_sieve_is_applied_to_a_result_written_below_the_sdk() -> None:
+    result = mcp_types.CallToolResult(content=[mcp_types.TextContent(type="text", text="x")])
+    wire = wire_result(
+        "tools/call", "2025-11-25", {**result.model_dump(by_alias=True), "resultType": "complete"}
+    )
+    assert wire == {"content": [{"text": "x", "type": "text"}], "isError": False}
+    with pytest.raises(ValueError, match="handshake era"):
+        wire_result("tools/call", "2026-07-28", result)

@@ -1,0 +1,581 @@
+"""The gateway over streamable HTTP: ``mcpfleet serve --http`` on loopback against a bare bridge.
+
+    python -m bench.gateway_http                  # print the section (~2 min on 2 cores)
+    python -m bench.gateway_http --write          # and put it into BENCHMARKS.md
+    python -m bench.gateway_http --before main    # with another commit's gateway measured beside it
+    python -m bench.gateway_http --smoke          # one short round, to see that it runs
+
+One stdio backend (``bench/servers/synthetic_server.py``, ``python -S``, echo tools) behind each
+server: ``mcpfleet serve --http 127.0.0.1:0`` of this checkout, optionally the same of another
+commit (``--before REV``: its ``src/`` taken out of git into a temporary folder, run on this
+venv), and the *floor*, ``bench/peers/http_floor.py``: a stdio-to-HTTP bridge with no MCP library
+that only rewrites ids. The clients are this process, raw HTTP/1.1 on keep-alive connections
+(asyncio streams, no HTTP library), each sending what the SDK's client sends (``Accept:
+application/json, text/event-stream``), in either era: the handshake era (``initialize``, then
+``Mcp-Session-Id`` on every request) and 2026-07-28 (no session, the envelope in ``_meta`` and
+the ``Mcp-Method``/``Mcp-Name`` headers on every request).
+
+Per server and round: sequential ``tools/call`` (an echo, its answer checked) and ``ping`` on
+one connection (p50 and p99 after a warm-up), then ``CLIENTS`` clients at once, each its own
+connection and session, calling for ``THROUGHPUT_S`` seconds: correct answers per second, and
+the server's CPU time per call (its own process, from /proc, the backend apart). The servers
+are interleaved round by round; the figures are medians over the rounds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import platform
+import secrets
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bench.harness import sections
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+SYNTHETIC_SERVER = REPO_ROOT / "bench" / "servers" / "synthetic_server.py"
+FLOOR = REPO_ROOT / "bench" / "peers" / "http_floor.py"
+HEADING = "## 13. Gateway over streamable HTTP"
+BACKEND = "s0"
+TOOL = "tool_0"
+CLIENTS = 16
+ROUNDS = 3
+WARMUP_CALLS = 100
+SEQUENTIAL_CALLS = 1000
+THROUGHPUT_S = 5.0
+READY_TIMEOUT_S = 60.0
+HANDSHAKE_VERSION = "2025-11-25"
+MODERN_VERSION = "2026-07-28"
+ACCEPT = b"application/json, text/event-stream"
+ERAS = ("handshake", "2026-07-28")
+
+
+class BenchError(Exception):
+    """A server under test answered something other than what the benchmark asked for."""
+
+
+# -- the client: raw HTTP/1.1 on one keep-alive connection -----------------------------------------
+
+
+class HttpClient:
+    """One MCP client on one connection, in one era, speaking HTTP/1.1 with no library."""
+
+    def __init__(self, port: int, token: str | None, era: str) -> None:
+        self.port = port
+        self.era = era
+        self.session_id: bytes | None = None
+        self.fixed_headers = b"host: 127.0.0.1:%d\r\naccept: %s\r\ncontent-type: application/json\r\n" % (
+            port,
+            ACCEPT,
+        )
+        if token is not None:
+            self.fixed_headers += b"authorization: Bearer %s\r\n" % token.encode()
+        self.next_id = 0
+        self.reader: asyncio.StreamReader | None = None
+        self.writer: asyncio.StreamWriter | None = None
+        self.standalone: asyncio.StreamWriter | None = None
+        self.draining: asyncio.Task[None] | None = None
+
+    async def open(self) -> None:
+        self.reader, self.writer = await asyncio.open_connection("127.0.0.1", self.port)
+        if self.era == "handshake":
+            init = {
+                "protocolVersion": HANDSHAKE_VERSION,
+                "capabilities": {},
+                "clientInfo": {"name": "bench", "version": "1"},
+            }
+            await self.request("initialize", init)
+            self.fixed_headers += b"mcp-protocol-version: %s\r\n" % HANDSHAKE_VERSION.encode()
+            if self.session_id is not None:
+                self.fixed_headers += b"mcp-session-id: %s\r\n" % self.session_id
+            await self.exchange(b"", {"jsonrpc": "2.0", "method": "notifications/initialized"})
+            if self.session_id is not None:
+                await self._open_standalone_stream()
+
+    async def _open_standalone_stream(self) -> None:
+        """The GET stream the SDK's client holds open for its session (drained, never read)."""
+        reader, self.standalone = await asyncio.open_connection("127.0.0.1", self.port)
+        head = self.fixed_headers.replace(ACCEPT, b"text/event-stream")
+        self.standalone.write(b"GET /mcp HTTP/1.1\r\n%s\r\n" % head)
+        status = (await reader.readuntil(b"\r\n\r\n")).split(b" ", 2)[1]
+        if status != b"200":
+            raise BenchError(f"the standalone GET stream was refused: HTTP {status.decode()}")
+        self.draining = asyncio.create_task(_drain(reader))
+
+    async def close(self) -> None:
+        if self.draining is not None:
+            self.draining.cancel()
+        for writer in (self.writer, self.standalone):
+            if writer is not None:
+                writer.close()
+                with contextlib.suppress(ConnectionError):
+                    await writer.wait_closed()
+
+    async def request(self, method: str, params: dict[str, Any], name: str | None = None) -> Any:
+        self.next_id += 1
+        message: dict[str, Any] = {"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params}
+        extra = b""
+        if self.era != "handshake":
+            message["params"] = {
+                **params,
+                "_meta": {
+                    "io.modelcontextprotocol/protocolVersion": MODERN_VERSION,
+                    "io.modelcontextprotocol/clientCapabilities": {},
+                    "io.modelcontextprotocol/clientInfo": {"name": "bench", "version": "1"},
+                },
+            }
+            extra = b"mcp-protocol-version: %s\r\nmcp-method: %s\r\n" % (
+                MODERN_VERSION.encode(),
+                method.encode(),
+            )
+            if name is not None:
+                extra += b"mcp-name: %s\r\n" % name.encode()
+        status, headers, body = await self.exchange(extra, message)
+        if status != 200:
+            raise BenchError(f"{method}: HTTP {status}: {body[:300]!r}")
+        if self.session_id is None and b"mcp-session-id" in headers:
+            self.session_id = headers[b"mcp-session-id"]
+        answer = _answer_in(headers.get(b"content-type", b""), body, self.next_id)
+        if "result" not in answer:
+            raise BenchError(f"{method}: {answer}")
+        return answer["result"]
+
+    async def call(self, tool: str, text: str) -> None:
+        result = await self.request("tools/call", {"name": tool, "arguments": {"message": text}}, name=tool)
+        if result.get("content", [{}])[0].get("text") != text:
+            raise BenchError(f"tools/call {tool}: expected the echo of {text!r}, got {result}")
+
+    async def exchange(self, extra: bytes, message: dict[str, Any]) -> tuple[int, dict[bytes, bytes], bytes]:
+        assert self.reader is not None and self.writer is not None
+        body = json.dumps(message).encode()
+        self.writer.write(
+            b"POST /mcp HTTP/1.1\r\n%s%scontent-length: %d\r\n\r\n%s"
+            % (self.fixed_headers, extra, len(body), body)
+        )
+        head = await self.reader.readuntil(b"\r\n\r\n")
+        status_line, *lines = head[:-4].split(b"\r\n")
+        headers = {}
+        for line in lines:
+            key, _, value = line.partition(b":")
+            headers[key.strip().lower()] = value.strip()
+        status = int(status_line.split(b" ", 2)[1])
+        if b"content-length" in headers:
+            return status, headers, await self.reader.readexactly(int(headers[b"content-length"]))
+        if headers.get(b"transfer-encoding", b"").lower() != b"chunked":
+            raise BenchError(f"an answer with neither a length nor chunks: {head!r}")
+        chunks = []
+        while True:
+            size = int((await self.reader.readuntil(b"\r\n"))[:-2].split(b";")[0], 16)
+            chunk = await self.reader.readexactly(size + 2)
+            if size == 0:
+                return status, headers, b"".join(chunks)
+            chunks.append(chunk[:-2])
+
+
+async def _drain(reader: asyncio.StreamReader) -> None:
+    while await reader.read(65536):
+        pass
+
+
+def _answer_in(content_type: bytes, body: bytes, request_id: int) -> dict[str, Any]:
+    """The JSON-RPC answer to ``request_id`` in a JSON body or an SSE stream."""
+    if content_type.startswith(b"application/json"):
+        answer: dict[str, Any] = json.loads(body)
+        return answer
+    for line in body.replace(b"\r\n", b"\n").split(b"\n"):
+        if line.startswith(b"data:") and line[5:].strip():
+            message = json.loads(line[5:])
+            if message.get("id") == request_id and ("result" in message or "error" in message):
+                return dict(message)
+    raise BenchError(f"no answer to request {request_id} in the stream: {body[:300]!r}")
+
+
+# -- the servers under test --------------------------------------------------------------------------------
+
+
+@dataclass
+class Target:
+    key: str
+    label: str
+    source: Path | None = None
+    """The ``src/`` folder of another commit's mcpfleet (``None``: this checkout's)."""
+    floor: bool = False
+    tool: str = f"{BACKEND}_{TOOL}"
+    rounds: list[dict[str, Any]] = field(default_factory=list)
+    profile: Path | None = None
+    """Where to write a cProfile of the server's process (``--profile``), or ``None``."""
+
+
+@dataclass
+class Running:
+    process: subprocess.Popen[bytes]
+    port: int
+    token: str | None
+
+
+def _backend_argv() -> list[str]:
+    return [sys.executable, "-S", str(SYNTHETIC_SERVER), "--name", BACKEND, "--tools", "3"]
+
+
+@contextmanager
+def running(target: Target, folder: Path) -> Iterator[Running]:
+    folder.mkdir(parents=True, exist_ok=True)
+    stderr_path = folder / "stderr.log"
+    env = {**os.environ, "MCPFLEET_HOME": str(folder / "home"), "PYTHONDONTWRITEBYTECODE": "1"}
+    token: str | None = None
+    if target.floor:
+        port_file = folder / "port"
+        command = [sys.executable, "-S", str(FLOOR), str(port_file), "--", *_backend_argv()]
+    else:
+        config = folder / "servers.json"
+        config.write_text(
+            json.dumps(
+                {"mcpServers": {BACKEND: {"command": _backend_argv()[0], "args": _backend_argv()[1:]}}}
+            )
+        )
+        token = secrets.token_urlsafe(16)
+        env["MCPFLEET_GATEWAY_TOKEN"] = token
+        if target.source is not None:
+            env["PYTHONPATH"] = str(target.source)
+        profiling = ["-m", "cProfile", "-o", str(target.profile)] if target.profile is not None else []
+        command = [sys.executable, *profiling, "-m", "mcpfleet", "--cwd", str(folder), "--no-project-config"]
+        command += ["--config", str(config), "serve", "--http", "127.0.0.1:0"]
+    with stderr_path.open("wb") as stderr:
+        process = subprocess.Popen(
+            command, cwd=folder, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr
+        )
+    try:
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        port = None
+        while port is None:
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise BenchError(
+                    f"{target.key} did not start: {stderr_path.read_text(errors='replace')[-2000:]}"
+                )
+            time.sleep(0.02)
+            if target.floor:
+                text = port_file.read_text() if port_file.exists() else ""
+                port = int(text) if text else None
+            else:
+                for line in stderr_path.read_text(errors="replace").splitlines():
+                    if "serving on http://" in line:
+                        port = int(line.rsplit(":", 1)[1].split("/", 1)[0])
+        yield Running(process, port, token)
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def _cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+# -- the measurements --------------------------------------------------------------------------------
+
+
+async def _ready(server: Running, target: Target) -> None:
+    """Until the backend's tool is served (the gateway lists at once, the backend joins later)."""
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    client = HttpClient(server.port, server.token, "handshake")
+    await client.open()
+    try:
+        while time.monotonic() < deadline:
+            listed = await client.request("tools/list", {})
+            if target.tool in {tool["name"] for tool in listed["tools"]}:
+                return
+            await asyncio.sleep(0.05)
+        raise BenchError(f"{target.key} never listed {target.tool}")
+    finally:
+        await client.close()
+
+
+def _percentiles(samples: list[float]) -> dict[str, float]:
+    ordered = sorted(samples)
+    return {
+        "p50_ms": statistics.median(ordered) * 1000,
+        "p99_ms": ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))] * 1000,
+    }
+
+
+async def _sequential(server: Running, target: Target, era: str, calls: int) -> dict[str, Any]:
+    client = HttpClient(server.port, server.token, era)
+    await client.open()
+    try:
+        # 2026-07-28 has no ping: a client's liveness is its request's stream.
+        pings = calls if era == "handshake" else 0
+        for index in range(WARMUP_CALLS):
+            await client.call(target.tool, f"warm {index}")
+            if pings:
+                await client.request("ping", {})
+        call_times, ping_times = [], []
+        for index in range(calls):
+            started = time.perf_counter()
+            await client.call(target.tool, f"call {index}")
+            call_times.append(time.perf_counter() - started)
+        for _ in range(pings):
+            started = time.perf_counter()
+            await client.request("ping", {})
+            ping_times.append(time.perf_counter() - started)
+    finally:
+        await client.close()
+    return {"call": _percentiles(call_times), "ping": _percentiles(ping_times) if ping_times else None}
+
+
+async def _throughput(server: Running, target: Target, era: str, seconds: float) -> dict[str, Any]:
+    clients = [HttpClient(server.port, server.token, era) for _ in range(CLIENTS)]
+    await asyncio.gather(*(client.open() for client in clients))
+    counting = False
+    stop = False
+    counted = [0] * CLIENTS
+
+    async def keep_calling(index: int, client: HttpClient) -> None:
+        sequence = 0
+        while not stop:
+            sequence += 1
+            await client.call(target.tool, f"client {index} call {sequence}")
+            if counting:
+                counted[index] += 1
+
+    tasks = [asyncio.create_task(keep_calling(index, client)) for index, client in enumerate(clients)]
+    try:
+        await asyncio.sleep(min(1.0, seconds / 5))  # every client past its first calls
+        cpu_before, own_before = _cpu_seconds(server.process.pid), time.process_time()
+        counting, started = True, time.perf_counter()
+        await asyncio.sleep(seconds)
+        counting = False
+        elapsed = time.perf_counter() - started
+        cpu = _cpu_seconds(server.process.pid) - cpu_before
+        own = time.process_time() - own_before
+        stop = True
+        await asyncio.gather(*tasks)
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*(client.close() for client in clients), return_exceptions=True)
+    total = sum(counted)
+    return {
+        "calls_per_s": total / elapsed,
+        "server_cpu_us_per_call": cpu / total * 1e6 if total else None,
+        "client_cpu_us_per_call": own / total * 1e6 if total else None,
+    }
+
+
+async def measure(server: Running, target: Target, calls: int, seconds: float) -> dict[str, Any]:
+    await _ready(server, target)
+    figures: dict[str, Any] = {}
+    for era in ERAS:
+        figures[era] = await _sequential(server, target, era, calls)
+        figures[era]["throughput"] = await _throughput(server, target, era, seconds)
+    return figures
+
+
+# -- the report --------------------------------------------------------------------------------------
+
+
+def _median(rounds: list[dict[str, Any]], *path: str) -> float:
+    values = []
+    for figures in rounds:
+        value: Any = figures
+        for key in path:
+            value = value[key]
+        values.append(value)
+    return statistics.median(values)
+
+
+def render(targets: list[Target], results: dict[str, Any]) -> str:
+    mcpfleet = next(target for target in targets if target.key == "mcpfleet")
+    call_p50 = _median(mcpfleet.rounds, "handshake", "call", "p50_ms")
+    rate = _median(mcpfleet.rounds, "handshake", "throughput", "calls_per_s")
+    lines = [
+        HEADING,
+        "",
+        f"`make bench-http` (`python -m bench.gateway_http --write`) in {results['seconds']:.0f} s. "
+        f"Machine: {results['machine']}, load average {results['load_before']:.1f} before and "
+        f"{results['load_after']:.1f} after; commit {results['commit']}. One stdio backend "
+        "(`bench/servers/synthetic_server.py`, `python -S`, echo tools) behind each server on 127.0.0.1. "
+        "The clients are the benchmark process, raw HTTP/1.1 on keep-alive connections (no HTTP library), "
+        "sending what the SDK's client sends (`Accept: application/json, text/event-stream`): handshake era "
+        f"(`initialize`, then `Mcp-Session-Id`, and the standalone GET stream the SDK's client opens) and "
+        f"{MODERN_VERSION} (no session, the envelope in `_meta` and "
+        "`Mcp-Method`/`Mcp-Name`). Sequential: "
+        f"{results['calls']} `tools/call` (an echo, its answer checked) then as many `ping` on one "
+        "connection, "
+        f"after {WARMUP_CALLS} of each. Throughput: {CLIENTS} clients at once, each its own connection and "
+        f"session, calling for {results['throughput_s']:g} s: correct answers per second, and the CPU time "
+        "per call of the server's own process (the backend apart) and of the clients. The *floor* is "
+        "`bench/peers/http_floor.py`, a stdio-to-HTTP bridge with no MCP library that rewrites ids and "
+        f"nothing else. Medians of {results['rounds']} interleaved rounds.",
+        "",
+        "| goal (mcpfleet serve --http, handshake era) | measured | verdict |",
+        "|---|---|---|",
+        f"| call p50 ≤ 1.5 ms | {call_p50:.2f} ms | {'**met**' if call_p50 <= 1.5 else '**missed**'} |",
+        f"| ≥ 1 500 calls/s with {CLIENTS} clients | {rate:,.0f} calls/s | "
+        f"{'**met**' if rate >= 1500 else '**missed**'} |",
+        "",
+        f"| server | era | call p50 | call p99 | ping p50 | ping p99 | calls/s, {CLIENTS} clients | "
+        "server CPU per call | client CPU per call |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for target in targets:
+        for era in ERAS:
+            rounds = target.rounds
+
+            def figure(*path: str, rounds: list[dict[str, Any]] = rounds, era: str = era) -> float:
+                return _median(rounds, era, *path)
+
+            pings = (
+                f"{figure('ping', 'p50_ms'):.2f} ms | {figure('ping', 'p99_ms'):.2f} ms"
+                if era == "handshake"
+                else "— | —"
+            )
+            lines.append(
+                f"| {target.label} | {era} | {figure('call', 'p50_ms'):.2f} ms "
+                f"| {figure('call', 'p99_ms'):.2f} ms "
+                f"| {pings} "
+                f"| {figure('throughput', 'calls_per_s'):,.0f} "
+                f"| {figure('throughput', 'server_cpu_us_per_call'):.0f} µs "
+                f"| {figure('throughput', 'client_cpu_us_per_call'):.0f} µs |"
+            )
+    lines.append("")
+    lines.append(
+        "The floor's `ping` is answered by the backend (it forwards everything); the gateway answers its "
+        f"own. {MODERN_VERSION} has no `ping`."
+    )
+    lines.append("")
+    lines.extend(_findings(targets))
+    return "\n".join(lines) + "\n"
+
+
+def _findings(targets: list[Target]) -> list[str]:
+    """Where the time goes, from the figures above: the gateway's own CPU per call is what a
+    sequential call waits for on a busy machine, and what caps the calls per second."""
+    by_key = {target.key: target for target in targets}
+
+    def cpu(key: str) -> float:
+        return _median(by_key[key].rounds, "handshake", "throughput", "server_cpu_us_per_call")
+
+    after, floor = cpu("mcpfleet"), cpu("floor")
+    text = (
+        f"- Per call (handshake era, {CLIENTS} clients) the gateway's process spends {after:.0f} µs of CPU, "
+        f"the floor's {floor:.0f} µs ({after / floor:.1f}×)"
+    )
+    if "before" in by_key:
+        before = cpu("before")
+        text += (
+            f"; before, {before:.0f} µs ({before / after:.1f}× now): the SDK's SSE framing (a task group of "
+            "four tasks per POST), the event store, the session's message loop and dispatcher, the SDK's "
+            "client towards the backend, and h11 parsing in Python"
+        )
+    return [
+        text + ".",
+        "- A call that needs no stream is now one JSON body (`gateway/http_fast.py`) and, on a stdio "
+        "backend, goes straight to its pipe (`gateway/fast_path.py`); the rest of the gateway's CPU is "
+        "uvicorn's request cycle (a task per request), the socket and pipe writes, and the backend's "
+        "answer read back through its connection.",
+        "- On a loaded machine a sequential call waits for the CPU its processes need, so latency "
+        "grows with the CPU per call: compare rows of one run, and the load it ran at.",
+    ]
+
+
+def _baseline_source(revision: str, scratch: Path) -> tuple[Path, str]:
+    """``src/`` of ``revision``, taken out of git into ``scratch``, and its short commit."""
+    commit = subprocess.run(
+        ["git", "rev-parse", "--short", revision], cwd=REPO_ROOT, check=True, capture_output=True, text=True
+    ).stdout.strip()
+    folder = scratch / f"src-{commit}"
+    folder.mkdir()
+    archive = subprocess.run(
+        ["git", "archive", revision, "src"], cwd=REPO_ROOT, check=True, capture_output=True
+    ).stdout
+    subprocess.run(["tar", "-x", "-C", str(folder)], input=archive, check=True)
+    return folder / "src", commit
+
+
+def _commit() -> str:
+    found = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True
+    )
+    dirty = subprocess.run(
+        ["git", "status", "--porcelain", "src"], cwd=REPO_ROOT, capture_output=True, text=True
+    )
+    return found.stdout.strip() + (" (with uncommitted changes)" if dirty.stdout.strip() else "")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--write", action="store_true", help="put the section into BENCHMARKS.md")
+    parser.add_argument("--report", type=Path, default=REPO_ROOT / "BENCHMARKS.md")
+    parser.add_argument("--before", metavar="REV", help="measure this commit's gateway as well")
+    parser.add_argument("--smoke", action="store_true", help="one short round")
+    parser.add_argument("--only", choices=("floor", "before", "mcpfleet"), action="append")
+    parser.add_argument(
+        "--profile", type=Path, metavar="DIR", help="a cProfile of each gateway run, into DIR"
+    )
+    options = parser.parse_args(argv)
+    rounds, calls, seconds = (1, 200, 1.0) if options.smoke else (ROUNDS, SEQUENTIAL_CALLS, THROUGHPUT_S)
+    scratch = Path(tempfile.mkdtemp(prefix="mcpfleet-bench-http-"))
+    started, load_before = time.perf_counter(), os.getloadavg()[0]
+    try:
+        targets = [Target("floor", "floor: bare stdio-to-HTTP bridge", floor=True, tool=TOOL)]
+        if options.before:
+            source, commit = _baseline_source(options.before, scratch)
+            targets.append(Target("before", f"`mcpfleet serve --http`, {commit}", source=source))
+        targets.append(Target("mcpfleet", "**`mcpfleet serve --http`**"))
+        if options.only:
+            targets = [target for target in targets if target.key in options.only or target.key == "mcpfleet"]
+        for round_number in range(rounds):
+            for target in targets:
+                if options.profile is not None and not target.floor:
+                    options.profile.mkdir(parents=True, exist_ok=True)
+                    target.profile = options.profile / f"{target.key}-{round_number}.prof"
+                with running(target, scratch / f"{target.key}-{round_number}") as server:
+                    figures = asyncio.run(measure(server, target, calls, seconds))
+                target.rounds.append(figures)
+                summary = ", ".join(
+                    f"{era}: call p50 {figures[era]['call']['p50_ms']:.2f} ms, "
+                    f"{figures[era]['throughput']['calls_per_s']:.0f}/s"
+                    for era in ERAS
+                )
+                summary += f", ping p50 {figures['handshake']['ping']['p50_ms']:.2f} ms"
+                print(f"  round {round_number + 1} {target.key:<9} {summary}", flush=True)
+    finally:
+        if not os.environ.get("BENCH_KEEP"):
+            shutil.rmtree(scratch, ignore_errors=True)
+    results = {
+        "seconds": time.perf_counter() - started,
+        "machine": f"{os.cpu_count()} CPUs, Python {platform.python_version()}",
+        "load_before": load_before,
+        "load_after": os.getloadavg()[0],
+        "commit": _commit(),
+        "calls": calls,
+        "throughput_s": seconds,
+        "rounds": rounds,
+    }
+    section = render(targets, results)
+    print(section)
+    if options.write:
+        sections.write_section(options.report, HEADING, section)
+        print(f"wrote {options.report}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

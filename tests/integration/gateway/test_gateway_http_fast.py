@@ -1,0 +1,256 @@
+"""``mcpfleet serve --http``'s fast path (``gateway.http_fast``): a call whose client takes JSON is
+answered as one JSON body, saying what the SDK's stream says; a client that prefers a stream gets
+the SDK's, which it can resume; both eras; cancellation; every check of the gate still in front."""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import pytest
+from mcp_types import HEADER_MISMATCH
+from tests.integration.gateway.http_gateway import HttpGateway, running_http_gateway, wait_until_listed
+from tests.servers.fixtures import FAKE_SERVER
+
+HANDSHAKE = "2025-11-25"
+MODERN = "2026-07-28"
+TAKES_JSON = "application/json, text/event-stream"
+"""What the SDK's client sends: JSON and a stream, equally welcome."""
+PREFERS_STREAM = "text/event-stream, application/json;q=0.5"
+
+
+def _sse_events(body: str) -> list[dict[str, str]]:
+    events: list[dict[str, str]] = []
+    for block in body.replace("\r\n", "\n").split("\n\n"):
+        fields: dict[str, str] = {}
+        for line in block.splitlines():
+            name, _, value = line.partition(":")
+            fields[name] = fields.get(name, "") + value.removeprefix(" ")
+        if fields:
+            events.append(fields)
+    return events
+
+
+def _answer(response: httpx2.Response) -> dict[str, Any]:
+    """The JSON-RPC answer in a JSON body or at the end of an SSE stream."""
+    if response.headers["content-type"].startswith("application/json"):
+        answer: dict[str, Any] = response.json()
+        return answer
+    messages = [json.loads(event["data"]) for event in _sse_events(response.text) if event.get("data")]
+    return dict(messages[-1])
+
+
+class Session:
+    """A handshake-era client over raw HTTP; ``standalone`` holds its GET stream open, as the
+    SDK's client does."""
+
+    def __init__(self, gateway: HttpGateway, stack: ExitStack, *, accept: str = TAKES_JSON) -> None:
+        self.gateway = gateway
+        self.http = stack.enter_context(httpx2.Client(timeout=30))
+        self.stack = stack
+        self.headers = {**gateway.headers, "Content-Type": "application/json", "Accept": accept}
+        self.next_id = 1
+
+    def open(self, *, standalone: bool = True) -> Session:
+        init = {"protocolVersion": HANDSHAKE, "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
+        answer = self.post({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": init})
+        self.headers["Mcp-Session-Id"] = answer.headers["mcp-session-id"]
+        self.headers["MCP-Protocol-Version"] = HANDSHAKE
+        self.post({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        if standalone:
+            stream = self.stack.enter_context(
+                httpx2.Client(timeout=30).stream(
+                    "GET", self.gateway.url, headers={**self.headers, "Accept": "text/event-stream"}
+                )
+            )
+            assert stream.status_code == 200
+        return self
+
+    def post(self, message: dict[str, Any], **headers: str) -> httpx2.Response:
+        return self.http.post(self.gateway.url, json=message, headers={**self.headers, **headers})
+
+    def request(self, method: str, params: dict[str, Any]) -> httpx2.Response:
+        self.next_id += 1
+        return self.post({"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params})
+
+
+@pytest.fixture(scope="module")
+def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HttpGateway]:
+    home = tmp_path_factory.mktemp("fast-gateway")
+    cancel_log = home / "cancelled.log"
+    backend = {
+        "command": sys.executable,
+        "args": [str(FAKE_SERVER), "--name", "alpha", "--cancel-log", str(cancel_log)],
+    }
+    with running_http_gateway(home, {"alpha": backend}) as running:
+        wait_until_listed(running, "alpha_echo")
+        yield running
+
+
+@contextmanager
+def session(gateway: HttpGateway, **options: Any) -> Iterator[Session]:
+    standalone = options.pop("standalone", True)
+    with ExitStack() as stack:
+        yield Session(gateway, stack, **options).open(standalone=standalone)
+
+
+ECHO = {"name": "alpha_echo", "arguments": {"message": "hello"}}
+
+
+def test_a_client_that_takes_json_gets_one_json_body_saying_what_the_stream_says(
+    gateway: HttpGateway,
+) -> None:
+    with session(gateway) as fast, session(gateway, accept=PREFERS_STREAM) as streamed:
+        as_json = fast.request("tools/call", ECHO)
+        as_stream = streamed.request("tools/call", ECHO)
+    assert as_json.status_code == 200 and as_json.headers["content-type"] == "application/json"
+    assert as_json.headers["mcp-session-id"] == fast.headers["Mcp-Session-Id"]
+    assert as_stream.headers["content-type"].startswith("text/event-stream")
+    assert _answer(as_json)["result"] == _answer(as_stream)["result"]
+    assert _answer(as_json)["result"]["structuredContent"] == {"message": "hello"}
+
+
+def test_an_unknown_tool_is_the_same_error_either_way(gateway: HttpGateway) -> None:
+    unknown = {"name": "alpha_nothing", "arguments": {}}
+    with session(gateway) as fast, session(gateway, accept=PREFERS_STREAM) as streamed:
+        as_json = _answer(fast.request("tools/call", unknown))
+        as_stream = _answer(streamed.request("tools/call", unknown))
+    assert as_json["error"] == as_stream["error"]
+    assert as_json["error"]["code"] == -32602
+
+
+def test_a_ping_of_a_session_is_answered_as_json(gateway: HttpGateway) -> None:
+    with session(gateway) as fast:
+        pong = fast.request("ping", {})
+    assert pong.headers["content-type"] == "application/json"
+    assert pong.json() == {"jsonrpc": "2.0", "id": fast.next_id, "result": {}}
+
+
+def test_a_session_without_its_standalone_stream_gets_the_stream(gateway: HttpGateway) -> None:
+    """Its backend's logs of the call could reach it nowhere else."""
+    with session(gateway, standalone=False) as bare:
+        answer = bare.request("tools/call", ECHO)
+    assert answer.headers["content-type"].startswith("text/event-stream")
+    assert _answer(answer)["result"]["structuredContent"] == {"message": "hello"}
+
+
+def test_a_client_that_prefers_a_stream_can_resume_it_after_its_priming_event(gateway: HttpGateway) -> None:
+    with session(gateway, accept=PREFERS_STREAM) as streamed:
+        answer = streamed.request("tools/call", ECHO)
+        priming, *_ = _sse_events(answer.text)
+        assert priming.get("id") and priming.get("data", "") == "" and int(priming["retry"]) > 0
+        # The stream was "lost" after its priming event: the client reconnects from there.
+        headers = {**streamed.headers, "Accept": "text/event-stream", "Last-Event-ID": priming["id"]}
+        with streamed.http.stream("GET", gateway.url, headers=headers) as replay:
+            assert replay.status_code == 200
+            data = next(line for line in replay.iter_lines() if line.startswith("data:") and line[5:].strip())
+    replayed = json.loads(data[5:])
+    assert replayed["id"] == streamed.next_id and replayed["result"] == _answer(answer)["result"]
+
+
+def _modern(gateway: HttpGateway, accept: str, params: dict[str, Any]) -> httpx2.Response:
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": MODERN,
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"},
+    }
+    headers = {
+        **gateway.headers,
+        "Accept": accept,
+        "MCP-Protocol-Version": MODERN,
+        "Mcp-Method": "tools/call",
+        "Mcp-Name": params["name"],
+    }
+    message = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {**params, "_meta": meta}}
+    return httpx2.post(gateway.url, json=message, headers=headers, timeout=30)
+
+
+@pytest.mark.parametrize("tool", [ECHO, {"name": "alpha_nothing", "arguments": {}}], ids=["echo", "unknown"])
+def test_a_2026_07_28_call_is_answered_as_the_sdk_answers_it(
+    gateway: HttpGateway, tool: dict[str, Any]
+) -> None:
+    fast = _modern(gateway, TAKES_JSON, tool)
+    through_the_sdk = _modern(gateway, PREFERS_STREAM, tool)
+    assert fast.headers["content-type"] == "application/json"
+    assert "mcp-session-id" not in fast.headers
+    assert fast.status_code == through_the_sdk.status_code
+    assert _answer(fast) == _answer(through_the_sdk)
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        ([("Mcp-Name", "alpha_add")], "does not match"),  # the header names another tool than the body
+        ([("Mcp-Name", "alpha_add"), ("Mcp-Name", "alpha_echo")], "more than once"),  # the last one right
+    ],
+    ids=["mismatch", "duplicate"],
+)
+def test_a_2026_07_28_call_whose_headers_are_wrong_is_refused_by_the_sdks_ladder(
+    gateway: HttpGateway, extra: list[tuple[str, str]], message: str
+) -> None:
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": MODERN,
+        "io.modelcontextprotocol/clientCapabilities": {},
+    }
+    call = {"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {**ECHO, "_meta": meta}}
+    headers = [
+        *gateway.headers.items(),
+        ("Content-Type", "application/json"),
+        ("Accept", TAKES_JSON),
+        ("MCP-Protocol-Version", MODERN),
+        ("Mcp-Method", "tools/call"),
+        *extra,
+    ]
+    answer = httpx2.post(gateway.url, content=json.dumps(call), headers=headers, timeout=30)
+    assert answer.status_code == 400, answer.text
+    assert answer.json()["error"]["code"] == HEADER_MISMATCH and message in answer.json()["error"]["message"]
+
+
+def test_a_fast_call_is_cancelled_by_notifications_cancelled(gateway: HttpGateway, tmp_path: Path) -> None:
+    outcome: list[httpx2.Response] = []
+    with session(gateway) as fast:
+        fast.next_id += 1
+        call = {
+            "jsonrpc": "2.0",
+            "id": fast.next_id,
+            "method": "tools/call",
+            "params": {"name": "alpha_sleep", "arguments": {"seconds": 60}},
+        }
+        calling = threading.Thread(target=lambda: outcome.append(fast.post(call)))
+        calling.start()
+        cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": call["id"]}}
+        with httpx2.Client(timeout=30) as other:
+            # Until the call is in flight, a cancellation names nothing the gateway holds (202 all the same).
+            while calling.is_alive():
+                refused = other.post(gateway.url, json=cancel, headers=fast.headers)
+                assert refused.status_code == 202
+                calling.join(timeout=0.2)
+    answer = outcome[0]
+    assert answer.headers["content-type"] == "application/json"
+    assert answer.json()["error"] == {"code": -32800, "message": "Request cancelled"}
+
+
+@pytest.mark.parametrize(
+    ("headers", "status"),
+    [
+        ({"Authorization": "Bearer wrong"}, 401),
+        ({"Origin": "http://evil.example"}, 403),
+        ({"Host": "evil.example"}, 421),
+    ],
+    ids=["token", "origin", "host"],
+)
+def test_every_check_of_the_gate_stands_in_front_of_the_fast_path(
+    gateway: HttpGateway, headers: dict[str, str], status: int
+) -> None:
+    with session(gateway) as fast:
+        fast.next_id += 1
+        answer = fast.post(
+            {"jsonrpc": "2.0", "id": fast.next_id, "method": "tools/call", "params": ECHO}, **headers
+        )
+    assert answer.status_code == status, answer.text

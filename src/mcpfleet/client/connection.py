@@ -44,7 +44,7 @@ from mcpfleet.client._errors import (
     request_failure,
 )
 from mcpfleet.client.behalf import Caller, current_caller
-from mcpfleet.client.deadline import CallDeadline, ProgressCallback
+from mcpfleet.client.deadline import CallDeadline, DeadlineKeeper, ProgressCallback
 from mcpfleet.client.definitions import (
     DEFAULT_PROBE_TIMEOUT_MS,
     Era,
@@ -131,6 +131,8 @@ class ServerConnection:
         self._wake = anyio.Event()
         self._close_requested = False
         self._owner_done = anyio.Event()
+        self._deadlines = DeadlineKeeper()
+        """Keeps every call's deadline with one timer, from the owner task's listening group."""
 
     # -- state ------------------------------------------------------------------------------------------
     def stderr_tail(self, lines: int = 20) -> list[str]:
@@ -306,10 +308,12 @@ class ServerConnection:
         client = self._live_client()
         caller = self._relayed_for()
         deadline = CallDeadline(
-            self.config.effective_tool_timeout_ms if timeout_ms is None else timeout_ms, on_progress
+            self.config.effective_tool_timeout_ms if timeout_ms is None else timeout_ms,
+            on_progress,
+            self._deadlines,
         )
         try:
-            with deadline.scope:
+            with deadline:
                 if caller is not None:
                     return await client.session.call_tool(
                         tool,
@@ -418,6 +422,7 @@ class ServerConnection:
                     scope.deadline = math.inf
                     self._adopt(negotiated, (time.perf_counter() - handshake_started) * 1000)
                     async with anyio.create_task_group() as listening:
+                        listening.start_soon(self._deadlines.run)
                         if self.era == "modern":
                             listening.start_soon(
                                 partial(

@@ -307,11 +307,8 @@ class ServerConnection:
         and retry with its ``inputResponses`` and ``requestState``."""
         client = self._live_client()
         caller = self._relayed_for()
-        deadline = CallDeadline(
-            self.config.effective_tool_timeout_ms if timeout_ms is None else timeout_ms,
-            on_progress,
-            self._deadlines,
-        )
+        bound_ms = self.config.effective_tool_timeout_ms if timeout_ms is None else timeout_ms
+        deadline = CallDeadline(bound_ms, on_progress, self._deadlines)
         try:
             with deadline:
                 if caller is not None:

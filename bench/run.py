@@ -63,7 +63,7 @@ GATE_MS = 250
 class Scenario:
     key: str
     kind: str
-    """The driver in bench/peers/common.py: start, latency, throughput or shutdown."""
+    """The driver in bench/peers/common.py: start, latency, throughput, callers or shutdown."""
     params: dict[str, Any]
     peers: list[Peer]
     reps: int
@@ -86,6 +86,7 @@ def build_plan(smoke: bool) -> list[Scenario]:
             Scenario("warm", "start", _warm(0.0), [MCPFLEET], 1, prime_cache=True, held_after_priming=True),
             Scenario("latency", "latency", _latency(200), fleet, 1),
             Scenario("throughput", "throughput", _throughput(1), fleet, 1),
+            Scenario("callers-8", "callers", _callers(8, 40), [FLOOR, *fleet], 1),
             Scenario("shutdown-1", "shutdown", _shutdown(1), [MCPFLEET], 1),
             Scenario("shutdown-2", "shutdown", _shutdown(2), [MCPFLEET], 1),
         ]
@@ -94,15 +95,18 @@ def build_plan(smoke: bool) -> list[Scenario]:
     closing_peers = [MCPFLEET, *(peer for peer in COMPETITORS if peer is not LANGCHAIN_CLIENT)]
     few_calls = {LANGCHAIN_CLIENT.key: {"warmup_calls": 2, "calls": 40}}
     one_burst = {LANGCHAIN_CLIENT.key: {"bursts": 1}}
+    few_per_caller = {LANGCHAIN_CLIENT.key: {"warmup_calls": 1, "calls_per_caller": 3}}
     return [
         Scenario("cold-1", "start", _cold(1), cold_peers, 5),
         Scenario("cold-10", "start", _cold(10), cold_peers, 3),
+        Scenario("cold-20", "start", _cold(20), cold_peers, 3),
         Scenario("cold-50", "start", _cold(50), cold_peers, 3),
         Scenario(
             "warm", "start", _warm(5.0), [MCPFLEET, MCPFLEET_PREIMPORTED, *COMPETITORS], 5, prime_cache=True
         ),
         Scenario("latency", "latency", _latency(1000), call_peers, 3, peer_params=few_calls),
         Scenario("throughput", "throughput", _throughput(5), call_peers, 3, peer_params=one_burst),
+        Scenario("callers-8", "callers", _callers(8, 250), call_peers, 3, peer_params=few_per_caller),
         Scenario("shutdown-1", "shutdown", _shutdown(1), closing_peers, 3),
         Scenario("shutdown-10", "shutdown", _shutdown(10), closing_peers, 3),
     ]
@@ -122,6 +126,17 @@ def _latency(calls: int) -> dict[str, Any]:
 
 def _throughput(bursts: int) -> dict[str, Any]:
     return {"servers": 10, "tools": TOOLS_PER_SERVER, "concurrent_calls": 200, "bursts": bursts}
+
+
+def _callers(callers: int, calls_per_caller: int) -> dict[str, Any]:
+    """``callers`` concurrent callers over 4 servers: two callers share each connection."""
+    return {
+        "servers": 4,
+        "tools": TOOLS_PER_SERVER,
+        "callers": callers,
+        "warmup_calls": 10,
+        "calls_per_caller": calls_per_caller,
+    }
 
 
 def _shutdown(servers: int) -> dict[str, Any]:

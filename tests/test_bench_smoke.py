@@ -93,6 +93,10 @@ def test_calls_and_shutdown_numbers_are_sane(smoke: tuple[dict[str, Any], str]) 
         assert 0 < latency["p50_ms"] <= latency["p99_ms"] < 100
         assert len(latency["samples_ms"]) == data["params"]["latency"]["calls"]
         assert only_run(data, "throughput", peer)["calls_per_second"] > 100
+    for peer in ("floor", "mcpfleet", "sdk-raw"):
+        callers = only_run(data, "callers-8", peer)
+        assert callers["calls_per_second"] > 100
+        assert 0 < callers["p50_ms"] <= callers["p99_ms"] < 1000
     # Stubborn servers need the whole kill ladder, and two close together, not one after the other.
     one = only_run(data, "shutdown-1", "mcpfleet")["seconds"]
     two = only_run(data, "shutdown-2", "mcpfleet")["seconds"]

@@ -25,7 +25,7 @@ def median_of(runs: list[dict[str, Any]], field: str) -> float | None:
 
 
 def cold_start(results: dict[str, Any], docs: Path) -> Path:
-    sizes = [key for key in ("cold-1", "cold-10", "cold-50") if key in results["scenarios"]]
+    sizes = [key for key in ("cold-1", "cold-10", "cold-20", "cold-50") if key in results["scenarios"]]
     counts = [int(key.split("-")[1]) for key in sizes]
     figure, axes = plt.subplots(figsize=(8, 5))
     for peer in results["scenarios"][sizes[0]]:

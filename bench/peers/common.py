@@ -199,6 +199,37 @@ async def run_throughput(fleet: Fleet, params: dict[str, Any]) -> dict[str, Any]
     return {"burst_seconds": bursts, "calls_per_second": params["concurrent_calls"] / burst}
 
 
+async def run_callers(fleet: Fleet, params: dict[str, Any]) -> dict[str, Any]:
+    """``callers`` tasks at once, each making ``calls_per_caller`` sequential calls (caller ``i`` to
+    server ``i mod servers``): calls per second in all, and each call's round trip."""
+    servers, callers = params["servers"], params["callers"]
+    await fleet.start(server_argvs(params))
+    samples: list[float] = []
+
+    async def caller(index: int, calls: int, timed: bool) -> None:
+        for call in range(calls):
+            began = time.perf_counter()
+            await expect_echo(
+                fleet, index % servers, f"tool_{call % params['tools']}", f"{MESSAGE} {index} {call}"
+            )
+            if timed:
+                samples.append((time.perf_counter() - began) * 1000)
+
+    try:
+        warmup = params["warmup_calls"]
+        await asyncio.gather(*(caller(index, warmup, False) for index in range(callers)))
+        began = time.perf_counter()
+        await asyncio.gather(*(caller(index, params["calls_per_caller"], True) for index in range(callers)))
+        elapsed = time.perf_counter() - began
+    finally:
+        await fleet.close()
+    return {
+        "calls_per_second": len(samples) / elapsed,
+        "p50_ms": percentile(samples, 0.5),
+        "p99_ms": percentile(samples, 0.99),
+    }
+
+
 def _alive_server(pid: str) -> bool:
     """Whether ``pid`` is a live synthetic server (a zombie, dead but not yet reaped, is not)."""
     try:
@@ -244,6 +275,7 @@ SCENARIOS = {
     "start": run_start,
     "latency": run_latency,
     "throughput": run_throughput,
+    "callers": run_callers,
     "shutdown": run_shutdown,
 }
 

@@ -44,7 +44,7 @@ from mcpfleet.client._errors import (
     request_failure,
 )
 from mcpfleet.client.behalf import Caller, current_caller
-from mcpfleet.client.deadline import CallDeadline, ProgressCallback
+from mcpfleet.client.deadline import CallDeadline, DeadlineKeeper, ProgressCallback
 from mcpfleet.client.definitions import (
     DEFAULT_PROBE_TIMEOUT_MS,
     Era,
@@ -134,6 +134,8 @@ class ServerConnection:
         self._wake = anyio.Event()
         self._close_requested = False
         self._owner_done = anyio.Event()
+        self._deadlines = DeadlineKeeper()
+        """Keeps every call's deadline with one timer, from the owner task's listening group."""
 
     # -- state ------------------------------------------------------------------------------------------
     def stderr_tail(self, lines: int = 20) -> list[str]:
@@ -308,11 +310,10 @@ class ServerConnection:
         and retry with its ``inputResponses`` and ``requestState``."""
         client = self._live_client()
         caller = self._relayed_for()
-        deadline = CallDeadline(
-            self.config.effective_tool_timeout_ms if timeout_ms is None else timeout_ms, on_progress
-        )
+        bound_ms = self.config.effective_tool_timeout_ms if timeout_ms is None else timeout_ms
+        deadline = CallDeadline(bound_ms, on_progress, self._deadlines)
         try:
-            with deadline.scope:
+            with deadline:
                 if caller is not None:
                     return await client.session.call_tool(
                         tool,
@@ -422,6 +423,7 @@ class ServerConnection:
                     self._adopt(negotiated, (time.perf_counter() - handshake_started) * 1000)
                     self.raw.offer(transport, self.era)
                     async with anyio.create_task_group() as listening:
+                        listening.start_soon(self._deadlines.run)
                         if self.era == "modern":
                             listening.start_soon(
                                 partial(

@@ -265,6 +265,19 @@ class PinStore:
         except (OSError, ValueError):
             return None
 
+    def baseline(self, key: PinKey, definitions: Iterable[Definition]) -> ServerPins:
+        """The pins ``pin_baseline`` writes for ``definitions``, built in memory (no file is
+        read or written); ``PinsTooLargeError`` as it raises."""
+        at = _now()
+        document: dict[str, Any] = {}
+        _set_header(document, key)
+        tools = {definition["name"]: _pinned(definition, at) for definition in definitions}
+        document.update(approved={name: _tool_json(tool) for name, tool in tools.items()}, pending={})
+        _within_budget(document, key.server)
+        pins = _parse(document)
+        assert pins is not None  # built with its "approved" object just above
+        return pins
+
     def pin_baseline(self, key: PinKey, definitions: Iterable[Definition]) -> bool:
         """Pin ``definitions`` as the server's approved tools, unless it has pins already (a
         second process may have pinned first); True when this call pinned them."""

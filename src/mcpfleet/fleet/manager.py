@@ -181,6 +181,7 @@ class MCPManager(anyio.AsyncContextManagerMixin):
                     # Shielded: a cancelled host still closes its servers (each close is bounded).
                     with anyio.CancelScope(shield=True):
                         await self.disconnect_all()
+                        await self._pinning.baselines_written()
                     self._registry.attach(None)
                     self._events.close()
                     task_group.cancel_scope.cancel()

@@ -17,12 +17,15 @@ A fleet that withholds nothing watches nothing.
 
 from __future__ import annotations
 
+import concurrent.futures
 import logging
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
+import anyio.to_thread
 
 from mcpfleet.client.definitions import ToolDefinition
 from mcpfleet.config.model import ServerConfig, SourceInfo
@@ -163,6 +166,57 @@ class _Screened:
 ServerLookup = Callable[[str], tuple[ServerConfig, SourceInfo | None] | None]
 
 
+class BaselineWriter:
+    """Writes first-sight baselines in a worker thread, one after another.
+
+    Each pin file is written atomically and synced (``config.writer``), which on a first start
+    of many servers is a file lock, a temporary file and an ``fsync`` per server: done on the
+    event loop, every other server's handshake waited behind them. The screening does not
+    wait: it uses the same baseline built in memory (``PinStore.baseline``). ``wait_written``
+    returns once every baseline handed over so far is on disk (the manager calls it before it
+    closes); the worker thread is not a daemon, so the interpreter also waits for it at exit.
+    A baseline another process wrote first is kept (``pin_baseline`` writes none then), and
+    read at the next screening, when its file's stamp has changed.
+    """
+
+    def __init__(self, store: Callable[[], PinStore]) -> None:
+        self._store = store
+        self._executor: concurrent.futures.ThreadPoolExecutor | None = None
+        self._unwritten: set[PinKey] = set()
+        self._lock = threading.Lock()
+        """Guards ``_unwritten`` (the worker thread empties it) and the executor's hand-over
+        (``wait_written`` runs in a worker thread of its own)."""
+
+    def write(self, server: str, key: PinKey, definitions: list[Definition]) -> None:
+        with self._lock:
+            if self._executor is None:
+                self._executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="mcpfleet pins")
+            self._unwritten.add(key)
+            self._executor.submit(self._write, server, key, definitions)
+
+    def unwritten(self, key: PinKey) -> bool:
+        """Whether a baseline of ``key`` was handed over and is not on disk yet."""
+        with self._lock:
+            return key in self._unwritten
+
+    def _write(self, server: str, key: PinKey, definitions: list[Definition]) -> None:
+        try:
+            self._store().pin_baseline(key, definitions)
+        except (ConfigWriteError, PinsTooLargeError) as error:
+            logger.warning("MCP server %s: its tools could not be pinned: %s", server, error)
+        finally:
+            with self._lock:
+                self._unwritten.discard(key)
+
+    def wait_written(self) -> None:
+        """Block until every baseline handed over so far is written (or failed, logged); the
+        worker thread ends with them (the next baseline starts another)."""
+        with self._lock:
+            executor, self._executor = self._executor, None
+        if executor is not None:
+            executor.shutdown(wait=True)
+
+
 class ToolPinning:
     """The manager's pinning: screens every slice, remembers what it withheld, watches approvals."""
 
@@ -175,6 +229,7 @@ class ToolPinning:
         """The prompts, resources or templates each server's last listing of that kind withheld."""
         self._logged: set[tuple[str, str, str]] = set()
         self._withholding = anyio.Event()
+        self._baselines = BaselineWriter(lambda: self.store)
 
     @property
     def store(self) -> PinStore:
@@ -198,6 +253,14 @@ class ToolPinning:
         if self.withheld():
             self._withholding.set()
         return served
+
+    async def baselines_written(self) -> None:
+        """Return once every first-sight baseline so far is on disk (``BaselineWriter``)."""
+        await anyio.to_thread.run_sync(self.wait_baselines_written)
+
+    def wait_baselines_written(self) -> None:
+        """``baselines_written``, blocking (for code with no event loop)."""
+        self._baselines.wait_written()
 
     def withheld(self) -> list[WithheldTool]:
         """Every tool withheld now, by server then name."""
@@ -325,11 +388,18 @@ class ToolPinning:
         store = self.store
         current = [definition_json(definition) for definition in given.definitions]
         pins = store.read(key)
+        if pins is None and self._baselines.unwritten(key):
+            # Listed again before its first baseline reached the disk (a few milliseconds): that
+            # baseline is what this listing is screened against, so it is waited for here.
+            self._baselines.wait_written()
+            pins = store.read(key)
         if pins is None and not given.deferred:
             # The first live listing is the baseline (a deferred slice is the cache's memory of
-            # an earlier listing, not something this server said now).
+            # an earlier listing, not something this server said now). It is screened against
+            # at once, from memory; its file is written (synced) by the baseline writer, off the
+            # event loop that is meanwhile connecting the other servers.
             try:
-                store.pin_baseline(key, current)
+                pins = store.baseline(key, current)
             except PinsTooLargeError as error:
                 # Failing open here would leave a server that lists enough unpinned for ever.
                 if mode == "warn":
@@ -343,9 +413,7 @@ class ToolPinning:
                 return _Screened(
                     given, store.stamp(key), mode, key, ToolSlice((), given.deferred), unpinnable
                 )
-            except ConfigWriteError as error:
-                self._warn_once(server, "its tools could not be pinned", error)
-            pins = store.read(key)
+            self._baselines.write(server, key, current)
         if pins is None:
             return _Screened(given, store.stamp(key), mode, key, given)
         kept: list[ToolDefinition] = []

@@ -323,10 +323,42 @@ def _texts_carry(texts: list[str], structured: Any) -> bool:
 
 
 def _result_as_dict(result: Any) -> dict[str, Any] | None:
+    fields = _call_result_fields(result)
+    if fields is not None:
+        return fields
     if hasattr(result, "model_dump"):
         dumped = result.model_dump(by_alias=True, exclude_none=True, mode="json")
         return dumped if isinstance(dumped, dict) else None
     return result if isinstance(result, dict) else None
+
+
+def _call_result_fields(result: Any) -> dict[str, Any] | None:
+    """The fields of an SDK ``CallToolResult`` that a ``ToolResult`` reads, taken from the model
+    without dumping the whole of it (every call pays for the dump, and it is most of what the
+    conversion costs); ``None`` for anything else, which is dumped."""
+    content = getattr(result, "content", None)
+    if not isinstance(content, list) or not hasattr(result, "structured_content"):
+        return None
+    return {
+        "content": [_block_as_dict(block) for block in content],
+        "structuredContent": result.structured_content,
+        "isError": bool(getattr(result, "is_error", False)),
+    }
+
+
+def _block_as_dict(block: Any) -> Any:
+    """A content block's JSON shape: a plain text block (most of them) is built directly, any
+    other block dumped as the SDK writes it."""
+    if (
+        getattr(block, "type", None) == "text"
+        and isinstance(getattr(block, "text", None), str)
+        and getattr(block, "annotations", None) is None
+        and getattr(block, "meta", None) is None
+    ):
+        return {"type": "text", "text": block.text}
+    if hasattr(block, "model_dump"):
+        return block.model_dump(by_alias=True, exclude_none=True, mode="json")
+    return block
 
 
 def _details(server: str, tool: str, provider: str | None) -> dict[str, Any]:

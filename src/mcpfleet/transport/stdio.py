@@ -361,8 +361,21 @@ class StdioTransport(anyio.AsyncContextManagerMixin):
         assert process.stdin is not None
         try:
             async for session_message in write_reader:
-                data = session_message.message.model_dump_json(by_alias=True, exclude_unset=True) + "\n"
-                await process.stdin.send(data.encode())
+                # Every message already waiting goes out in the same write: concurrent callers
+                # then cost the server one read and one wake-up, not one per request.
+                lines = [_line(session_message)]
+                ended = False
+                while True:
+                    try:
+                        lines.append(_line(write_reader.receive_nowait()))
+                    except anyio.WouldBlock:
+                        break
+                    except anyio.EndOfStream:
+                        ended = True
+                        break
+                await process.stdin.send(b"".join(lines))
+                if ended:
+                    return
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError) as error:
             logger.debug("%s: writing to stdin failed: %r", self.process.server_name, error)
             if self._read_writer is not None:
@@ -396,6 +409,11 @@ def buffered_write(stdin: anyio.abc.ByteSendStream, data: bytes) -> bool:
         return False
     stream.write(data)
     return True
+
+
+def _line(session_message: SessionMessage) -> bytes:
+    """One message as the line the server reads."""
+    return session_message.message.model_dump_json(by_alias=True, exclude_unset=True).encode() + b"\n"
 
 
 __all__ = ["MESSAGE_TOO_LARGE", "MessageReader", "StdioTransport", "buffered_write"]

@@ -17,6 +17,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 if TYPE_CHECKING:
+    from mcpfleet.team.model import StateSettings
     from tests.postgres import PostgresServer
 
 TESTS_DIR = Path(__file__).parent
@@ -123,6 +124,15 @@ def postgres_dsn(postgres_server: PostgresServer, request: pytest.FixtureRequest
     yield postgres_server.dsn(name)
     with psycopg.connect(postgres_server.dsn(), autocommit=True) as admin:
         admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def state_settings(request: pytest.FixtureRequest, tmp_path: Path) -> StateSettings:
+    """A fresh team state of each kind in turn: an SQLite file in the test's folder, then a
+    PostgreSQL database of the test's own (tests/integration/team/)."""
+    from tests.integration.team.state_helpers import settings_for
+
+    return settings_for(request.param, tmp_path, request)
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:

@@ -10,7 +10,6 @@ import pytest
 from mcpfleet.team.model import StateSettings
 from mcpfleet.team.state import AuditRecord, Outcome
 
-STORES = ("sqlite", "postgres")
 BASE_TIME = datetime(2026, 12, 2, 8, 0, 0, 123456, tzinfo=UTC)
 
 

@@ -4,8 +4,8 @@
     python -m bench.team_state --smoke    # a few seconds: fewer appends
 
 **Append** is the latency of ``TeamState.append_audit`` (one record, durable when it returns),
-the median (and 90th percentile) of ``APPENDS`` appends after ``WARMUP`` unmeasured ones, each
-store in turn:
+the median (and 90th percentile) of ``APPENDS`` appends after ``WARMUP`` unmeasured ones, the
+stores interleaved call by call:
 
 - SQLite as the team gateway runs it (WAL, ``synchronous=FULL``: each commit synced to disk), in
   a folder beside the bench's other temporary files;
@@ -13,7 +13,9 @@ store in turn:
   machine), for comparison only: not what mcpfleet runs;
 - PostgreSQL on loopback: a server of the bench's own from the distribution's package
   (``tests/postgres.py``, ``fsync`` on, as a deployment runs it), reached over TCP through the
-  store's pool (each connection checked as it leaves the pool).
+  store's pool (each connection checked as it leaves the pool);
+- the disk's own floor: a 200-byte append and ``fsync`` to a file beside SQLite's, through the
+  same worker thread: what a durable write costs here before any database.
 
 **Record** is ``AuditLog.record`` on top of the SQLite and PostgreSQL appends: the arguments'
 digest, the record, the write. Not part of ``make test``: its figures go to the issue's closing
@@ -23,18 +25,25 @@ note and, with the rest of team mode's, to BENCHMARKS.md.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import anyio
+import anyio.to_thread
+
+if TYPE_CHECKING:
+    from mcpfleet.team.audit import AuditLog
 
 APPENDS = 2000
 WARMUP = 200
 SMOKE_APPENDS = 200
+Operation = Callable[[int], Awaitable[object]]
 ARGUMENTS = {"repo": "acme/api", "title": "Crash on start", "labels": ["bug", "p1"], "body": "x" * 200}
 
 
@@ -53,14 +62,20 @@ def _record(number: int):  # type: ignore[no-untyped-def]
     )
 
 
-async def _timed(appends: int, operation: Callable[[int], Awaitable[object]]) -> list[float]:
+async def _timed(appends: int, operations: dict[str, Operation]) -> dict[str, list[float]]:
+    """Each operation ``appends`` times, interleaved call by call (each first in turn), so that a
+    disk or a neighbour slowing down for a while weighs on every store alike."""
     for number in range(WARMUP):
-        await operation(number)
-    latencies_ms: list[float] = []
+        for operation in operations.values():
+            await operation(number)
+    latencies_ms: dict[str, list[float]] = {name: [] for name in operations}
+    names = list(operations)
     for number in range(appends):
-        started = time.perf_counter()
-        await operation(number)
-        latencies_ms.append((time.perf_counter() - started) * 1000.0)
+        shift = number % len(names)
+        for name in names[shift:] + names[:shift]:
+            started = time.perf_counter()
+            await operations[name](number)
+            latencies_ms[name].append((time.perf_counter() - started) * 1000.0)
     return latencies_ms
 
 
@@ -76,42 +91,53 @@ async def _measure(appends: int, folder: Path, postgres_dsn: str) -> list[str]:
     from mcpfleet.team.sqlite_state import SQLiteTeamState
     from mcpfleet.team.stores import open_team_state
 
-    lines: list[str] = []
     sqlite = await SQLiteTeamState.open(folder / "state.sqlite3")
-    postgres = await open_team_state(StateSettings(sqlite_path=folder / "unused", postgres=postgres_dsn))
-    try:
-        for name, state in (("append, SQLite (synchronous=FULL)", sqlite), ("append, PostgreSQL", postgres)):
-            lines.append(_summary(name, await _timed(appends, lambda n, s=state: s.append_audit(_record(n)))))
-        for name, state in (
-            ("record (AuditLog), SQLite", sqlite),
-            ("record (AuditLog), PostgreSQL", postgres),
-        ):
-            log = AuditLog(AuditSettings(), state)
-
-            async def record(number: int, log: AuditLog = log) -> object:
-                return await log.record(
-                    user=f"user-{number % 7}@example.com",
-                    client="claude-code",
-                    server="github",
-                    tool="create_issue",
-                    arguments=ARGUMENTS,
-                    outcome="ok",
-                    duration_ms=3.2,
-                )
-
-            lines.append(_summary(name, await _timed(appends, record)))
-    finally:
-        await postgres.aclose()
-        await sqlite.aclose()
     relaxed = await SQLiteTeamState.open(folder / "relaxed.sqlite3")
+    # The comparison the module docstring describes: the same store, its commits not synced.
+    await relaxed._run("relaxing", lambda connection: connection.execute("PRAGMA synchronous=NORMAL"))
+    postgres = await open_team_state(StateSettings(sqlite_path=folder / "unused", postgres=postgres_dsn))
+    floor_file = folder / "floor"
     try:
-        # The comparison the module docstring describes: the same store, its commits not synced.
-        await relaxed._run("relaxing", lambda connection: connection.execute("PRAGMA synchronous=NORMAL"))
-        latencies = await _timed(appends, lambda n: relaxed.append_audit(_record(n)))
-        lines.append(_summary("append, SQLite (synchronous=NORMAL, comparison)", latencies))
+        sqlite_log = AuditLog(AuditSettings(), sqlite)
+        postgres_log = AuditLog(AuditSettings(), postgres)
+        operations: dict[str, Operation] = {
+            "append, SQLite (synchronous=FULL)": lambda n: sqlite.append_audit(_record(n)),
+            "append, PostgreSQL": lambda n: postgres.append_audit(_record(n)),
+            "record (AuditLog), SQLite": lambda n: _audited_call(sqlite_log, n),
+            "record (AuditLog), PostgreSQL": lambda n: _audited_call(postgres_log, n),
+            "append, SQLite (synchronous=NORMAL, comparison)": lambda n: relaxed.append_audit(_record(n)),
+            "the disk: one 200-byte append and fsync (floor)": lambda n: _synced_append(floor_file),
+        }
+        latencies = await _timed(appends, operations)
     finally:
-        await relaxed.aclose()
-    return lines
+        for state in (postgres, relaxed, sqlite):
+            await state.aclose()
+    return [_summary(name, values) for name, values in latencies.items()]
+
+
+async def _synced_append(path: Path) -> None:
+    await anyio.to_thread.run_sync(_append_and_sync, path)
+
+
+def _append_and_sync(path: Path) -> None:
+    descriptor = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    try:
+        os.write(descriptor, b"x" * 200)
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
+
+
+async def _audited_call(log: AuditLog, number: int) -> object:
+    return await log.record(
+        user=f"user-{number % 7}@example.com",
+        client="claude-code",
+        server="github",
+        tool="create_issue",
+        arguments=ARGUMENTS,
+        outcome="ok",
+        duration_ms=3.2,
+    )
 
 
 def main() -> None:

@@ -183,7 +183,9 @@ def _run_as_server_user(
             pwd.getpwnam(SERVER_USER)
         except KeyError:
             raise PostgresUnavailable(f"no {SERVER_USER!r} user: {INSTALL_HINT}") from None
-        command = ["runuser", "-u", SERVER_USER, "--", *command]
+        # util-linux's runuser, in sbin, which a CI job's PATH may leave out.
+        runuser = shutil.which("runuser", path=f"{os.environ.get('PATH', '')}:/usr/sbin:/sbin") or "runuser"
+        command = [runuser, "-u", SERVER_USER, "--", *command]
     completed = subprocess.run(command, cwd=cwd, capture_output=True, text=True, check=False)
     if check and completed.returncode != 0:
         raise PostgresUnavailable(f"{' '.join(command)} failed ({completed.returncode}): {completed.stderr}")

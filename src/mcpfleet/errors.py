@@ -18,7 +18,8 @@ is in the tree and named here::
     │   │   └── PinsTooLargeError           config/pins.py
     │   ├── ApprovalRequiredError
     │   ├── ServeAddressError
-    │   └── EditCheckError                  hosts/documents.py
+    │   ├── EditCheckError                  hosts/documents.py
+    │   └── TeamFileError                   team/loading.py
     ├── ConnectError
     │   ├── ConnectTimeoutError
     │   ├── EraMismatchError

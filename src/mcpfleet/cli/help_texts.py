@@ -150,6 +150,16 @@ COMMAND_HELP: dict[tuple[str, ...], tuple[str, tuple[str, ...]]] = {
         '--json: {"log", "lines"}, or with -f one {"line"} document per line (JSON Lines).',
         ("mcpfleet daemon logs", "mcpfleet daemon logs -n 200", "mcpfleet daemon logs -f --json"),
     ),
+    ("team",): (
+        "The team file of a team gateway (`mcpfleet serve --http HOST:PORT --team FILE`): its "
+        "servers, identity provider, policies, state and audit (docs/team.md).",
+        ("mcpfleet team check team.yaml",),
+    ),
+    ("team", "check"): (
+        "Read FILE as the team gateway would (its ${VAR} from this environment): a short summary "
+        "and exit 0 when it is good, else one line naming the file, the key and the fix, exit 2.",
+        ("mcpfleet team check team.yaml", "mcpfleet team check team.json --json"),
+    ),
 }
 
 

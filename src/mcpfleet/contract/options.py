@@ -232,6 +232,14 @@ SERVE_OPTIONS: tuple[Option, ...] = (
         action="store_true",
         default=False,
     ),
+    Option(
+        ("--team",),
+        "team",
+        "with --http: serve as a team gateway: the servers, sign-in, policies and audit of this "
+        "team file (docs/team.md), instead of this machine's configs",
+        metavar="FILE",
+        type=Path,
+    ),
     # Refused (``cli.serve_commands``): a token on the command line is readable by every user in ps.
     Option(("--auth-token",), "auth_token", None, metavar="T"),
     Option(

@@ -37,6 +37,7 @@ COMMAND_LINES: dict[tuple[str, ...], list[str]] = {
     ("daemon", "stop"): ["daemon", "stop"],
     ("daemon", "status"): ["daemon", "status"],
     ("daemon", "logs"): ["daemon", "logs", "-n", "5"],
+    ("team", "check"): ["team", "check", "team.yaml"],
 }
 """One command line of every command and action the parser has (a test keeps it complete)."""
 
@@ -69,8 +70,8 @@ def without_handler(args: argparse.Namespace) -> dict[str, object]:
 
 def test_the_table_names_every_command_and_action() -> None:
     paths = {path for path, _ in command_parsers(build_parser())}
-    # `daemon` alone is no command line: it needs an action.
-    assert paths == {*COMMAND_LINES, ("daemon",)}
+    # `daemon` and `team` alone are no command lines: they need an action.
+    assert paths == {*COMMAND_LINES, ("daemon",), ("team",)}
 
 
 @pytest.mark.parametrize("path", list(COMMAND_LINES), ids=" ".join)

@@ -521,6 +521,7 @@ async def serve_http(
     auth_token: str | None,
     max_request_body_bytes: int = MAX_REQUEST_BODY_BYTES,
     bounds: ListenerBounds | None = None,
+    front: Callable[[ASGIApp], ASGIApp] | None = None,
     notice: Callable[[str], None] = stderr_notice,
     task_status: TaskStatus[str] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
@@ -529,6 +530,9 @@ async def serve_http(
     ``auth_token`` is what every request must carry (``None``: nothing, ``--insecure-no-auth``;
     see ``resolve_auth_token``). ``bounds`` are the read deadlines and connection caps
     (``gateway.connections``; by default, from this process's descriptor limit as it is now).
+    ``front`` wraps the gate in a layer of the caller's: team mode's identity check, which
+    answers its own routes and puts who is asking in the scope, given ``auth_token=None`` so
+    that the gate keeps its other checks (body cap, request ids, 503 once stopping).
     Once listening, ``notice`` gets ``serving on http://HOST:PORT/mcp`` and ``task_status`` the URL.
     """
     from mcpfleet.gateway.resumption import RETRY_INTERVAL_MS, BoundedEventStore
@@ -547,7 +551,7 @@ async def serve_http(
         gate = BearerGate(app, auth_token, max_body_bytes=max_request_body_bytes)
         http_server = _GatewayUvicorn(
             uvicorn.Config(
-                gate,
+                front(gate) if front is not None else gate,
                 http=bounded_protocol(guard),
                 backlog=ACCEPT_BURST,
                 lifespan="off",  # the session manager runs in our task group, below

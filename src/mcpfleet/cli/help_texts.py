@@ -150,6 +150,27 @@ COMMAND_HELP: dict[tuple[str, ...], tuple[str, tuple[str, ...]]] = {
         '--json: {"log", "lines"}, or with -f one {"line"} document per line (JSON Lines).',
         ("mcpfleet daemon logs", "mcpfleet daemon logs -n 200", "mcpfleet daemon logs -f --json"),
     ),
+    ("team",): (
+        "Operate a team gateway (`mcpfleet serve --http HOST:PORT --team FILE`): its service-account keys.",
+        ("mcpfleet team key add ci --team team.yaml",),
+    ),
+    ("team", "key"): (
+        "Service accounts' API keys, sent as `Authorization: Bearer <key>`; the team file's "
+        "identity.api_keys keeps their hashes only.",
+        ("mcpfleet team key add ci --team team.yaml", "mcpfleet team key revoke ci --team team.yaml"),
+    ),
+    ("team", "key", "add"): (
+        "Make a key for service account NAME and print it once, alone on stdout (--json: "
+        '{"name", "key"}); only its hash is stored. An account that has a key must be revoked first.',
+        (
+            "KEY=$(mcpfleet team key add ci --team team.yaml)",
+            "mcpfleet team key add deploy-bot --team team.yaml --json",
+        ),
+    ),
+    ("team", "key", "revoke"): (
+        "Revoke service account NAME's key: a running gateway refuses it from its next request on.",
+        ("mcpfleet team key revoke ci --team team.yaml",),
+    ),
 }
 
 

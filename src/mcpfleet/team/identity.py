@@ -90,8 +90,13 @@ class IdentityGate:
         self._challenge = f'Bearer resource_metadata="{metadata_url(public_url)}"'
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
+        if scope["type"] == "lifespan":
             await self.app(scope, receive, send)
+            return
+        if scope["type"] != "http":
+            # Nothing is served over WebSocket; were a server configured to accept one, it must
+            # not be a way around the check.
+            await send({"type": "websocket.close", "code": 1008})
             return
         path = scope["path"]
         if path in self._metadata_paths:
@@ -136,11 +141,13 @@ class IdentityGate:
         return await self.tokens.principal_for(credential)
 
     async def _answer_metadata(self, scope: Scope, send: Send) -> None:
+        if scope["method"] == "OPTIONS":  # a browser-based client's preflight
+            await _respond(send, 204, b"", [*_CORS, (b"access-control-allow-methods", b"GET, HEAD")])
+            return
         if scope["method"] not in ("GET", "HEAD"):
             await _respond(send, 405, b"GET only", [(b"allow", b"GET, HEAD")])
             return
-        # Public by design (RFC 9728): any web client may read where to sign in.
-        headers = [(b"content-type", b"application/json"), (b"access-control-allow-origin", b"*")]
+        headers = [(b"content-type", b"application/json"), *_CORS]
         await _respond(send, 200, self._metadata if scope["method"] == "GET" else b"", headers)
 
     async def _refuse(self, send: Send, error: str | None, description: str) -> None:
@@ -150,6 +157,10 @@ class IdentityGate:
         await _respond(
             send, 401, description.encode("utf-8"), [(b"www-authenticate", challenge.encode("utf-8"))]
         )
+
+
+_CORS = [(b"access-control-allow-origin", b"*"), (b"access-control-allow-headers", b"*")]
+"""The metadata is public by design (RFC 9728): any web client may read where to sign in."""
 
 
 def _quoted(text: str) -> str:

@@ -11,13 +11,17 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx2
 import pytest
 from mcp.client import Client
 from mcp.client.streamable_http import streamable_http_client
-from tests.integration.team.identity_provider import IdentityGateway, running_identity_gateway
+from tests.integration.team.identity_provider import IdentityGateway, running_identity_gateway, whoami_server
 
+from mcpfleet.gateway.http import HttpListener, parse_bind, serve_http
 from mcpfleet.team.api_keys import KEY_PREFIX, key_digest
+from mcpfleet.team.identity import identity_front
+from mcpfleet.team.model import IdentitySettings, StateSettings, TeamFile
 
 MCPFLEET = Path(sys.executable).parent / "mcpfleet"
 UNUSED_ISSUER = "http://127.0.0.1:1"
@@ -128,3 +132,36 @@ async def test_a_key_is_a_service_account_until_revoked_without_a_restart(tmp_pa
         # A broken key file lets no key in (and the gateway keeps serving).
         key_file.write_text("{not json")
         assert isinstance(await whoami(gateway, bot_key), httpx2.Response)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("metrics", ["private", "public"])
+async def test_the_team_files_front_opens_metrics_only_when_public(tmp_path: Path, metrics: str) -> None:
+    listener = HttpListener.open(parse_bind("127.0.0.1:0"))
+    team = TeamFile(
+        path=tmp_path / "team.yaml",
+        public_url=listener.url,
+        servers={},
+        identity=IdentitySettings(issuer=UNUSED_ISSUER, audience=listener.url),
+        policies=(),
+        state=StateSettings(sqlite_path=tmp_path / "state.sqlite3"),
+        metrics="public" if metrics == "public" else "private",
+    )
+    async with anyio.create_task_group() as task_group:
+        await task_group.start(
+            lambda task_status: serve_http(
+                whoami_server(),
+                listener,
+                auth_token=None,
+                front=identity_front(team),
+                notice=lambda _: None,
+                task_status=task_status,
+            )
+        )
+        async with httpx2.AsyncClient() as http:
+            answers = [
+                await http.get(listener.url.replace("/mcp", path)) for path in ("/metrics", "/healthz")
+            ]
+        task_group.cancel_scope.cancel()
+    # 404: through the check to the server behind it, which has no such page.
+    assert [answer.status_code for answer in answers] == [404 if metrics == "public" else 401, 404]

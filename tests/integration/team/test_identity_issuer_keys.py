@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+import anyio
 import jwt
 import pytest
 from tests.integration.team.identity_provider import new_signing_key, public_jwk
@@ -176,3 +177,21 @@ def test_an_http_issuer_is_accepted_on_loopback_only() -> None:
     for refused in ("http://idp.example.com", "http://10.0.0.1", "ftp://127.0.0.1", "idp.example.com"):
         with pytest.raises(IssuerUnavailable, match="http:// is accepted for"):
             check_issuer_url(refused)
+
+
+async def test_requests_arriving_together_before_any_key_is_held_share_one_fetch() -> None:
+    key = new_signing_key()
+    with local_issuer() as (issuer, state):
+        publish(state, issuer, [public_jwk(key, "k")])
+        check = verifier(issuer, refresh_interval_s=0)
+        tokens = [token(issuer, key, "k") for _ in range(20)]
+        subjects: list[str] = []
+
+        async def one(credential: str) -> None:
+            subjects.append((await check.principal_for(credential)).subject)
+
+        async with anyio.create_task_group() as task_group:
+            for credential in tokens:
+                task_group.start_soon(one, credential)
+    assert subjects == ["alice"] * 20
+    assert state.hits["/realm/keys"] == 1

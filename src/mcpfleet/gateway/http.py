@@ -523,6 +523,7 @@ async def serve_http(
     bounds: ListenerBounds | None = None,
     front: Callable[[ASGIApp], ASGIApp] | None = None,
     notice: Callable[[str], None] = stderr_notice,
+    around: Callable[[ASGIApp], ASGIApp] | None = None,
     task_status: TaskStatus[str] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve ``server`` over streamable HTTP on ``listener`` until cancelled, then close it.
@@ -534,6 +535,9 @@ async def serve_http(
     answers its own routes and puts who is asking in the scope, given ``auth_token=None`` so
     that the gate keeps its other checks (body cap, request ids, 503 once stopping).
     Once listening, ``notice`` gets ``serving on http://HOST:PORT/mcp`` and ``task_status`` the URL.
+    ``around`` wraps the SDK's application in the layers a team gateway puts in front of it (its
+    identity check, which sets each request's principal, and its own pages), inside the size and
+    request-id checks and the 503 of a gateway stopping.
     """
     from mcpfleet.gateway.resumption import RETRY_INTERVAL_MS, BoundedEventStore
 
@@ -548,7 +552,9 @@ async def serve_http(
             event_store=BoundedEventStore(),
             retry_interval=RETRY_INTERVAL_MS,
         )
-        gate = BearerGate(app, auth_token, max_body_bytes=max_request_body_bytes)
+        gate = BearerGate(
+            around(app) if around is not None else app, auth_token, max_body_bytes=max_request_body_bytes
+        )
         http_server = _GatewayUvicorn(
             uvicorn.Config(
                 front(gate) if front is not None else gate,

@@ -521,7 +521,6 @@ async def serve_http(
     auth_token: str | None,
     max_request_body_bytes: int = MAX_REQUEST_BODY_BYTES,
     bounds: ListenerBounds | None = None,
-    front: Callable[[ASGIApp], ASGIApp] | None = None,
     notice: Callable[[str], None] = stderr_notice,
     around: Callable[[ASGIApp], ASGIApp] | None = None,
     task_status: TaskStatus[str] = anyio.TASK_STATUS_IGNORED,
@@ -531,9 +530,6 @@ async def serve_http(
     ``auth_token`` is what every request must carry (``None``: nothing, ``--insecure-no-auth``;
     see ``resolve_auth_token``). ``bounds`` are the read deadlines and connection caps
     (``gateway.connections``; by default, from this process's descriptor limit as it is now).
-    ``front`` wraps the gate in a layer of the caller's: team mode's identity check, which
-    answers its own routes and puts who is asking in the scope, given ``auth_token=None`` so
-    that the gate keeps its other checks (body cap, request ids, 503 once stopping).
     Once listening, ``notice`` gets ``serving on http://HOST:PORT/mcp`` and ``task_status`` the URL.
     ``around`` wraps the SDK's application in the layers a team gateway puts in front of it (its
     identity check, which sets each request's principal, and its own pages), inside the size and
@@ -557,7 +553,7 @@ async def serve_http(
         )
         http_server = _GatewayUvicorn(
             uvicorn.Config(
-                front(gate) if front is not None else gate,
+                gate,
                 http=bounded_protocol(guard),
                 backlog=ACCEPT_BURST,
                 lifespan="off",  # the session manager runs in our task group, below

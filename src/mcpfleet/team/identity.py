@@ -1,7 +1,7 @@
 """The team gateway as an OAuth 2.1 protected resource: who is asking, for every request.
 
-``IdentityGate`` is the ASGI layer in front of the gateway (``serve_http(front=…)``), where
-the local gateway's single bearer token would be checked. It
+``IdentityGate`` is the ASGI layer in front of the gateway's MCP endpoint
+(``serve_http(around=…)``), where the local gateway's single bearer token would be checked. It
 
 - serves the protected resource metadata (RFC 9728) at ``/.well-known/oauth-protected-resource``
   and at its path-suffixed form (``…/oauth-protected-resource/mcp`` for ``public_url``
@@ -19,7 +19,8 @@ the local gateway's single bearer token would be checked. It
 
 More than one ``Authorization`` header is refused (two proxies could each read a different
 one). Everything else the local gateway checks (body cap, request ids, 503 once stopping) is
-the gate's behind this layer, which ``serve_http`` builds with no token of its own.
+done by its ``BearerGate``, which a team gateway runs with no token of its own, in front of
+this layer.
 """
 
 from __future__ import annotations
@@ -175,10 +176,10 @@ async def _respond(send: Send, status: int, body: bytes, headers: list[tuple[byt
     await send({"type": "http.response.body", "body": body})
 
 
-def identity_front(
+def identity_layer(
     team: TeamFile, *, open_paths: Iterable[str] = DEFAULT_OPEN_PATHS
 ) -> Callable[[ASGIApp], ASGIApp]:
-    """The ``front`` that ``serve_http`` puts before its gate for a team file: tokens checked
+    """The ``around`` that ``serve_http`` puts before the MCP endpoint for a team file: tokens checked
     against ``identity.issuer`` for ``identity.audience``, keys read from ``identity.api_keys``.
     ``/metrics`` is open too when the team file says ``metrics: public``."""
     identity = team.identity
@@ -186,9 +187,9 @@ def identity_front(
     api_keys = ApiKeyStore(identity.api_keys) if identity.api_keys is not None else None
     opened = frozenset(open_paths) | ({"/metrics"} if team.metrics == "public" else set())
 
-    def front(app: ASGIApp) -> ASGIApp:
+    def layer(app: ASGIApp) -> ASGIApp:
         return IdentityGate(
             app, public_url=team.public_url, tokens=tokens, api_keys=api_keys, open_paths=opened
         )
 
-    return front
+    return layer

@@ -7,8 +7,8 @@ credentials, or the whole authorization-code flow), they can sign tokens the pro
 never issue (expired, for another issuer, without ``sub``) with the very key the gateway trusts.
 
 ``running_identity_gateway(...)`` serves a small MCP server (tool ``whoami``: the principal the
-identity check put in the request's scope) through ``serve_http`` with the ``IdentityGate`` in
-front, on 127.0.0.1 at a free port; ``public_url`` is where it listens.
+identity check put in the request's scope) through ``serve_http`` with the ``IdentityGate``
+in front (``around``), on 127.0.0.1 at a free port; ``public_url`` is where it listens.
 """
 
 from __future__ import annotations
@@ -210,7 +210,7 @@ def whoami_server() -> Any:
 async def running_identity_gateway(
     issuer: str, *, api_keys: Path | None = None, keys: IssuerKeys | None = None
 ) -> AsyncIterator[IdentityGateway]:
-    """The test server behind ``serve_http(front=IdentityGate …)``, audience = its own URL."""
+    """The test server behind ``serve_http(around=IdentityGate …)``, audience = its own URL."""
     listener = HttpListener.open(parse_bind("127.0.0.1:0"))
     public_url = listener.url
     settings = IdentitySettings(issuer=issuer, audience=public_url, api_keys=api_keys)
@@ -218,7 +218,7 @@ async def running_identity_gateway(
     store = ApiKeyStore(api_keys) if api_keys is not None else None
     made: list[IdentityGate] = []
 
-    def front(app: Any) -> Any:
+    def identity(app: Any) -> Any:
         made.append(IdentityGate(app, public_url=public_url, tokens=verifier, api_keys=store))
         return made[-1]
 
@@ -228,7 +228,7 @@ async def running_identity_gateway(
                 whoami_server(),
                 listener,
                 auth_token=None,
-                front=front,
+                around=identity,
                 notice=lambda _: None,
                 task_status=task_status,
             )

@@ -149,6 +149,10 @@ class IssuerKeys:
                 if kid is not None
                 else "the token names no signing key (kid) and the issuer publishes more than one"
             )
+        published_alg = raw.get("alg")
+        if published_alg is not None and published_alg != alg:
+            # The issuer said what the key is for: a token may not pick another use of it.
+            raise LookupError(f"the issuer's key {kid!r} is for {published_alg}, not the token's {alg}")
         built = key_set.built.get((kid or "", alg))
         if built is None:
             try:

@@ -13,7 +13,11 @@ never a secret):
 - ``iss`` is the configured issuer, ``aud`` is (or lists) the configured audience (RFC 8707:
   a token the same issuer made for another resource is refused), ``exp`` is present and not
   past, ``nbf`` and ``iat`` not ahead, each within ``CLOCK_SKEW_S``;
-- ``sub`` is a non-empty string.
+- ``sub`` is a non-empty string, and not ``service:…``, the service accounts' names;
+- it is not an ID token, where that can be told: a ``typ`` other than an access token's or a
+  JWT's, or a claim only ID tokens carry (``nonce``, ``at_hash``, ``c_hash``). An ID token
+  whose ``aud`` is the gateway (a client registered under the gateway's own client id) would
+  otherwise pass for an access token.
 
 The principal it yields carries ``sub``, ``email`` (unless the token says
 ``email_verified: false``: an address the user typed without proof must not match a policy
@@ -30,6 +34,7 @@ from typing import Any
 import jwt
 
 from mcpfleet.errors import MCPFleetError
+from mcpfleet.team.api_keys import SERVICE_SUBJECT_PREFIX
 from mcpfleet.team.jwks import ASYMMETRIC_ALGORITHMS, IssuerKeys, IssuerUnavailable
 from mcpfleet.team.model import IdentitySettings
 from mcpfleet.team.principal import Principal
@@ -40,6 +45,9 @@ more, so an expired token is refused a minute after its end at the latest."""
 MAX_TOKEN_BYTES = 16 * 1024
 """Far above any real access token (a few kilobytes with many groups), far below memory."""
 MAX_GROUPS = 1000
+ACCESS_TOKEN_TYPES = frozenset({"at+jwt", "application/at+jwt", "jwt"})
+"""``typ`` values a token may carry (RFC 9068's, and the plain ``JWT`` most providers send)."""
+ID_TOKEN_CLAIMS = ("nonce", "at_hash", "c_hash")
 
 
 class TokenRejected(MCPFleetError):
@@ -62,6 +70,9 @@ class JwtVerifier:
                 f"the token's alg {alg!r} is not accepted: only tokens signed with the issuer's "
                 f"private key are ({', '.join(sorted(ASYMMETRIC_ALGORITHMS))})"
             )
+        typ = header.get("typ")
+        if typ is not None and (not isinstance(typ, str) or typ.lower() not in ACCESS_TOKEN_TYPES):
+            raise TokenRejected(f"the token's typ {typ!r} is not an access token's (at+jwt or JWT)")
         kid = header.get("kid")
         if kid is not None and not isinstance(kid, str):
             raise TokenRejected("the token's kid is not a string")
@@ -114,6 +125,13 @@ class JwtVerifier:
         subject = claims.get("sub")
         if not isinstance(subject, str) or not subject:
             raise TokenRejected("the token's sub is not a non-empty string")
+        if subject.startswith(SERVICE_SUBJECT_PREFIX):
+            raise TokenRejected(
+                f"the token's sub starts with {SERVICE_SUBJECT_PREFIX!r}, which names service accounts"
+            )
+        found = [claim for claim in ID_TOKEN_CLAIMS if claim in claims]
+        if found:
+            raise TokenRejected(f"the token is an ID token (it has {found[0]!r}): send an access token")
         email = claims.get("email")
         if not isinstance(email, str) or not email or claims.get("email_verified") is False:
             email = None

@@ -143,6 +143,8 @@ async def test_tokens_signed_by_the_provider_but_not_valid_here_are_refused(
             "not for this gateway": provider.claims_for("http://127.0.0.1:1/mcp"),
             "no 'sub' claim": provider.claims_for(audience, sub=None),
             "no 'exp' claim": provider.claims_for(audience, exp=None),
+            "which names service accounts": provider.claims_for(audience, sub="service:ci"),
+            "is an ID token (it has 'nonce')": provider.claims_for(audience, nonce="n-0S6_WzA2Mj"),
         }
         for expected, claims in cases.items():
             assert expected in await refusal(gateway, provider.sign(claims)), expected
@@ -155,6 +157,10 @@ async def test_forged_tokens_are_refused(identity_provider: IdentityProvider) ->
         assert "does not verify" in await refusal(gateway, provider.sign(claims, key=new_signing_key()))
         assert "alg 'none' is not accepted" in await refusal(gateway, unsigned(claims))
         assert "alg 'HS256' is not accepted" in await refusal(gateway, hmac_forgery(provider, claims))
+        other_use = provider.sign(claims, algorithm="RS512")  # the issuer's key is published for RS256
+        assert "is for RS256, not the token's RS512" in await refusal(gateway, other_use)
+        id_token = provider.sign(claims, headers={"typ": "id_token+jwt"})
+        assert "typ 'id_token+jwt' is not an access token's" in await refusal(gateway, id_token)
         other_kid = provider.sign(claims, key=new_signing_key(), headers={"kid": "rotated-in-by-nobody"})
         assert "not among the issuer's published keys" in await refusal(gateway, other_kid)
         # Untouched, the same claims pass: the refusals above are the forgeries', not the claims'.

@@ -189,7 +189,8 @@ class IssuerKeys:
                     if self._key_set is not None:
                         logger.warning("%s; keeping the keys fetched before", error)
             if self._key_set is None:
-                raise self._last_error or IssuerUnavailable(f"{self.issuer}: no key set fetched yet")
+                # A new error each time: one raised again and again would keep every traceback.
+                raise IssuerUnavailable(str(self._last_error or f"{self.issuer}: no key set fetched yet"))
             return self._key_set
 
     async def _fetch_key_set(self) -> _KeySet:

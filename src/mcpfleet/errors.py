@@ -72,7 +72,10 @@ is in the tree and named here::
     ├── GuardRefusal                        gateway/guard.py
     ├── InvalidCursor + ValueError          gateway/paging.py
     ├── _ClientGone                         gateway/http.py
-    └── TeamStateError                      team/state.py
+    ├── TeamStateError                      team/state.py
+    ├── IssuerUnavailable                   team/jwks.py
+    ├── TokenRejected                       team/tokens.py
+    └── ApiKeyFileError                     team/api_keys.py
 
 Not errors, and so outside the tree: ``_Stopped`` (daemon_client/shim.py), which a SIGTERM or
 SIGINT raises in the shim's main thread, derives from ``BaseException`` as

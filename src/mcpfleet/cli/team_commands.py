@@ -1,5 +1,6 @@
-"""``mcpfleet team …``: the team file of a team gateway (``mcpfleet serve --http … --team FILE``).
+"""``mcpfleet team …``: the commands of a team gateway's operator (DESIGN.md, "Team mode").
 
+``team key add|revoke`` (``cli.team_key_commands``) manage service-account API keys.
 ``team check FILE`` reads the file as the gateway would (``mcpfleet.team.loading``), with this
 shell's environment for its ``${VAR}``: exit 0 and a short summary (``--json``: the same as a
 document) when it would serve, exit 2 and one line on stderr naming the file, the key and the
@@ -13,19 +14,21 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mcpfleet.cli.output import EXIT_OK, emit_json, json_output_requested, output_line
+from mcpfleet.cli.team_key_commands import register_key_commands
 
 if TYPE_CHECKING:
     from mcpfleet.team.model import TeamFile
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    team = subparsers.add_parser("team", help="a team gateway's team file (serve --http … --team FILE)")
+    team = subparsers.add_parser("team", help="operate a team gateway (mcpfleet serve --team FILE)")
     actions = team.add_subparsers(dest="team_action", metavar="ACTION", required=True)
     check = actions.add_parser(
         "check", help="validate a team file: exit 2 with the key and the fix if it is wrong"
     )
     check.add_argument("file", type=Path, metavar="FILE", help="the team file (JSON or YAML)")
     check.set_defaults(handler=check_command)
+    register_key_commands(actions)
 
 
 def check_command(args: argparse.Namespace) -> int:

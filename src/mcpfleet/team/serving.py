@@ -91,9 +91,9 @@ async def open_team_gateway(
 
 
 def team_layers(team: LiveTeamFile) -> Callable[[ASGIApp], ASGIApp]:
-    """The ASGI layers in front of the MCP application of a team gateway (see the module)."""
+    """The ASGI layers in front of the MCP application of a team gateway: the identity check
+    (``team.identity``: the protected resource's metadata, the 401 challenge, tokens and
+    service-account keys), which puts each request's principal in its scope."""
+    from mcpfleet.team.identity import identity_layer
 
-    def around(app: ASGIApp) -> ASGIApp:
-        return app
-
-    return around
+    return identity_layer(team.current)

@@ -38,6 +38,8 @@ COMMAND_LINES: dict[tuple[str, ...], list[str]] = {
     ("daemon", "status"): ["daemon", "status"],
     ("daemon", "logs"): ["daemon", "logs", "-n", "5"],
     ("team", "check"): ["team", "check", "team.yaml"],
+    ("team", "key", "add"): ["team", "key", "add", "ci", "--team", "team.yaml"],
+    ("team", "key", "revoke"): ["team", "key", "revoke", "ci", "--team", "team.yaml"],
 }
 """One command line of every command and action the parser has (a test keeps it complete)."""
 
@@ -70,8 +72,8 @@ def without_handler(args: argparse.Namespace) -> dict[str, object]:
 
 def test_the_table_names_every_command_and_action() -> None:
     paths = {path for path, _ in command_parsers(build_parser())}
-    # `daemon` and `team` alone are no command lines: they need an action.
-    assert paths == {*COMMAND_LINES, ("daemon",), ("team",)}
+    # `daemon`, `team` and `team key` alone are no command lines: they need an action.
+    assert paths == {*COMMAND_LINES, ("daemon",), ("team",), ("team", "key")}
 
 
 @pytest.mark.parametrize("path", list(COMMAND_LINES), ids=" ".join)

@@ -29,10 +29,14 @@ GEMINI_CLI_VERSION := 0.61.0
 GEMINI_CLI := .tools/gemini-cli/.installed-$(GEMINI_CLI_VERSION)
 CODEX_CLI_VERSION := 0.171.0
 CODEX_CLI := .tools/codex/.installed-$(CODEX_CLI_VERSION)
+# A real OpenID provider (the certified node-oidc-provider) that team mode's identity tests sign in
+# through (tests/servers/oidc_provider.mjs), pinned exactly; it runs on the Node 22 of .tools/conformance.
+OIDC_PROVIDER_VERSION := 9.13.3
+OIDC_PROVIDER := .tools/oidc-provider/.installed-$(OIDC_PROVIDER_VERSION)
 # The suite runs on this many pytest-xdist workers. Its tests mostly wait on the servers and CLIs
 # they start, so three keep two cores busy; tests/conftest.py says how the files are spread.
 TEST_WORKERS ?= 3
-NPM_TOOLS := $(EVERYTHING) $(FILESYSTEM) $(CONFORMANCE_SUITE) $(INSPECTOR) $(CLAUDE_CODE) $(GEMINI_CLI) $(CODEX_CLI)
+NPM_TOOLS := $(EVERYTHING) $(FILESYSTEM) $(CONFORMANCE_SUITE) $(INSPECTOR) $(CLAUDE_CODE) $(GEMINI_CLI) $(CODEX_CLI) $(OIDC_PROVIDER)
 
 .PHONY: demo test lint typecheck lock npm-tools pytest conformance bench bench-smoke bench-gateway bench-integrations bench-daemon clean
 
@@ -139,6 +143,11 @@ $(GEMINI_CLI):
 $(CODEX_CLI):
 	npm install --silent --no-audit --no-fund --save-exact --prefix .tools/codex \
 		@openai/codex@$(CODEX_CLI_VERSION)
+	touch $@
+
+$(OIDC_PROVIDER): | $(CONFORMANCE_SUITE)
+	npm install --silent --no-audit --no-fund --save-exact --prefix .tools/oidc-provider \
+		oidc-provider@$(OIDC_PROVIDER_VERSION)
 	touch $@
 
 # tests/conformance/client.py against the suite: the 2025-11-25 and 2026-07-28 client requirement

@@ -257,7 +257,9 @@ def _warm(report: Report) -> None:
         return
     delay = report.results["params"]["warm"]["init_delay"]
     gate_s = report.results["gate_ms"] / 1000
-    slow_server = f"One server that takes {delay} s to start" if delay else "One server held down for the whole run"
+    slow_server = (
+        f"One server that takes {delay} s to start" if delay else "One server held down for the whole run"
+    )
     report.add(
         "## 2. Warm start",
         "",

@@ -18,7 +18,8 @@ is in the tree and named here::
     │   │   └── PinsTooLargeError           config/pins.py
     │   ├── ApprovalRequiredError
     │   ├── ServeAddressError
-    │   └── EditCheckError                  hosts/documents.py
+    │   ├── EditCheckError                  hosts/documents.py
+    │   └── TeamFileError                   team/loading.py
     ├── ConnectError
     │   ├── ConnectTimeoutError
     │   ├── EraMismatchError
@@ -72,6 +73,9 @@ is in the tree and named here::
     ├── InvalidCursor + ValueError          gateway/paging.py
     ├── _ClientGone                         gateway/http.py
     ├── TeamStateError                      team/state.py
+    ├── IssuerUnavailable                   team/jwks.py
+    ├── TokenRejected                       team/tokens.py
+    ├── ApiKeyFileError                     team/api_keys.py
     └── AuditWriteError                     team/audit.py
 
 Not errors, and so outside the tree: ``_Stopped`` (daemon_client/shim.py), which a SIGTERM or

@@ -161,6 +161,34 @@ COMMAND_HELP: dict[tuple[str, ...], tuple[str, tuple[str, ...]]] = {
         '--json: {"log", "lines"}, or with -f one {"line"} document per line (JSON Lines).',
         ("mcpfleet daemon logs", "mcpfleet daemon logs -n 200", "mcpfleet daemon logs -f --json"),
     ),
+    ("team",): (
+        "Operate a team gateway (`mcpfleet serve --http HOST:PORT --team FILE`): check its team "
+        "file (servers, identity provider, policies, state, audit: docs/team.md), manage its "
+        "service-account keys.",
+        ("mcpfleet team check team.yaml", "mcpfleet team key add ci --team team.yaml"),
+    ),
+    ("team", "check"): (
+        "Read FILE as the team gateway would (its ${VAR} from this environment): a short summary "
+        "and exit 0 when it is good, else one line naming the file, the key and the fix, exit 2.",
+        ("mcpfleet team check team.yaml", "mcpfleet team check team.json --json"),
+    ),
+    ("team", "key"): (
+        "Service accounts' API keys, sent as `Authorization: Bearer <key>`; the team file's "
+        "identity.api_keys keeps their hashes only.",
+        ("mcpfleet team key add ci --team team.yaml", "mcpfleet team key revoke ci --team team.yaml"),
+    ),
+    ("team", "key", "add"): (
+        "Make a key for service account NAME and print it once, alone on stdout (--json: "
+        '{"name", "key"}); only its hash is stored. An account that has a key must be revoked first.',
+        (
+            "KEY=$(mcpfleet team key add ci --team team.yaml)",
+            "mcpfleet team key add deploy-bot --team team.yaml --json",
+        ),
+    ),
+    ("team", "key", "revoke"): (
+        "Revoke service account NAME's key: a running gateway refuses it from its next request on.",
+        ("mcpfleet team key revoke ci --team team.yaml",),
+    ),
 }
 
 

@@ -1,11 +1,12 @@
 """``mcpfleet audit [--team FILE] [--user U] [--since ISO] [--json]``: read a team gateway's audit log.
 
-The records come from the team state the team file names (PostgreSQL when ``state.postgres``
-is set, else the SQLite file beside the team file), oldest first: every call of every user, or
-of one (``--user``, the token's ``sub``), from a time on (``--since``, ISO 8601; a time without a
-zone is UTC). ``--json`` prints ``{"records": [...]}``, each record with the contract's fields;
-otherwise a table. Nothing is started: the command reads the store and returns, while the
-gateway may be serving (SQLite's readers never block its writer).
+The records come from the team state the team file names (``team.loading``: PostgreSQL when
+``state.postgres`` is set, else the SQLite file, beside the team file by default), oldest
+first: every call of every user, or of one (``--user``, the token's ``sub``), from a time on
+(``--since``, ISO 8601; a time without a zone is UTC). ``--json`` prints ``{"records": [...]}``,
+each record with the contract's fields; otherwise a table. Nothing is started: the command
+reads the store and returns, while the gateway may be serving (SQLite's readers never block
+its writer).
 
 Exit codes: 0 with the records (none is still 0); 2 for a bad command line or team file (the
 flag or key named, with the fix); 1 when the store cannot be read.
@@ -14,8 +15,6 @@ flag or key named, with the fix); 1 when the store cannot be read.
 from __future__ import annotations
 
 import argparse
-import os
-import re
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -28,7 +27,6 @@ if TYPE_CHECKING:
 
 TEAM_FILE_NAMES = ("team.yaml", "team.yml", "team.json")
 """Looked for in the current folder when ``--team`` is not given."""
-_VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -65,10 +63,10 @@ def since_time(text: str) -> datetime:
 def audit_command(args: argparse.Namespace) -> int:
     import anyio
 
+    from mcpfleet.team.loading import load_team_file
     from mcpfleet.team.state import TeamStateError
 
-    team_file = _team_file(args.team)
-    settings = state_settings_of(team_file)
+    settings = load_team_file(_team_file(args.team)).state
     if settings.postgres is None and not settings.sqlite_path.exists():
         # Reading must not create the gateway's file: it has not served yet.
         info_line(f"no audit records yet: {settings.sqlite_path} does not exist until the gateway serves")
@@ -106,45 +104,6 @@ def _team_file(given: Path | None) -> Path:
         if Path(name).is_file():
             return Path(name)
     raise ConfigError(f"no team file in {Path.cwd()} ({', '.join(TEAM_FILE_NAMES)}): pass --team FILE")
-
-
-def state_settings_of(team_file: Path) -> StateSettings:
-    """The ``state:`` of the team file as ``StateSettings``: ``postgres`` with its ``${VAR}``
-    substituted from the environment, else the SQLite file beside the team file."""
-    from mcpfleet.config.readers import read_document
-    from mcpfleet.team.model import StateSettings
-    from mcpfleet.team.stores import default_sqlite_path
-
-    document = read_document(team_file)
-    if document is None:
-        raise ConfigError(f"--team {team_file}: no such file; give the team file the gateway serves")
-    state = document.get("state") if isinstance(document, dict) else None
-    if state is None:
-        state = {}
-    if not isinstance(state, dict):
-        raise ConfigError(
-            f"{team_file}: state is not a mapping; write state: {{postgres: …}} or leave it out"
-        )
-    postgres = state.get("postgres")
-    if postgres is not None and not isinstance(postgres, str):
-        raise ConfigError(f"{team_file}: state.postgres is not a string; write it as postgresql://…")
-    return StateSettings(
-        sqlite_path=default_sqlite_path(team_file),
-        postgres=None if postgres is None else _substituted(postgres, team_file),
-    )
-
-
-def _substituted(value: str, team_file: Path) -> str:
-    def variable(match: re.Match[str]) -> str:
-        found = os.environ.get(match[1])
-        if found is None:
-            raise ConfigError(
-                f"{team_file}: state.postgres uses ${{{match[1]}}}, which is not set; set it in this "
-                "shell as the gateway has it"
-            )
-        return found
-
-    return _VARIABLE.sub(variable, value)
 
 
 def _print_records(records: list[dict[str, Any]]) -> None:

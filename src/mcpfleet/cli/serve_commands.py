@@ -19,7 +19,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from mcpfleet.cli.options import FleetOptions
-from mcpfleet.cli.output import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, error_line
+from mcpfleet.cli.output import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, error_line
 from mcpfleet.contract.environment import GATEWAY_TOKEN_VARIABLE as TOKEN_VARIABLE
 from mcpfleet.contract.options import SERVE, SERVE_HELP, add_serve_options
 from mcpfleet.errors import ConfigError, first_leaf
@@ -69,12 +69,18 @@ def serve_command(args: argparse.Namespace) -> int:
     # Every backend inherits the mark, so a `mcpfleet serve` that one of them starts, through
     # any wrapper discovery cannot see through, ends at the check above.
     mark_gateway_environment(os.environ)
+    from mcpfleet.team.state import TeamStateError
+
     try:
         if args.http is not None:
             return anyio.run(_serve_http, args, options)
         # The HTTP gateway's key, exported for it in the user's shell, is no backend's business.
         os.environ.pop(TOKEN_VARIABLE, None)
         anyio.run(_serve, args, options)
+    except TeamStateError as error:
+        # A team gateway whose state cannot be opened serves nothing: its calls could not be recorded.
+        error_line(str(error))
+        return EXIT_FAILED
     except BaseExceptionGroup as group:
         # The fleet's task groups wrap what the gateway raised on its way up: a config error
         # (two servers offering one name under --prefix none) is still a usage error.
@@ -239,14 +245,25 @@ async def _serve_http(args: argparse.Namespace, options: GatewayOptions) -> int:
 async def _serve_team(
     args: argparse.Namespace, options: GatewayOptions, team: TeamFile, listener: HttpListener
 ) -> None:
-    """The team gateway of ``team`` on ``listener`` (``mcpfleet.team.serving``), until cancelled."""
+    """The team gateway of ``team`` on ``listener`` (``mcpfleet.team.serving``), until cancelled:
+    its state opened (and migrated) first, every tool call recorded in its audit log."""
     from mcpfleet.gateway.handlers import build_server
     from mcpfleet.gateway.http import serve_http
+    from mcpfleet.team.audit import AuditLog
+    from mcpfleet.team.audit_hooks import AuditHooks
     from mcpfleet.team.serving import open_team_gateway, team_layers
+    from mcpfleet.team.stores import opened_team_state
 
-    async with open_team_gateway(
-        team, options, startup_timeout_ms=args.startup_timeout, use_cache=not args.no_cache
-    ) as served:
+    async with (
+        opened_team_state(team.state) as state,
+        open_team_gateway(
+            team,
+            options,
+            startup_timeout_ms=args.startup_timeout,
+            use_cache=not args.no_cache,
+            hooks=[AuditHooks(AuditLog(team.audit, state))],
+        ) as served,
+    ):
         await serve_http(
             build_server(served.gateway),
             listener,

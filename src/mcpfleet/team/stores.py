@@ -5,18 +5,11 @@ PostgreSQL's driver is the extra ``mcpfleet[team]``, imported only when it is th
 
 from __future__ import annotations
 
-from pathlib import Path
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 from mcpfleet.team.model import StateSettings
 from mcpfleet.team.state import TeamState, TeamStateError
-
-DEFAULT_SQLITE_NAME = "team-state.sqlite3"
-"""The SQLite file's name, beside the team file, when ``state.postgres`` is not set."""
-
-
-def default_sqlite_path(team_file: Path) -> Path:
-    """Where a team file's SQLite state lives: beside it (one file per team file's folder)."""
-    return team_file.parent / DEFAULT_SQLITE_NAME
 
 
 async def open_team_state(settings: StateSettings) -> TeamState:
@@ -33,3 +26,13 @@ async def open_team_state(settings: StateSettings) -> TeamState:
             "install team mode's extra: pip install 'mcpfleet[team]'"
         ) from error
     return await PostgresTeamState.open(settings.postgres)
+
+
+@asynccontextmanager
+async def opened_team_state(settings: StateSettings) -> AsyncIterator[TeamState]:
+    """``open_team_state`` for the length of a ``with``: closed however it ends."""
+    state = await open_team_state(settings)
+    try:
+        yield state
+    finally:
+        await state.aclose()

@@ -15,12 +15,16 @@ import anyio
 import pytest
 
 from mcpfleet.team.audit import AuditLog, record_document
+from mcpfleet.team.loading import DEFAULT_SQLITE_NAME
 from mcpfleet.team.model import AuditSettings, StateSettings
 from mcpfleet.team.state import AuditRecord, Outcome
-from mcpfleet.team.stores import default_sqlite_path, open_team_state
+from mcpfleet.team.stores import open_team_state
 
 CLI = [sys.executable, "-m", "mcpfleet.cli.main"]
-TEAM_FILE_HEAD = "public_url: https://mcp.example.com/mcp\nservers: {}\n"
+TEAM_FILE_HEAD = (
+    "public_url: https://mcp.example.com/mcp\nservers: {}\nidentity: {issuer: https://idp.example.com}\n"
+    "policies: []\n"
+)
 
 
 def run(
@@ -35,6 +39,10 @@ def run(
         env={**os.environ, **(env or {})},
         check=False,
     )
+
+
+def default_sqlite_path(team_file: Path) -> Path:
+    return team_file.parent / DEFAULT_SQLITE_NAME
 
 
 def write_team_file(folder: Path, postgres: str | None) -> Path:
@@ -188,7 +196,7 @@ def test_an_unset_variable_names_itself(tmp_path: Path) -> None:
     completed = run(["audit", "--team", str(team_file)], cwd=tmp_path)
 
     assert completed.returncode == 2
-    assert f"{team_file}: state.postgres uses ${{NOT_SET_ANYWHERE}}, which is not set" in completed.stderr
+    assert "state.postgres: ${NOT_SET_ANYWHERE} is not set in the environment" in completed.stderr
 
 
 def test_a_missing_team_file_is_a_usage_error(tmp_path: Path) -> None:

@@ -18,7 +18,8 @@ is in the tree and named here::
     │   │   └── PinsTooLargeError           config/pins.py
     │   ├── ApprovalRequiredError
     │   ├── ServeAddressError
-    │   └── EditCheckError                  hosts/documents.py
+    │   ├── EditCheckError                  hosts/documents.py
+    │   └── TeamKeyError                    team/sealing.py
     ├── ConnectError
     │   ├── ConnectTimeoutError
     │   ├── EraMismatchError
@@ -70,7 +71,8 @@ is in the tree and named here::
     ├── BackendRejection                    gateway/rejections.py
     ├── InvalidCursor + ValueError          gateway/paging.py
     ├── _ClientGone                         gateway/http.py
-    └── TeamStateError                      team/state.py
+    ├── TeamStateError                      team/state.py
+    └── UnsealError                         team/sealing.py
 
 Not errors, and so outside the tree: ``_Stopped`` (daemon_client/shim.py), which a SIGTERM or
 SIGINT raises in the shim's main thread, derives from ``BaseException`` as

@@ -36,6 +36,11 @@ class RunningOAuthServer:
             stats: dict[str, int] = json.load(response)
         return stats
 
+    def expire_access_tokens(self) -> None:
+        request = urllib.request.Request(f"{self.base_url}/test/expire-access-tokens", method="POST")
+        with urllib.request.urlopen(request, timeout=5):
+            pass
+
     def revoke_access_tokens(self) -> None:
         request = urllib.request.Request(f"{self.base_url}/test/revoke-access-tokens", method="POST")
         with urllib.request.urlopen(request, timeout=5):

@@ -26,6 +26,7 @@ is in the tree and named here::
     │   ├── ServerExitedError
     │   ├── CommandNotFoundError
     │   ├── AuthRequiredError
+    │   │   └── ConnectRequiredError        team/connect_flow.py
     │   ├── LoginError
     │   ├── SecretResolutionError
     │   ├── SandboxError

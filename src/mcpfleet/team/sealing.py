@@ -27,7 +27,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from mcpfleet.errors import ConfigError, MCPFleetError
 
@@ -72,6 +74,7 @@ class Sealer:
         if not keys:
             raise TeamKeyError(f"{TEAM_KEY_VARIABLE} is not set; {MAKE_A_KEY}")
         self._keys = [_Key(AESGCM(key), hashlib.sha256(key).digest()[:KEY_ID_BYTES]) for key in keys]
+        self._current = keys[0]
 
     @classmethod
     def from_environment(cls, environ: Mapping[str, str] | None = None) -> Sealer:
@@ -85,6 +88,14 @@ class Sealer:
         nonce = secrets.token_bytes(NONCE_BYTES)
         sealed = current.aead.encrypt(nonce, plaintext, _associated_data(user, server))
         return bytes([BLOB_VERSION]) + current.key_id + nonce + sealed
+
+    def derived_key(self, purpose: str) -> bytes:
+        """A key of its own for ``purpose`` (HKDF of the current team key): the connect pages sign
+        their form tokens with one, so every replica with the same team key accepts them."""
+        hkdf = HKDF(
+            algorithm=hashes.SHA256(), length=KEY_BYTES, salt=None, info=f"mcpfleet {purpose}".encode()
+        )
+        return hkdf.derive(self._current)
 
     def open(self, user: str, server: str, blob: bytes) -> Opened:
         """What ``seal(user, server, …)`` sealed; ``UnsealError`` for anything else."""

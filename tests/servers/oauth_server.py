@@ -17,7 +17,9 @@ Usage: ``python oauth_server.py [--access-token-ttl SECONDS] [--transport stream
 The server binds a free port itself and prints ``READY <port>`` on stdout once it
 listens. ``GET /test/stats`` returns counters the tests assert on;
 ``POST /test/revoke-access-tokens`` forgets every access token (refresh tokens survive);
-``POST /test/expire-access-tokens`` makes every access token expired (refresh tokens survive).
+``POST /test/expire-access-tokens`` makes every access token expired (refresh tokens survive);
+``GET /test/token-works?refresh_token=…`` says whether a refresh token is still live. Tokens
+can be revoked at ``/revoke`` (RFC 7009).
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ from mcp.server.auth.provider import (
     TokenError,
     construct_redirect_uri,
 )
-from mcp.server.auth.settings import AuthSettings, ClientRegistrationOptions
+from mcp.server.auth.settings import AuthSettings, ClientRegistrationOptions, RevocationOptions
 from mcp.server.mcpserver import MCPServer
 from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
 from starlette.requests import Request
@@ -91,6 +93,7 @@ class AutoApprovingProvider:
             "authorizations": 0,
             "code_exchanges": 0,
             "refreshes": 0,
+            "revocations": 0,
         }
 
     async def get_client(self, client_id: str) -> OAuthClientInformationFull | None:
@@ -159,6 +162,7 @@ class AutoApprovingProvider:
     async def revoke_token(self, token: AccessToken | RefreshToken) -> None:
         self.access_tokens.pop(token.token, None)
         self.refresh_tokens.pop(token.token, None)
+        self.stats["revocations"] += 1
 
     async def exchange_identity_assertion(
         self, client: OAuthClientInformationFull, params: IdentityAssertionParams
@@ -196,6 +200,7 @@ def build_server(base_url: str, transport: str, provider: AutoApprovingProvider)
             issuer_url=base_url,  # type: ignore[arg-type]
             resource_server_url=f"{base_url}{resource_path}",  # type: ignore[arg-type]
             client_registration_options=ClientRegistrationOptions(enabled=True, valid_scopes=[SCOPE]),
+            revocation_options=RevocationOptions(enabled=True),
             required_scopes=[SCOPE],
             validate_token_resource=False,
         )
@@ -215,6 +220,9 @@ def build_server(base_url: str, transport: str, provider: AutoApprovingProvider)
         provider.access_tokens.clear()
         return JSONResponse({"ok": True})
 
+    async def token_works(request: Request) -> Response:
+        return JSONResponse({"live": request.query_params.get("refresh_token") in provider.refresh_tokens})
+
     async def expire_access_tokens(request: Request) -> Response:
         for token in provider.access_tokens.values():
             token.expires_at = int(time.time()) - 1
@@ -225,6 +233,7 @@ def build_server(base_url: str, transport: str, provider: AutoApprovingProvider)
     server.custom_route("/test/stats", methods=["GET"])(stats)
     server.custom_route("/test/revoke-access-tokens", methods=["POST"])(revoke_access_tokens)
     server.custom_route("/test/expire-access-tokens", methods=["POST"])(expire_access_tokens)
+    server.custom_route("/test/token-works", methods=["GET"])(token_works)
 
     return server
 

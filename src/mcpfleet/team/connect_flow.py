@@ -23,6 +23,7 @@ left unfinished takes nothing away.
 from __future__ import annotations
 
 import logging
+import secrets
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -32,6 +33,8 @@ from urllib.parse import parse_qs, urlsplit
 import anyio
 import anyio.abc
 from mcp.shared.auth import AuthorizationCodeResult, OAuthClientMetadata, OAuthToken
+from mcp.shared.exceptions import UrlElicitationRequiredError
+from mcp_types import ElicitRequestURLParams
 from pydantic import AnyUrl
 
 from mcpfleet.auth.provider import CLIENT_NAME, FleetOAuthProvider, quiet_sdk_auth_tracebacks
@@ -121,6 +124,16 @@ class TeamOAuthProvider(FleetOAuthProvider):
     async def _wait_for_callback(self) -> AuthorizationCodeResult:
         assert self._flow is not None
         return await self._flow.wait_for_code()
+
+
+def connect_elicitation(error: ConnectRequiredError) -> UrlElicitationRequiredError:
+    """The answer to a call that needs the user's connect, for a client that declared URL-mode
+    elicitation: the ``-32042`` error whose elicitation is the ``/connect/<server>`` page (the
+    client shows it and offers to open it; the user calls again once connected)."""
+    elicitation = ElicitRequestURLParams(
+        message=str(error), url=error.url, elicitation_id=f"connect-{secrets.token_urlsafe(12)}"
+    )
+    return UrlElicitationRequiredError([elicitation], message=str(error))
 
 
 def _ignore_url(url: str) -> None:
@@ -281,4 +294,5 @@ __all__ = [
     "ConnectRequiredError",
     "PendingConnect",
     "TeamOAuthProvider",
+    "connect_elicitation",
 ]

@@ -18,6 +18,7 @@ import logging
 import time
 from typing import Any, TypeVar
 
+import httpx2
 from mcp.shared.auth import OAuthClientInformationFull, OAuthMetadata, OAuthToken, ProtectedResourceMetadata
 from pydantic import BaseModel, ValidationError
 
@@ -25,6 +26,9 @@ from mcpfleet.team.sealing import Sealer, UnsealError
 from mcpfleet.team.state import TeamState
 
 logger = logging.getLogger(__name__)
+
+REVOKE_TIMEOUT_S = 10.0
+"""How long the upstream's revocation endpoint may take to answer, per token."""
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
 
@@ -83,6 +87,51 @@ class SealedCredentialStore:
         """Drop the tokens, keep the client registration: a new connect reuses it."""
         await self._update({"tokens": None, "expires_at": None})
 
+    async def revoke_upstream(self) -> bool:
+        """Ask the upstream authorization server to revoke the stored tokens (RFC 7009), when
+        its metadata names a revocation endpoint; whether it accepted them all.
+
+        Best effort: the caller forgets the row whatever the answer (a revoked user must not be
+        kept connected by an upstream that is down). The refresh token goes first: revoking it
+        ends the access tokens issued from it too, on servers that link them.
+        """
+        record = await self.read()
+        metadata = _model(OAuthMetadata, record.get("authorization_server_metadata"))
+        client = _model(OAuthClientInformationFull, record.get("client_info"))
+        tokens = _model(OAuthToken, record.get("tokens"))
+        if metadata is None or metadata.revocation_endpoint is None or client is None or tokens is None:
+            return False
+        presented = [("refresh_token", tokens.refresh_token), ("access_token", tokens.access_token)]
+        accepted = True
+        async with httpx2.AsyncClient(timeout=REVOKE_TIMEOUT_S) as http:
+            for hint, token in presented:
+                if token is None:
+                    continue
+                data, auth = _client_authentication(client, {"token": token, "token_type_hint": hint})
+                try:
+                    response = await http.post(
+                        str(metadata.revocation_endpoint), data=data, auth=auth or httpx2.USE_CLIENT_DEFAULT
+                    )
+                except httpx2.HTTPError as error:
+                    logger.warning(
+                        'Could not revoke the %s of user "%s" at "%s": %s',
+                        hint,
+                        self.user,
+                        self.server,
+                        type(error).__name__,
+                    )
+                    return False
+                if response.status_code != 200:
+                    logger.warning(
+                        'The authorization server of "%s" refused to revoke a %s of user "%s" (HTTP %d)',
+                        self.server,
+                        hint,
+                        self.user,
+                        response.status_code,
+                    )
+                    accepted = False
+        return accepted
+
     async def read(self) -> dict[str, Any]:
         """The whole record (empty when there is none, or when it no longer opens).
 
@@ -119,6 +168,18 @@ class SealedCredentialStore:
         await self.state.put_credential(
             self.user, self.server, self.sealer.seal(self.user, self.server, plaintext)
         )
+
+
+def _client_authentication(
+    client: OAuthClientInformationFull, data: dict[str, str]
+) -> tuple[dict[str, str], httpx2.BasicAuth | None]:
+    """The form and basic credentials that authenticate the user's client at the upstream."""
+    secret = client.client_secret or ""
+    if client.token_endpoint_auth_method == "client_secret_basic" and secret:
+        return data, httpx2.BasicAuth(client.client_id, secret)
+    # A public client's secret is the empty string, which RFC 6749 (2.3.1) lets a client send
+    # or omit; it is sent, as some servers (the SDK's among them) require the field.
+    return {**data, "client_id": client.client_id, "client_secret": secret}, None
 
 
 def _dump(model: BaseModel) -> dict[str, Any]:

@@ -43,7 +43,7 @@ CONNECT_PATH = "/connect"
 class PerUserCredentials:
     """Everything per-user servers need: ``async with PerUserCredentials.running(…) as credentials``.
 
-    ``connection(user, server)`` is the call path's one entry (the user's own connection, or
+    ``use(user, server)`` is the call path's one entry (the user's own connection, or
     ``ConnectRequiredError`` with the link); ``connect_url(server)`` is that link;
     ``team.connect_pages.connect_routes(credentials)`` serves the pages.
     """
@@ -120,10 +120,12 @@ class PerUserCredentials:
     def store(self, user: str, server: str) -> SealedCredentialStore:
         return SealedCredentialStore(self.state, self.sealer, user, server)
 
-    async def connection(self, user: str, server: str) -> ServerConnection:
-        """``user``'s own connection to the per-user ``server`` (``ConnectRequiredError`` without
-        usable credentials)."""
-        return await self.connections.connection(user, server)
+    @asynccontextmanager
+    async def use(self, user: str, server: str) -> AsyncIterator[ServerConnection]:
+        """``user``'s own connection to the per-user ``server`` for one call (``ConnectRequiredError``
+        without usable credentials): ``async with credentials.use(user, server) as connection:``."""
+        async with self.connections.use(user, server) as connection:
+            yield connection
 
     def connect_url(self, server: str) -> str:
         return connect_url_of(self.base_url, server)
@@ -141,9 +143,11 @@ class PerUserCredentials:
         ]
 
     async def revoke(self, user: str, server: str) -> bool:
-        """Forget ``user``'s credentials for ``server`` and close their connection; ``True`` when
-        there were some. The next call asks the user to connect again."""
+        """Close ``user``'s connection to ``server``, ask the upstream to revoke their tokens
+        (when it can) and forget them; ``True`` when there were some. The next call asks the
+        user to connect again."""
         await self.connections.close(user, server)
+        await self.store(user, server).revoke_upstream()
         return await self.state.delete_credential(user, server)
 
     def form_token(self, user: str) -> str:

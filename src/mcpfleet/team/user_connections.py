@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -45,6 +46,8 @@ class _Slot:
     lock: anyio.Lock = field(default_factory=anyio.Lock)
     connection: ServerConnection | None = None
     last_used: float = 0.0
+    in_use: int = 0
+    """Calls on the connection now: a connection is idle only when none is."""
 
 
 class UserConnections:
@@ -70,8 +73,10 @@ class UserConnections:
         self.idle_timeout_s = idle_timeout_s
         self._slots: dict[UserServer, _Slot] = {}
 
-    async def connection(self, user: str, server: str) -> ServerConnection:
-        """``user``'s own connection to ``server``, opened now if none is open.
+    @asynccontextmanager
+    async def use(self, user: str, server: str) -> AsyncIterator[ServerConnection]:
+        """``user``'s own connection to ``server`` for the length of the block (opened now if
+        none is open); it is not idle while a block holds it.
 
         Raises ``ConnectRequiredError`` when the user holds no tokens for it, or when those it
         holds no longer work (refused, and the refresh refused too).
@@ -82,8 +87,13 @@ class UserConnections:
                 slot.connection = None
             if slot.connection is None:
                 slot.connection = await self._open(user, server)
+            connection = slot.connection
+            slot.in_use += 1
+        try:
+            yield connection
+        finally:
+            slot.in_use -= 1
             slot.last_used = time.monotonic()
-            return slot.connection
 
     def open_pairs(self) -> list[UserServer]:
         """The (user, server) pairs with a connection open now, sorted."""
@@ -108,8 +118,9 @@ class UserConnections:
             key
             for key, slot in self._slots.items()
             if slot.connection is not None
-            and now - slot.last_used >= self.idle_timeout_s
+            and not slot.in_use
             and not slot.lock.locked()
+            and now - slot.last_used >= self.idle_timeout_s
         ]
         closed = 0
         for user, server in idle:

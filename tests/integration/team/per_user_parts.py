@@ -29,6 +29,7 @@ from mcpfleet.team.per_user import PerUserCredentials
 from mcpfleet.team.principal import PRINCIPAL_SCOPE_KEY, Principal
 from mcpfleet.team.sealing import Sealer
 from mcpfleet.team.state import AuditRecord
+from mcpfleet.team.user_connections import IDLE_TIMEOUT_S
 
 PRINCIPAL_HEADER = b"x-test-principal"
 UPSTREAM_USER_HEADER = "X-Test-User"
@@ -129,8 +130,8 @@ class ConnectSite:
 
     async def whoami(self, user: str, server: str) -> str:
         """What the upstream's ``whoami`` answers on ``user``'s own connection."""
-        connection = await self.credentials.connection(user, server)
-        result = await connection.call_tool("whoami", {})
+        async with self.credentials.use(user, server) as connection:
+            result = await connection.call_tool("whoami", {})
         assert isinstance(result, CallToolResult) and isinstance(result.content[0], TextContent)
         return result.content[0].text
 
@@ -157,13 +158,18 @@ async def _not_mcp(scope: Scope, receive: Receive, send: Send) -> None:
 
 @asynccontextmanager
 async def connect_site(
-    servers: dict[str, ServerConfig], sealer: Sealer, state: MemoryTeamState, *, cwd: Path
+    servers: dict[str, ServerConfig],
+    sealer: Sealer,
+    state: MemoryTeamState,
+    *,
+    cwd: Path,
+    idle_timeout_s: float = IDLE_TIMEOUT_S,
 ) -> AsyncIterator[ConnectSite]:
     """The connect pages of ``servers`` served on a free port of 127.0.0.1."""
     listening = _listening_socket()
     base_url = f"http://127.0.0.1:{listening.getsockname()[1]}"
     async with PerUserCredentials.running(
-        state, sealer, servers, public_url=f"{base_url}/mcp", cwd=cwd
+        state, sealer, servers, public_url=f"{base_url}/mcp", cwd=cwd, idle_timeout_s=idle_timeout_s
     ) as credentials:
         app = HeaderPrincipal(ConnectLayer(_not_mcp, credentials))
         server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))

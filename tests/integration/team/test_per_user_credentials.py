@@ -24,9 +24,11 @@ from tests.integration.team.per_user_parts import (
     upstream_config,
 )
 
+from mcpfleet.client.connection import ServerConnection
 from mcpfleet.team.connect_flow import ConnectRequiredError
 from mcpfleet.team.connect_pages import FORM_FIELD
 from mcpfleet.team.sealing import TEAM_KEY_VARIABLE, Sealer
+from mcpfleet.team.user_connections import IDLE_TIMEOUT_S
 
 pytestmark = pytest.mark.anyio
 
@@ -56,11 +58,18 @@ async def site_for(
     tmp_path: Path,
     state: MemoryTeamState | None = None,
     keys: str | None = None,
+    idle_timeout_s: float = IDLE_TIMEOUT_S,
 ) -> AsyncIterator[ConnectSite]:
     servers = {SERVER: upstream_config(SERVER, upstream.mcp_url)}
     sealer = sealer_of(keys or new_key())
-    async with connect_site(servers, sealer, state or MemoryTeamState(), cwd=tmp_path) as site:
+    state = state or MemoryTeamState()
+    async with connect_site(servers, sealer, state, cwd=tmp_path, idle_timeout_s=idle_timeout_s) as site:
         yield site
+
+
+def is_closed(connection: ServerConnection) -> bool:
+    """Read afresh each time (the type checker would take one read for all)."""
+    return connection.closed
 
 
 def as_user(user: str) -> dict[str, str]:
@@ -77,7 +86,7 @@ async def test_two_users_each_see_only_their_own_identity_upstream(
     async with site_for(upstream, tmp_path, state) as site:
         for user in ("alice", "bob"):
             with pytest.raises(ConnectRequiredError) as raised:
-                await site.credentials.connection(user, SERVER)
+                await site.whoami(user, SERVER)
             assert str(raised.value) == (
                 f'MCP server "{SERVER}" uses your own account: open {site.base_url}/connect/{SERVER} '
                 "to connect it, then call again"
@@ -114,12 +123,17 @@ async def test_a_revoked_server_asks_for_a_connect_again(
         await site.connect("alice", SERVER, upstream_user="alice@upstream")
         await site.connect("bob", SERVER, upstream_user="bob@upstream")
         assert await site.whoami("alice", SERVER) == "authenticated as alice@upstream"
-        connection = await site.credentials.connection("alice", SERVER)
+        async with site.credentials.use("alice", SERVER) as connection:
+            pass
+        tokens = await site.credentials.store("alice", SERVER).get_tokens()
+        assert tokens is not None and tokens.refresh_token is not None
+        assert upstream.refresh_token_is_live(tokens.refresh_token)
         revoked = await site.revoke("alice", SERVER)
         assert revoked.status_code == 303 and revoked.headers["location"] == "/connect"
         assert connection.closed, "the revoked user's connection is closed"
+        assert not upstream.refresh_token_is_live(tokens.refresh_token), "revoked upstream too"
         with pytest.raises(ConnectRequiredError):
-            await site.credentials.connection("alice", SERVER)
+            await site.whoami("alice", SERVER)
         assert await site.credentials.connected_servers("alice") == []
         # Another user's credentials are untouched.
         assert await site.whoami("bob", SERVER) == "authenticated as bob@upstream"
@@ -153,7 +167,7 @@ async def test_a_sealed_blob_moved_to_another_user_does_not_open(
         await site.connect("alice", SERVER, upstream_user="alice@upstream")
         state.credentials[("mallory", SERVER)] = state.credentials[("alice", SERVER)]
         with pytest.raises(ConnectRequiredError):
-            await site.credentials.connection("mallory", SERVER)
+            await site.whoami("mallory", SERVER)
         assert 'credentials of user "mallory" for "upstream" do not open' in caplog.text
         assert await site.whoami("alice", SERVER) == "authenticated as alice@upstream"
 
@@ -197,8 +211,23 @@ async def test_the_pages_refuse_other_users_forms_and_callbacks(
         # Bob cannot finish Alice's connect (which would bind her upstream account to him)…
         assert (await browser.get(callback, headers=as_user("bob"))).status_code == 403
         with pytest.raises(ConnectRequiredError):
-            await site.credentials.connection("bob", SERVER)
+            await site.whoami("bob", SERVER)
         # …she can, once.
         assert (await browser.get(callback, headers=as_user("alice"))).status_code == 200
         assert (await browser.get(callback, headers=as_user("alice"))).status_code == 400
+        assert await site.whoami("alice", SERVER) == "authenticated as alice@upstream"
+
+
+async def test_an_idle_connection_is_closed_and_opened_again_on_the_next_call(
+    upstream: RunningOAuthServer, tmp_path: Path
+) -> None:
+    async with site_for(upstream, tmp_path, idle_timeout_s=0) as site:
+        await site.connect("alice", SERVER, upstream_user="alice@upstream")
+        async with site.credentials.use("alice", SERVER) as first:
+            await site.credentials.connections.close_idle()
+            assert not is_closed(first), "a connection in use is never idle"
+        await site.credentials.connections.close_idle()
+        assert is_closed(first) and site.credentials.connections.open_pairs() == []
+        async with site.credentials.use("alice", SERVER) as second:
+            assert second is not first
         assert await site.whoami("alice", SERVER) == "authenticated as alice@upstream"

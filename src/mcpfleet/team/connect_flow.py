@@ -32,7 +32,12 @@ from urllib.parse import parse_qs, urlsplit
 
 import anyio
 import anyio.abc
-from mcp.shared.auth import AuthorizationCodeResult, OAuthClientMetadata, OAuthToken
+from mcp.shared.auth import (
+    AuthorizationCodeResult,
+    OAuthClientInformationFull,
+    OAuthClientMetadata,
+    OAuthToken,
+)
 from mcp.shared.exceptions import UrlElicitationRequiredError
 from mcp_types import ElicitRequestURLParams
 from pydantic import AnyUrl
@@ -107,7 +112,8 @@ class TeamOAuthProvider(FleetOAuthProvider):
             callback=None,
             on_authorize_url=_ignore_url,
             callback_timeout_s=CONNECT_FLOW_TIMEOUT_S,
-            configured_client=None,
+            configured_client=_configured_client(settings, redirect_uri),
+            configured_auth_method=settings.token_endpoint_auth_method,
             configured_scope=settings.scope,
             client_metadata_url=settings.client_metadata_url,
         )
@@ -134,6 +140,24 @@ def connect_elicitation(error: ConnectRequiredError) -> UrlElicitationRequiredEr
         message=str(error), url=error.url, elicitation_id=f"connect-{secrets.token_urlsafe(12)}"
     )
     return UrlElicitationRequiredError([elicitation], message=str(error))
+
+
+def _configured_client(settings: OAuthSettings, redirect_uri: str) -> OAuthClientInformationFull | None:
+    """The client registered beforehand at the upstream (``oauth.client_id``, and its secret),
+    shared by every user: what providers without dynamic registration (GitHub's OAuth apps)
+    need. Its redirect URI there is the server's callback page."""
+    if settings.client_id is None:
+        return None
+    secret = settings.client_secret
+    return OAuthClientInformationFull(
+        client_id=settings.client_id,
+        client_secret=secret,
+        redirect_uris=[AnyUrl(redirect_uri)],
+        grant_types=["authorization_code", "refresh_token"],
+        token_endpoint_auth_method=settings.token_endpoint_auth_method
+        or ("client_secret_basic" if secret else "none"),
+        scope=settings.scope,
+    )
 
 
 def _ignore_url(url: str) -> None:
@@ -267,8 +291,7 @@ class ConnectFlows:
         except TimeoutError:
             failure = "the connect was not finished in time; start again"
         except Exception as error:
-            # An upstream's error text may echo what it was sent; it is masked like any other.
-            failure = redact_text(str(error).splitlines()[0] if str(error) else type(error).__name__)
+            failure = _reason(error, flow.server)
             logger.info('The connect of user "%s" to "%s" failed: %s', flow.user, flow.server, failure)
         finally:
             self._running.discard(flow)
@@ -278,6 +301,15 @@ class ConnectFlows:
     def _forget(self, flow: PendingConnect) -> None:
         if flow.state is not None and self._by_state.get(flow.state) is flow:
             del self._by_state[flow.state]
+
+
+def _reason(error: Exception, server: str) -> str:
+    """One line for the callback page: the error's first line, masked like any text the gateway
+    writes (an upstream's answer may echo what it was sent), without the local ``mcpfleet
+    login`` advice of the client's messages (here the page itself is the way to try again)."""
+    text = str(error).splitlines()[0] if str(error) else type(error).__name__
+    text = text.removesuffix(f"; run: mcpfleet login {server}")
+    return redact_text(text)
 
 
 class _FreshTokens(SealedCredentialStore):

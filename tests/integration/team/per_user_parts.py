@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 import socket
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import datetime
@@ -158,16 +158,19 @@ async def _not_mcp(scope: Scope, receive: Receive, send: Send) -> None:
 
 @asynccontextmanager
 async def connect_site(
-    servers: dict[str, ServerConfig],
+    servers: dict[str, ServerConfig] | Callable[[str], dict[str, ServerConfig]],
     sealer: Sealer,
     state: MemoryTeamState,
     *,
     cwd: Path,
     idle_timeout_s: float = IDLE_TIMEOUT_S,
 ) -> AsyncIterator[ConnectSite]:
-    """The connect pages of ``servers`` served on a free port of 127.0.0.1."""
+    """The connect pages of ``servers`` served on a free port of 127.0.0.1 (``servers`` may be
+    built from the site's base URL, for entries that name their callback)."""
     listening = _listening_socket()
     base_url = f"http://127.0.0.1:{listening.getsockname()[1]}"
+    if callable(servers):
+        servers = servers(base_url)
     async with PerUserCredentials.running(
         state, sealer, servers, public_url=f"{base_url}/mcp", cwd=cwd, idle_timeout_s=idle_timeout_s
     ) as credentials:

@@ -25,6 +25,7 @@ from tests.integration.team.per_user_parts import (
 )
 
 from mcpfleet.client.connection import ServerConnection
+from mcpfleet.config.model import ServerConfig
 from mcpfleet.team.connect_flow import ConnectRequiredError
 from mcpfleet.team.connect_pages import FORM_FIELD
 from mcpfleet.team.sealing import TEAM_KEY_VARIABLE, Sealer
@@ -231,3 +232,59 @@ async def test_an_idle_connection_is_closed_and_opened_again_on_the_next_call(
         async with site.credentials.use("alice", SERVER) as second:
             assert second is not first
         assert await site.whoami("alice", SERVER) == "authenticated as alice@upstream"
+
+
+async def test_a_client_registered_beforehand_is_shared_by_every_user(
+    upstream: RunningOAuthServer, tmp_path: Path
+) -> None:
+    def servers(base_url: str) -> dict[str, ServerConfig]:
+        registration = registered_client(upstream, base_url)
+        oauth = {
+            "client_id": registration["client_id"],
+            "client_secret": registration["client_secret"],
+            "token_endpoint_auth_method": "client_secret_post",
+        }
+        return {SERVER: ServerConfig(name=SERVER, transport="http", url=upstream.mcp_url, oauth=oauth)}
+
+    async with connect_site(servers, sealer_of(new_key()), MemoryTeamState(), cwd=tmp_path) as site:
+        registrations = upstream.stats()["registrations"]
+        for user in ("alice", "bob"):
+            answer = await site.connect(user, SERVER, upstream_user=f"{user}@upstream")
+            assert answer.status_code == 200, answer.text
+            assert await site.whoami(user, SERVER) == f"authenticated as {user}@upstream"
+        assert upstream.stats()["registrations"] == registrations, "no registration per user"
+
+
+def registered_client(upstream: RunningOAuthServer, base_url: str) -> dict[str, str]:
+    """A client registered at the upstream beforehand, for the site's callback of ``SERVER``."""
+    registration: dict[str, str] = httpx2.post(
+        f"{upstream.base_url}/register",
+        json={
+            "redirect_uris": [f"{base_url}/connect/{SERVER}/callback"],
+            "token_endpoint_auth_method": "client_secret_post",
+            "grant_types": ["authorization_code", "refresh_token"],
+            "response_types": ["code"],
+            "scope": "mcp",
+        },
+    ).json()
+    return registration
+
+
+async def test_a_refused_token_exchange_is_shown_and_leaves_the_user_unconnected(
+    upstream: RunningOAuthServer, tmp_path: Path
+) -> None:
+    def servers(base_url: str) -> dict[str, ServerConfig]:
+        client = registered_client(upstream, base_url)
+        oauth = {
+            "client_id": client["client_id"],
+            "client_secret": "not its secret",
+            "token_endpoint_auth_method": "client_secret_post",
+        }
+        return {SERVER: ServerConfig(name=SERVER, transport="http", url=upstream.mcp_url, oauth=oauth)}
+
+    async with connect_site(servers, sealer_of(new_key()), MemoryTeamState(), cwd=tmp_path) as site:
+        answer = await site.connect("alice", SERVER, upstream_user="alice@upstream")
+        assert answer.status_code == 502
+        assert "Token exchange failed (401)" in answer.text and "mcpfleet login" not in answer.text
+        with pytest.raises(ConnectRequiredError):
+            await site.whoami("alice", SERVER)

@@ -70,6 +70,7 @@ is in the tree and named here::
     ├── LandlockUnavailableError + RuntimeError  transport/landlock.py
     ├── UnknownNameError                    gateway/core.py
     ├── BackendRejection                    gateway/rejections.py
+    ├── GuardRefusal                        gateway/guard.py
     ├── InvalidCursor + ValueError          gateway/paging.py
     ├── _ClientGone                         gateway/http.py
     ├── TeamStateError                      team/state.py

@@ -522,6 +522,7 @@ async def serve_http(
     max_request_body_bytes: int = MAX_REQUEST_BODY_BYTES,
     bounds: ListenerBounds | None = None,
     notice: Callable[[str], None] = stderr_notice,
+    around: Callable[[ASGIApp], ASGIApp] | None = None,
     task_status: TaskStatus[str] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve ``server`` over streamable HTTP on ``listener`` until cancelled, then close it.
@@ -530,6 +531,9 @@ async def serve_http(
     see ``resolve_auth_token``). ``bounds`` are the read deadlines and connection caps
     (``gateway.connections``; by default, from this process's descriptor limit as it is now).
     Once listening, ``notice`` gets ``serving on http://HOST:PORT/mcp`` and ``task_status`` the URL.
+    ``around`` wraps the SDK's application in the layers a team gateway puts in front of it (its
+    identity check, which sets each request's principal, and its own pages), inside the size and
+    request-id checks and the 503 of a gateway stopping.
     """
     from mcpfleet.gateway.resumption import RETRY_INTERVAL_MS, BoundedEventStore
 
@@ -544,7 +548,9 @@ async def serve_http(
             event_store=BoundedEventStore(),
             retry_interval=RETRY_INTERVAL_MS,
         )
-        gate = BearerGate(app, auth_token, max_body_bytes=max_request_body_bytes)
+        gate = BearerGate(
+            around(app) if around is not None else app, auth_token, max_body_bytes=max_request_body_bytes
+        )
         http_server = _GatewayUvicorn(
             uvicorn.Config(
                 gate,

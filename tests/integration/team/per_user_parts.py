@@ -8,13 +8,17 @@ team identity check stands in the gateway: it reads the ``X-Test-Principal`` hea
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import re
+import secrets
 import socket
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
 
 import anyio
 import httpx2
@@ -188,3 +192,44 @@ async def connect_site(
 
 def upstream_config(name: str, url: str) -> ServerConfig:
     return ServerConfig(name=name, transport="http", url=url)
+
+
+async def upstream_access_token(upstream_base_url: str, user: str) -> str:
+    """An access token of ``user`` at the OAuth test server, got by hand (registration,
+    authorization with PKCE, exchange): what the shared fleet lists a per-user server with in
+    these tests, so that the upstream's tools are served before any user connects."""
+    redirect_uri = "http://127.0.0.1/listing-callback"
+    verifier = secrets.token_urlsafe(48)
+    challenge = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).decode().rstrip("=")
+    async with httpx2.AsyncClient(base_url=upstream_base_url, timeout=30) as http:
+        registered = await http.post(
+            "/register",
+            json={
+                "redirect_uris": [redirect_uri],
+                "token_endpoint_auth_method": "none",
+                "grant_types": ["authorization_code", "refresh_token"],
+                "response_types": ["code"],
+                "scope": "mcp",
+            },
+        )
+        client_id = registered.json()["client_id"]
+        query = {
+            "response_type": "code",
+            "client_id": client_id,
+            "redirect_uri": redirect_uri,
+            "code_challenge": challenge,
+            "code_challenge_method": "S256",
+            "state": "listing",
+            "scope": "mcp",
+        }
+        authorized = await http.get("/authorize", params=query, headers={UPSTREAM_USER_HEADER: user})
+        code = parse_qs(urlsplit(authorized.headers["location"]).query)["code"][0]
+        exchange = {
+            "grant_type": "authorization_code",
+            "code": code,
+            "redirect_uri": redirect_uri,
+            "client_id": client_id,
+            "code_verifier": verifier,
+        }
+        token: str = (await http.post("/token", data=exchange)).json()["access_token"]
+    return token

@@ -91,7 +91,11 @@ def test_a_missing_key_names_the_variable_and_how_to_make_one(value: str | None)
     [
         ("not base64!", "is not base64"),
         (base64.b64encode(b"short").decode(), "holds 5 bytes, not 32"),
-        (f"{new_key()},{base64.b64encode(b'x' * 16).decode()}", "(key 2 of 2) holds 16 bytes, not 32"),
+        # Fixed keys: a parameter's id must be the same in every xdist worker.
+        (
+            f"{base64.b64encode(b'k' * 32).decode()},{base64.b64encode(b'x' * 16).decode()}",
+            "(key 2 of 2) holds 16 bytes, not 32",
+        ),
     ],
 )
 def test_a_malformed_key_says_what_is_wrong_with_it_and_never_echoes_it(value: str, problem: str) -> None:

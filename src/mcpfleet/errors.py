@@ -74,7 +74,8 @@ is in the tree and named here::
     ├── InvalidCursor + ValueError          gateway/paging.py
     ├── _ClientGone                         gateway/http.py
     ├── TeamStateError                      team/state.py
-    └── UnsealError                         team/sealing.py
+    ├── UnsealError                         team/sealing.py
+    └── AuditWriteError                     team/audit.py
 
 Not errors, and so outside the tree: ``_Stopped`` (daemon_client/shim.py), which a SIGTERM or
 SIGINT raises in the shim's main thread, derives from ``BaseException`` as

@@ -37,6 +37,7 @@ COMMAND_LINES: dict[tuple[str, ...], list[str]] = {
     ("daemon", "stop"): ["daemon", "stop"],
     ("daemon", "status"): ["daemon", "status"],
     ("daemon", "logs"): ["daemon", "logs", "-n", "5"],
+    ("audit",): ["audit", "--team", "team.yaml", "--user", "alice", "--since", "2026-12-02"],
 }
 """One command line of every command and action the parser has (a test keeps it complete)."""
 

@@ -76,7 +76,7 @@ demo: $(CORE_STAMP)
 # The npm tools download while the venv installs and mypy runs (-j: none depends on another, and
 # none prints much; mypy needs ~30 s of CPU on a cold cache, npm mostly waits on the network). Then
 # the suite, on its own.
-test: bubblewrap
+test: bubblewrap postgresql
 	@$(MAKE) --no-print-directory -j5 lint typecheck npm-tools
 	@$(MAKE) --no-print-directory pytest
 
@@ -89,6 +89,16 @@ bubblewrap:
 		apt-get install -y -qq bubblewrap >/dev/null 2>&1 || \
 		{ apt-get update -qq >/dev/null && apt-get install -y -qq bubblewrap >/dev/null; } || \
 		echo "bubblewrap not installed: the sandbox tests use Landlock"
+
+# PostgreSQL's server, for the team state's tests (tests/postgres.py starts one per test run, as the
+# postgres user the package creates, on a loopback port of its own; the package's own cluster is left
+# alone). Installed like bubblewrap; without it those tests fail and say to run this rule as root.
+.PHONY: postgresql
+postgresql:
+	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || [ "$$(id -u)" != 0 ] || ! command -v apt-get >/dev/null || \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null 2>&1 || \
+		{ apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null; } || \
+		echo "PostgreSQL not installed: the team state's PostgreSQL tests will fail (run make postgresql as root)"
 
 # ruff, then the rooms' import contracts (pyproject.toml, [tool.importlinter]).
 lint: $(STAMP)

@@ -123,6 +123,17 @@ COMMAND_HELP: dict[tuple[str, ...], tuple[str, tuple[str, ...]]] = {
         "Remove the gateway entry from HOST's user config and put back what --replace moved aside.",
         ("mcpfleet hosts uninstall cursor",),
     ),
+    ("audit",): (
+        "A team gateway's audit log, oldest first: one record per call (time, user, client, "
+        "server, tool, outcome, duration, the arguments' SHA-256 digest), from the team state the "
+        "team file names. --user keeps one user's calls (the token's sub), --since those from an "
+        'ISO 8601 time on (UTC when it has no zone). --json: {"records": [...]}.',
+        (
+            "mcpfleet audit --team team.yaml",
+            "mcpfleet audit --team team.yaml --user alice@example.com --since 2026-12-02",
+            "mcpfleet audit --since 2026-12-02T08:00:00Z --json",
+        ),
+    ),
     ("daemon",): (
         "The per-user daemon that shares one fleet between host sessions: `mcpfleet serve` relays "
         "to it when it can. These actions run it, stop it, show what it serves, and print its log.",

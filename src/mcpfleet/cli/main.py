@@ -39,6 +39,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "mcpfleet.cli.hosts_commands",
     "mcpfleet.cli.daemon_commands",
     "mcpfleet.cli.team_commands",
+    "mcpfleet.cli.audit_commands",
 )
 
 Handler = Callable[[argparse.Namespace], int]

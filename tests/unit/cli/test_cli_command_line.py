@@ -40,6 +40,7 @@ COMMAND_LINES: dict[tuple[str, ...], list[str]] = {
     ("team", "check"): ["team", "check", "team.yaml"],
     ("team", "key", "add"): ["team", "key", "add", "ci", "--team", "team.yaml"],
     ("team", "key", "revoke"): ["team", "key", "revoke", "ci", "--team", "team.yaml"],
+    ("audit",): ["audit", "--team", "team.yaml", "--user", "alice", "--since", "2026-12-02"],
 }
 """One command line of every command and action the parser has (a test keeps it complete)."""
 

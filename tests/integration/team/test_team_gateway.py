@@ -9,6 +9,7 @@ session whose view changed (``list_changed``), a server added starts and is list
 
 from __future__ import annotations
 
+import json
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
@@ -107,6 +108,21 @@ async def test_each_principal_sees_and_calls_what_its_policy_allows(team_file: P
                 await bob.get_prompt("beta_greet", {"who": "x"})
 
             assert text_of(await ann.call_tool("beta_add", {"a": 1, "b": 2})) == "3"
+
+        # Every call on record, written before it answered: identity → policy → audit.
+        audit = await anyio.run_process(
+            [str(MCPFLEET), "audit", "--team", str(team_file), "--json"], stdin=subprocess.DEVNULL
+        )
+        records = [
+            (record["user"], record["server"], record["tool"], record["outcome"])
+            for record in json.loads(audit.stdout)["records"]
+        ]
+        assert records == [
+            ("service:bob", "alpha", "echo", "ok"),
+            ("service:bob", "beta", "echo", "denied"),
+            ("service:bob", "alpha", "add", "denied"),
+            ("service:ann", "beta", "add", "ok"),
+        ]
 
 
 async def test_a_request_without_a_key_is_told_where_to_sign_in(team_file: Path) -> None:

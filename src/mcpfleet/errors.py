@@ -19,13 +19,15 @@ is in the tree and named here::
     │   ├── ApprovalRequiredError
     │   ├── ServeAddressError
     │   ├── EditCheckError                  hosts/documents.py
-    │   └── TeamFileError                   team/loading.py
+    │   ├── TeamFileError                   team/loading.py
+    │   └── TeamKeyError                    team/sealing.py
     ├── ConnectError
     │   ├── ConnectTimeoutError
     │   ├── EraMismatchError
     │   ├── ServerExitedError
     │   ├── CommandNotFoundError
     │   ├── AuthRequiredError
+    │   │   └── ConnectRequiredError        team/connect_flow.py
     │   ├── LoginError
     │   ├── SecretResolutionError
     │   ├── SandboxError
@@ -76,6 +78,7 @@ is in the tree and named here::
     ├── IssuerUnavailable                   team/jwks.py
     ├── TokenRejected                       team/tokens.py
     ├── ApiKeyFileError                     team/api_keys.py
+    ├── UnsealError                         team/sealing.py
     └── AuditWriteError                     team/audit.py
 
 Not errors, and so outside the tree: ``_Stopped`` (daemon_client/shim.py), which a SIGTERM or

@@ -245,29 +245,18 @@ async def _serve_http(args: argparse.Namespace, options: GatewayOptions) -> int:
 async def _serve_team(
     args: argparse.Namespace, options: GatewayOptions, team: TeamFile, listener: HttpListener
 ) -> None:
-    """The team gateway of ``team`` on ``listener`` (``mcpfleet.team.serving``), until cancelled:
-    its state opened (and migrated) first, every tool call recorded in its audit log."""
+    """The team gateway of ``team`` on ``listener`` (``mcpfleet.team.serving``), until cancelled."""
     from mcpfleet.gateway.handlers import build_server
     from mcpfleet.gateway.http import serve_http
-    from mcpfleet.team.audit import AuditLog
-    from mcpfleet.team.audit_hooks import AuditHooks
-    from mcpfleet.team.serving import open_team_gateway, team_layers
-    from mcpfleet.team.stores import opened_team_state
+    from mcpfleet.team.serving import open_team_gateway
 
-    async with (
-        opened_team_state(team.state) as state,
-        open_team_gateway(
-            team,
-            options,
-            startup_timeout_ms=args.startup_timeout,
-            use_cache=not args.no_cache,
-            hooks=[AuditHooks(AuditLog(team.audit, state))],
-        ) as served,
-    ):
+    async with open_team_gateway(
+        team, options, startup_timeout_ms=args.startup_timeout, use_cache=not args.no_cache
+    ) as served:
         await serve_http(
             build_server(served.gateway),
             listener,
             auth_token=None,
-            around=team_layers(served.live),
+            around=served.layers,
             public_url=team.public_url,
         )

@@ -78,6 +78,9 @@ class GuardedRequest:
     """The name (or URI) as the client sent it."""
     arguments: Mapping[str, Any] = field(default_factory=dict)
     """A call's arguments as they go to the backend; a prompt's arguments; nothing for a read."""
+    client_capabilities: Mapping[str, Any] = field(default_factory=dict)
+    """What the client declared (``elicitation``, ``sampling``…, as JSON): a guard that needs the
+    user's action answers with a URL-mode elicitation only to a client that declared one."""
 
 
 class GuardedBackend(Protocol):

@@ -197,6 +197,7 @@ class Views:
             name=forward.backend_name,
             served_name=forward.served_name,
             arguments=forward.arguments,
+            client_capabilities=forward.client.capabilities,
         )
         permit = await self.guard.before(request)
         if permit.refusal is not None:

@@ -40,9 +40,8 @@ from mcpfleet.team.model import (
     StateSettings,
     TeamFile,
 )
+from mcpfleet.team.stores import DEFAULT_SQLITE_NAME
 
-DEFAULT_SQLITE_NAME = "team-state.sqlite3"
-"""The state store beside the team file when ``state`` names no other."""
 CREDENTIALS_MODES = ("shared", "per-user")
 
 _VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")

@@ -7,9 +7,18 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 
 from mcpfleet.team.model import StateSettings
 from mcpfleet.team.state import TeamState, TeamStateError
+
+DEFAULT_SQLITE_NAME = "team-state.sqlite3"
+"""The SQLite file's name, beside the team file, when ``state`` names no other (``team.loading``)."""
+
+
+def default_sqlite_path(team_file: Path) -> Path:
+    """Where a team file's SQLite state lives by default: beside it."""
+    return team_file.parent / DEFAULT_SQLITE_NAME
 
 
 async def open_team_state(settings: StateSettings) -> TeamState:

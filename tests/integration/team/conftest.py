@@ -12,6 +12,7 @@ from tests.integration.team.identity_provider import (
     IdentityProvider,
     running_identity_provider,
 )
+from tests.servers.fixtures import http_server_factory  # noqa: F401  (a fixture of these tests)
 
 
 @pytest.fixture(scope="session")

@@ -1,4 +1,4 @@
-"""The audit log of a team gateway (``team.audit_hooks`` on ``TeamGuard``'s call hooks).
+"""The audit log of a team gateway (``team.audited_guard`` around ``TeamGuard``).
 
 End to end: a real ``mcpfleet serve --http --team FILE`` process, its state in each store, two
 service accounts calling tools they may and may not use; each call is in the store (and the
@@ -43,7 +43,7 @@ from mcpfleet.gateway.handlers import build_server
 from mcpfleet.gateway.http import HttpListener, parse_bind, serve_http
 from mcpfleet.gateway.relay import Relay
 from mcpfleet.team.audit import AuditLog, arguments_digest
-from mcpfleet.team.audit_hooks import AuditHooks
+from mcpfleet.team.audited_guard import AuditedGuard
 from mcpfleet.team.guard import TeamGuard
 from mcpfleet.team.model import AuditSettings, Policy, StateSettings
 from mcpfleet.team.principal import PRINCIPAL_SCOPE_KEY, Principal
@@ -193,7 +193,8 @@ def put_principal(app: Any) -> Any:
 
 @asynccontextmanager
 async def guarded_gateway(home: Path, audit: AuditLog) -> AsyncIterator[str]:
-    """A gateway over ``alpha`` and ``beta`` behind a ``TeamGuard`` with the audit hooks."""
+    """A gateway over ``alpha`` and ``beta`` behind a ``TeamGuard`` in an ``AuditedGuard``, as
+    ``serve --team`` assembles them."""
     entries = {
         name: {"command": sys.executable, "args": [str(FAKE_SERVER), "--name", name]} for name in SERVERS
     }
@@ -206,7 +207,7 @@ async def guarded_gateway(home: Path, audit: AuditLog) -> AsyncIterator[str]:
         )
         return contextlib.nullcontext(manager)
 
-    guard = TeamGuard(IN_PROCESS_POLICIES, [AuditHooks(audit)])
+    guard = AuditedGuard(TeamGuard(IN_PROCESS_POLICIES), audit)
     listener = HttpListener.open(parse_bind("127.0.0.1:0"))
     async with (
         open_gateway(own_fleet, GatewayOptions(guard=guard)) as gateway,

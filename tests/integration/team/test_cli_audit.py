@@ -15,10 +15,9 @@ import anyio
 import pytest
 
 from mcpfleet.team.audit import AuditLog, record_document
-from mcpfleet.team.loading import DEFAULT_SQLITE_NAME
 from mcpfleet.team.model import AuditSettings, StateSettings
 from mcpfleet.team.state import AuditRecord, Outcome
-from mcpfleet.team.stores import open_team_state
+from mcpfleet.team.stores import default_sqlite_path, open_team_state
 
 CLI = [sys.executable, "-m", "mcpfleet.cli.main"]
 TEAM_FILE_HEAD = (
@@ -39,10 +38,6 @@ def run(
         env={**os.environ, **(env or {})},
         check=False,
     )
-
-
-def default_sqlite_path(team_file: Path) -> Path:
-    return team_file.parent / DEFAULT_SQLITE_NAME
 
 
 def write_team_file(folder: Path, postgres: str | None) -> Path:

@@ -9,6 +9,10 @@ session whose view changed (``list_changed``), a server added starts and is list
 
 from __future__ import annotations
 
+import base64
+import json
+import os
+import secrets
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
@@ -30,6 +34,7 @@ from tests.integration.team.team_gateway import (
     team_document,
     write_team_file,
 )
+from tests.servers.fixtures import HttpServer
 
 pytestmark = pytest.mark.anyio
 
@@ -107,6 +112,21 @@ async def test_each_principal_sees_and_calls_what_its_policy_allows(team_file: P
                 await bob.get_prompt("beta_greet", {"who": "x"})
 
             assert text_of(await ann.call_tool("beta_add", {"a": 1, "b": 2})) == "3"
+
+        # Every call on record, written before it answered: identity → policy → audit.
+        audit = await anyio.run_process(
+            [str(MCPFLEET), "audit", "--team", str(team_file), "--json"], stdin=subprocess.DEVNULL
+        )
+        records = [
+            (record["user"], record["server"], record["tool"], record["outcome"])
+            for record in json.loads(audit.stdout)["records"]
+        ]
+        assert records == [
+            ("service:bob", "alpha", "echo", "ok"),
+            ("service:bob", "beta", "echo", "denied"),
+            ("service:bob", "alpha", "add", "denied"),
+            ("service:ann", "beta", "add", "ok"),
+        ]
 
 
 async def test_a_request_without_a_key_is_told_where_to_sign_in(team_file: Path) -> None:
@@ -191,3 +211,27 @@ def test_serve_team_refuses_what_it_cannot_serve_in_one_line(
     assert done.returncode == 2, done.stderr
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and said in lines[0]
+
+
+async def test_a_per_user_server_asks_each_caller_to_connect_their_own_account(
+    team_file: Path, http_server_factory: Callable[..., HttpServer]
+) -> None:
+    """identity → policy → audit → per-user credentials, through serve --team: the shared fleet
+    lists the per-user server, and a caller without their own credentials is sent to
+    ``/connect/<server>``, never served with the shared connection."""
+    upstream = http_server_factory("--name", "tracker")
+    servers = {**SERVERS, "tracker": {"url": upstream.url, "credentials": "per-user"}}
+    write_team_file(team_file, team_document(servers, [ANN_ALL, BOB_ALPHA]))
+    ann_key = add_key(team_file, "ann")
+    team_key = base64.b64encode(secrets.token_bytes(32)).decode()
+    environ = {**os.environ, "MCPFLEET_TEAM_KEY": team_key}
+    with running_team_gateway(team_file, "--no-cache", environ=environ) as gateway:
+        async with client_of(gateway.url, ann_key) as ann:
+            everything = ["alpha_add", "alpha_echo", "beta_add", "beta_echo"]
+            await listed_when_ready(
+                ann, sorted([*everything, "tracker_add", "tracker_echo", "tracker_review", "tracker_sleep"])
+            )
+            refused = await ann.call_tool("tracker_echo", {"message": "hi"})
+            assert refused.is_error
+            assert "http://127.0.0.1/connect/tracker" in text_of(refused)
+        assert team_key not in gateway.stderr

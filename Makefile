@@ -29,10 +29,14 @@ GEMINI_CLI_VERSION := 0.61.0
 GEMINI_CLI := .tools/gemini-cli/.installed-$(GEMINI_CLI_VERSION)
 CODEX_CLI_VERSION := 0.171.0
 CODEX_CLI := .tools/codex/.installed-$(CODEX_CLI_VERSION)
+# A real OpenID provider (the certified node-oidc-provider) that team mode's identity tests sign in
+# through (tests/servers/oidc_provider.mjs), pinned exactly; it runs on the Node 22 of .tools/conformance.
+OIDC_PROVIDER_VERSION := 9.13.3
+OIDC_PROVIDER := .tools/oidc-provider/.installed-$(OIDC_PROVIDER_VERSION)
 # The suite runs on this many pytest-xdist workers. Its tests mostly wait on the servers and CLIs
 # they start, so three keep two cores busy; tests/conftest.py says how the files are spread.
 TEST_WORKERS ?= 3
-NPM_TOOLS := $(EVERYTHING) $(FILESYSTEM) $(CONFORMANCE_SUITE) $(INSPECTOR) $(CLAUDE_CODE) $(GEMINI_CLI) $(CODEX_CLI)
+NPM_TOOLS := $(EVERYTHING) $(FILESYSTEM) $(CONFORMANCE_SUITE) $(INSPECTOR) $(CLAUDE_CODE) $(GEMINI_CLI) $(CODEX_CLI) $(OIDC_PROVIDER)
 
 .PHONY: demo test lint typecheck lock npm-tools pytest conformance bench bench-smoke bench-gateway bench-http bench-integrations bench-daemon clean
 
@@ -72,7 +76,7 @@ demo: $(CORE_STAMP)
 # The npm tools download while the venv installs and mypy runs (-j: none depends on another, and
 # none prints much; mypy needs ~30 s of CPU on a cold cache, npm mostly waits on the network). Then
 # the suite, on its own.
-test: bubblewrap
+test: bubblewrap postgresql
 	@$(MAKE) --no-print-directory -j5 lint typecheck npm-tools
 	@$(MAKE) --no-print-directory pytest
 
@@ -85,6 +89,16 @@ bubblewrap:
 		apt-get install -y -qq bubblewrap >/dev/null 2>&1 || \
 		{ apt-get update -qq >/dev/null && apt-get install -y -qq bubblewrap >/dev/null; } || \
 		echo "bubblewrap not installed: the sandbox tests use Landlock"
+
+# PostgreSQL's server, for the team state's tests (tests/postgres.py starts one per test run, as the
+# postgres user the package creates, on a loopback port of its own; the package's own cluster is left
+# alone). Installed like bubblewrap; without it those tests fail and say to run this rule as root.
+.PHONY: postgresql
+postgresql:
+	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || [ "$$(id -u)" != 0 ] || ! command -v apt-get >/dev/null || \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null 2>&1 || \
+		{ apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null; } || \
+		echo "PostgreSQL not installed: the team state's PostgreSQL tests will fail (run make postgresql as root)"
 
 # ruff, then the rooms' import contracts (pyproject.toml, [tool.importlinter]).
 lint: $(STAMP)
@@ -129,6 +143,11 @@ $(GEMINI_CLI):
 $(CODEX_CLI):
 	npm install --silent --no-audit --no-fund --save-exact --prefix .tools/codex \
 		@openai/codex@$(CODEX_CLI_VERSION)
+	touch $@
+
+$(OIDC_PROVIDER): | $(CONFORMANCE_SUITE)
+	npm install --silent --no-audit --no-fund --save-exact --prefix .tools/oidc-provider \
+		oidc-provider@$(OIDC_PROVIDER_VERSION)
 	touch $@
 
 # tests/conformance/client.py against the suite: the 2025-11-25 and 2026-07-28 client requirement

@@ -6,14 +6,19 @@ folder, so no test reads or writes a file of the real user.
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 from collections.abc import Generator, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from hypothesis import HealthCheck, settings
+
+if TYPE_CHECKING:
+    from mcpfleet.team.model import StateSettings
+    from tests.postgres import PostgresServer
 
 TESTS_DIR = Path(__file__).parent
 SERVERS_DIR = TESTS_DIR / "servers"
@@ -85,6 +90,61 @@ def no_remembered_secrets() -> Iterator[None]:
     forget_secrets()
     yield
     forget_secrets()
+
+
+def _run_folder(basetemp: Path) -> Path:
+    """The temporary folder every process of this test run shares: under pytest-xdist each
+    worker's own folder lies inside the controller's."""
+    return basetemp.parent if os.environ.get("PYTEST_XDIST_WORKER") else basetemp
+
+
+@pytest.fixture(scope="session")
+def postgres_server(tmp_path_factory: pytest.TempPathFactory) -> PostgresServer:
+    """The test run's one PostgreSQL server (tests/postgres.py), started by the first test that
+    needs it, whichever worker runs it, and stopped when the run ends (``pytest_sessionfinish``)."""
+    from tests.postgres import PostgresUnavailable, shared_server
+
+    try:
+        return shared_server(_run_folder(tmp_path_factory.getbasetemp()))
+    except PostgresUnavailable as error:
+        pytest.fail(str(error))
+
+
+@pytest.fixture
+def postgres_dsn(postgres_server: PostgresServer, request: pytest.FixtureRequest) -> Iterator[str]:
+    """A fresh database of this test's own on the run's server, dropped afterwards."""
+    import psycopg
+    from psycopg import sql
+
+    from tests.postgres import database_name
+
+    name = database_name(request.node.name)
+    with psycopg.connect(postgres_server.dsn(), autocommit=True) as admin:
+        admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    yield postgres_server.dsn(name)
+    with psycopg.connect(postgres_server.dsn(), autocommit=True) as admin:
+        admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def state_settings(request: pytest.FixtureRequest, tmp_path: Path) -> StateSettings:
+    """A fresh team state of each kind in turn: an SQLite file in the test's folder, then a
+    PostgreSQL database of the test's own (tests/integration/team/)."""
+    from tests.integration.team.state_helpers import settings_for
+
+    return settings_for(request.param, tmp_path, request)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """The process that ran the whole session (not an xdist worker) stops the run's PostgreSQL
+    server, if a test started one: the workers are gone by now, and nothing is left running."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    factory = getattr(session.config, "_tmp_path_factory", None)
+    if isinstance(factory, pytest.TempPathFactory):
+        from tests.postgres import stop_shared_server
+
+        stop_shared_server(factory.getbasetemp())
 
 
 @pytest.hookimpl(wrapper=True)

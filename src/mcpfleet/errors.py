@@ -18,13 +18,16 @@ is in the tree and named here::
     │   │   └── PinsTooLargeError           config/pins.py
     │   ├── ApprovalRequiredError
     │   ├── ServeAddressError
-    │   └── EditCheckError                  hosts/documents.py
+    │   ├── EditCheckError                  hosts/documents.py
+    │   ├── TeamFileError                   team/loading.py
+    │   └── TeamKeyError                    team/sealing.py
     ├── ConnectError
     │   ├── ConnectTimeoutError
     │   ├── EraMismatchError
     │   ├── ServerExitedError
     │   ├── CommandNotFoundError
     │   ├── AuthRequiredError
+    │   │   └── ConnectRequiredError        team/connect_flow.py
     │   ├── LoginError
     │   ├── SecretResolutionError
     │   ├── SandboxError
@@ -68,9 +71,15 @@ is in the tree and named here::
     ├── LandlockUnavailableError + RuntimeError  transport/landlock.py
     ├── UnknownNameError                    gateway/core.py
     ├── BackendRejection                    gateway/rejections.py
+    ├── GuardRefusal                        gateway/guard.py
     ├── InvalidCursor + ValueError          gateway/paging.py
     ├── _ClientGone                         gateway/http.py
-    └── TeamStateError                      team/state.py
+    ├── TeamStateError                      team/state.py
+    ├── IssuerUnavailable                   team/jwks.py
+    ├── TokenRejected                       team/tokens.py
+    ├── ApiKeyFileError                     team/api_keys.py
+    ├── UnsealError                         team/sealing.py
+    └── AuditWriteError                     team/audit.py
 
 Not errors, and so outside the tree: ``_Stopped`` (daemon_client/shim.py), which a SIGTERM or
 SIGINT raises in the shim's main thread, derives from ``BaseException`` as

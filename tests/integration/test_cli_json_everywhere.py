@@ -80,6 +80,8 @@ CASES: list[tuple[list[str], int, str]] = [
     (["daemon", "status", "--json"], 0, "running"),
     (["daemon", "stop", "--json"], 0, "running"),
     (["daemon", "logs", "--json"], 1, "error: no daemon log yet"),
+    (["audit", "--json"], 2, "error: no team file in"),
+    (["audit", "--since", "soon", "--json"], 2, "error: argument --since: 'soon' is not an ISO 8601 time"),
     (["status", "--no-such-option", "--json"], 2, "error: unrecognized arguments: --no-such-option"),
     (["tools", "--startup-timeout", "soon", "--json"], 2, "error: argument --startup-timeout"),
     (["--config", "/dev/null", "status", "--json"], 2, "error: --config /dev/null: not a regular file"),

@@ -7,17 +7,25 @@ token) and bearer checks on the MCP endpoint, which answers 401 with a
 ``resource_metadata`` challenge without a valid token.
 
 ``/authorize`` approves at once and redirects to the client's ``redirect_uri`` with the
-code and state: it stands in for the user clicking "allow" in a browser.
+code and state: it stands in for the user clicking "allow" in a browser. The user who signs
+in is whoever the ``X-Test-User`` header of that request names (the stand-in for the
+authorization server's own sign-in session in that browser); the tokens issued for the code
+are that user's, and the ``whoami`` tool answers ``authenticated as USER`` (``authenticated``
+for a sign-in that named nobody).
 
 Usage: ``python oauth_server.py [--access-token-ttl SECONDS] [--transport streamable-http|sse]``.
 The server binds a free port itself and prints ``READY <port>`` on stdout once it
 listens. ``GET /test/stats`` returns counters the tests assert on;
-``POST /test/revoke-access-tokens`` forgets every access token (refresh tokens survive).
+``POST /test/revoke-access-tokens`` forgets every access token (refresh tokens survive);
+``POST /test/expire-access-tokens`` makes every access token expired (refresh tokens survive);
+``GET /test/token-works?refresh_token=…`` says whether a refresh token is still live. Tokens
+can be revoked at ``/revoke`` (RFC 7009).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextvars
 import secrets
 import socket
 import sys
@@ -27,6 +35,7 @@ from typing import Any
 
 import anyio
 import uvicorn
+from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.auth.provider import (
     AccessToken,
     AuthorizationCode,
@@ -36,13 +45,36 @@ from mcp.server.auth.provider import (
     TokenError,
     construct_redirect_uri,
 )
-from mcp.server.auth.settings import AuthSettings, ClientRegistrationOptions
+from mcp.server.auth.settings import AuthSettings, ClientRegistrationOptions, RevocationOptions
 from mcp.server.mcpserver import MCPServer
 from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 SCOPE = "mcp"
+USER_HEADER = b"x-test-user"
+
+signing_in: contextvars.ContextVar[str | None] = contextvars.ContextVar("signing_in", default=None)
+"""The user whose browser is at ``/authorize`` in this request (its ``X-Test-User``)."""
+
+
+class SignInHeader:
+    """Reads who signs in from ``X-Test-User`` on ``/authorize``, for the provider to record."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        user = None
+        if scope["type"] == "http" and scope["path"] == "/authorize":
+            found = [value for name, value in scope["headers"] if name == USER_HEADER]
+            user = found[0].decode() if found else None
+        reset = signing_in.set(user)
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            signing_in.reset(reset)
 
 
 class AutoApprovingProvider:
@@ -54,11 +86,14 @@ class AutoApprovingProvider:
         self.codes: dict[str, AuthorizationCode] = {}
         self.access_tokens: dict[str, AccessToken] = {}
         self.refresh_tokens: dict[str, RefreshToken] = {}
+        self.users: dict[str, str | None] = {}
+        """Who each code, access token and refresh token was issued to."""
         self.stats: dict[str, int] = {
             "registrations": 0,
             "authorizations": 0,
             "code_exchanges": 0,
             "refreshes": 0,
+            "revocations": 0,
         }
 
     async def get_client(self, client_id: str) -> OAuthClientInformationFull | None:
@@ -81,6 +116,7 @@ class AutoApprovingProvider:
             resource=params.resource,
         )
         self.codes[code.code] = code
+        self.users[code.code] = signing_in.get()
         self.stats["authorizations"] += 1
         return construct_redirect_uri(str(params.redirect_uri), code=code.code, state=params.state)
 
@@ -96,7 +132,10 @@ class AutoApprovingProvider:
         if self.codes.pop(authorization_code.code, None) is None:
             raise TokenError("invalid_grant", "authorization code already used")
         self.stats["code_exchanges"] += 1
-        return self._issue(client.client_id or "", authorization_code.scopes, authorization_code.resource)
+        user = self.users.pop(authorization_code.code, None)
+        return self._issue(
+            client.client_id or "", authorization_code.scopes, authorization_code.resource, user
+        )
 
     async def load_refresh_token(
         self, client: OAuthClientInformationFull, refresh_token: str
@@ -111,7 +150,8 @@ class AutoApprovingProvider:
         if self.refresh_tokens.pop(refresh_token.token, None) is None:
             raise TokenError("invalid_grant", "refresh token already used")
         self.stats["refreshes"] += 1
-        return self._issue(client.client_id or "", scopes, refresh_token.resource)
+        user = self.users.pop(refresh_token.token, None)
+        return self._issue(client.client_id or "", scopes, refresh_token.resource, user)
 
     async def load_access_token(self, token: str) -> AccessToken | None:
         access = self.access_tokens.get(token)
@@ -122,6 +162,7 @@ class AutoApprovingProvider:
     async def revoke_token(self, token: AccessToken | RefreshToken) -> None:
         self.access_tokens.pop(token.token, None)
         self.refresh_tokens.pop(token.token, None)
+        self.stats["revocations"] += 1
 
     async def exchange_identity_assertion(
         self, client: OAuthClientInformationFull, params: IdentityAssertionParams
@@ -129,9 +170,10 @@ class AutoApprovingProvider:
         # SEP-990's jwt-bearer grant is not part of what mcpfleet logs in with.
         raise TokenError(error="unsupported_grant_type", error_description="no jwt-bearer grant here")
 
-    def _issue(self, client_id: str, scopes: list[str], resource: str | None) -> OAuthToken:
+    def _issue(self, client_id: str, scopes: list[str], resource: str | None, user: str | None) -> OAuthToken:
         access = secrets.token_urlsafe(32)
         refresh = secrets.token_urlsafe(32)
+        self.users[access] = self.users[refresh] = user
         self.access_tokens[access] = AccessToken(
             token=access,
             client_id=client_id,
@@ -158,6 +200,7 @@ def build_server(base_url: str, transport: str, provider: AutoApprovingProvider)
             issuer_url=base_url,  # type: ignore[arg-type]
             resource_server_url=f"{base_url}{resource_path}",  # type: ignore[arg-type]
             client_registration_options=ClientRegistrationOptions(enabled=True, valid_scopes=[SCOPE]),
+            revocation_options=RevocationOptions(enabled=True),
             required_scopes=[SCOPE],
             validate_token_resource=False,
         )
@@ -165,8 +208,10 @@ def build_server(base_url: str, transport: str, provider: AutoApprovingProvider)
 
     @server.tool()
     def whoami() -> str:
-        """Say that the caller got through the bearer check."""
-        return "authenticated"
+        """Say that the caller got through the bearer check, and as whom."""
+        access = get_access_token()
+        user = provider.users.get(access.token) if access is not None else None
+        return f"authenticated as {user}" if user is not None else "authenticated"
 
     async def stats(request: Request) -> Response:
         return JSONResponse(provider.stats)
@@ -175,10 +220,20 @@ def build_server(base_url: str, transport: str, provider: AutoApprovingProvider)
         provider.access_tokens.clear()
         return JSONResponse({"ok": True})
 
+    async def token_works(request: Request) -> Response:
+        return JSONResponse({"live": request.query_params.get("refresh_token") in provider.refresh_tokens})
+
+    async def expire_access_tokens(request: Request) -> Response:
+        for token in provider.access_tokens.values():
+            token.expires_at = int(time.time()) - 1
+        return JSONResponse({"ok": True})
+
     # The SDK's custom_route is untyped: called rather than used as a decorator, it leaves the
     # handlers' types to the type checker.
     server.custom_route("/test/stats", methods=["GET"])(stats)
     server.custom_route("/test/revoke-access-tokens", methods=["POST"])(revoke_access_tokens)
+    server.custom_route("/test/expire-access-tokens", methods=["POST"])(expire_access_tokens)
+    server.custom_route("/test/token-works", methods=["GET"])(token_works)
 
     return server
 
@@ -193,7 +248,7 @@ async def serve(access_token_ttl_s: int, transport: str) -> None:
     provider = AutoApprovingProvider(access_token_ttl_s)
     server = build_server(base_url, transport, provider)
     app: Any = server.streamable_http_app() if transport == "streamable-http" else server.sse_app()
-    config = uvicorn.Config(app, log_level="warning", lifespan="on")
+    config = uvicorn.Config(SignInHeader(app), log_level="warning", lifespan="on")
     uvicorn_server = uvicorn.Server(config)
     print(f"READY {port}", flush=True)
     await uvicorn_server.serve(sockets=[listening])

@@ -38,7 +38,7 @@ from mcpfleet.auth.settings import (
     OAuthSettings,
     server_url_of,
 )
-from mcpfleet.auth.storage import FileTokenStorage
+from mcpfleet.auth.storage import CredentialStore, FileTokenStorage
 from mcpfleet.client._sdk import (
     oauth_add_bearer,
     oauth_apply_refresh,
@@ -196,7 +196,7 @@ class FleetOAuthProvider(OAuthClientProvider):
         server_name: str,
         server_url: str,
         *,
-        storage: FileTokenStorage,
+        storage: CredentialStore,
         client_metadata: OAuthClientMetadata,
         interactive: bool,
         callback: LoopbackCallback | None,

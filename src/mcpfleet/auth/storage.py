@@ -16,7 +16,7 @@ import time
 from collections.abc import Mapping
 from contextlib import suppress
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import urlsplit, urlunsplit
 
 import anyio
@@ -42,6 +42,28 @@ def normalise_server_url(url: str) -> str:
     netloc = host if port is None or port == default_port else f"{host}:{port}"
     path = parts.path.rstrip("/")
     return urlunsplit((scheme, netloc, path, parts.query, ""))
+
+
+class CredentialStore(Protocol):
+    """Where a provider keeps one server's OAuth credentials: the SDK's ``TokenStorage`` plus the
+    discovered server metadata. ``FileTokenStorage`` keeps them in a file for the local user; a
+    team gateway keeps each user's sealed in its state store (``mcpfleet.team.credentials``)."""
+
+    async def get_tokens(self) -> OAuthToken | None: ...
+
+    async def set_tokens(self, tokens: OAuthToken) -> None: ...
+
+    async def get_client_info(self) -> OAuthClientInformationFull | None: ...
+
+    async def set_client_info(self, client_info: OAuthClientInformationFull) -> None: ...
+
+    async def get_server_metadata(
+        self,
+    ) -> tuple[ProtectedResourceMetadata | None, OAuthMetadata | None]: ...
+
+    async def set_server_metadata(
+        self, resource_metadata: ProtectedResourceMetadata | None, server_metadata: OAuthMetadata | None
+    ) -> None: ...
 
 
 def tokens_directory() -> Path:
@@ -184,4 +206,4 @@ class FileTokenStorage:
             raise
 
 
-__all__ = ["FileTokenStorage", "normalise_server_url", "tokens_directory"]
+__all__ = ["CredentialStore", "FileTokenStorage", "normalise_server_url", "tokens_directory"]

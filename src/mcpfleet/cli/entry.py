@@ -93,7 +93,7 @@ def serve_route(arguments: Sequence[str]) -> ServeRoute:
         return ServeRoute()
     # The HTTP gateway's own options need --http, which serves in this process: without it,
     # mcpfleet.cli.main says what is wrong (and refuses --auth-token in every case).
-    http_options = (args.auth_token, args.auth_token_file, args.insecure_no_auth or None)
+    http_options = (args.auth_token, args.auth_token_file, args.insecure_no_auth or None, args.team)
     if (
         args.no_daemon
         or args.http is not None

@@ -123,6 +123,17 @@ COMMAND_HELP: dict[tuple[str, ...], tuple[str, tuple[str, ...]]] = {
         "Remove the gateway entry from HOST's user config and put back what --replace moved aside.",
         ("mcpfleet hosts uninstall cursor",),
     ),
+    ("audit",): (
+        "A team gateway's audit log, oldest first: one record per call (time, user, client, "
+        "server, tool, outcome, duration, the arguments' SHA-256 digest), from the team state the "
+        "team file names. --user keeps one user's calls (the token's sub), --since those from an "
+        'ISO 8601 time on (UTC when it has no zone). --json: {"records": [...]}.',
+        (
+            "mcpfleet audit --team team.yaml",
+            "mcpfleet audit --team team.yaml --user alice@example.com --since 2026-12-02",
+            "mcpfleet audit --since 2026-12-02T08:00:00Z --json",
+        ),
+    ),
     ("daemon",): (
         "The per-user daemon that shares one fleet between host sessions: `mcpfleet serve` relays "
         "to it when it can. These actions run it, stop it, show what it serves, and print its log.",
@@ -149,6 +160,34 @@ COMMAND_HELP: dict[tuple[str, ...], tuple[str, tuple[str, ...]]] = {
         "Print the last lines of the daemon's log; -f then prints new lines as they come. With "
         '--json: {"log", "lines"}, or with -f one {"line"} document per line (JSON Lines).',
         ("mcpfleet daemon logs", "mcpfleet daemon logs -n 200", "mcpfleet daemon logs -f --json"),
+    ),
+    ("team",): (
+        "Operate a team gateway (`mcpfleet serve --http HOST:PORT --team FILE`): check its team "
+        "file (servers, identity provider, policies, state, audit: docs/team.md), manage its "
+        "service-account keys.",
+        ("mcpfleet team check team.yaml", "mcpfleet team key add ci --team team.yaml"),
+    ),
+    ("team", "check"): (
+        "Read FILE as the team gateway would (its ${VAR} from this environment): a short summary "
+        "and exit 0 when it is good, else one line naming the file, the key and the fix, exit 2.",
+        ("mcpfleet team check team.yaml", "mcpfleet team check team.json --json"),
+    ),
+    ("team", "key"): (
+        "Service accounts' API keys, sent as `Authorization: Bearer <key>`; the team file's "
+        "identity.api_keys keeps their hashes only.",
+        ("mcpfleet team key add ci --team team.yaml", "mcpfleet team key revoke ci --team team.yaml"),
+    ),
+    ("team", "key", "add"): (
+        "Make a key for service account NAME and print it once, alone on stdout (--json: "
+        '{"name", "key"}); only its hash is stored. An account that has a key must be revoked first.',
+        (
+            "KEY=$(mcpfleet team key add ci --team team.yaml)",
+            "mcpfleet team key add deploy-bot --team team.yaml --json",
+        ),
+    ),
+    ("team", "key", "revoke"): (
+        "Revoke service account NAME's key: a running gateway refuses it from its next request on.",
+        ("mcpfleet team key revoke ci --team team.yaml",),
     ),
 }
 

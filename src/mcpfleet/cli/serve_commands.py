@@ -19,7 +19,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from mcpfleet.cli.options import FleetOptions
-from mcpfleet.cli.output import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, error_line
+from mcpfleet.cli.output import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, error_line
 from mcpfleet.contract.environment import GATEWAY_TOKEN_VARIABLE as TOKEN_VARIABLE
 from mcpfleet.contract.options import SERVE, SERVE_HELP, add_serve_options
 from mcpfleet.errors import ConfigError, first_leaf
@@ -29,7 +29,9 @@ if TYPE_CHECKING:
 
     from mcpfleet.fleet.manager import MCPManager
     from mcpfleet.gateway.assembly import GatewayOptions
+    from mcpfleet.gateway.http import HttpListener
     from mcpfleet.gateway.relay import Relay
+    from mcpfleet.team.model import TeamFile
 
 logger = logging.getLogger(__name__)
 
@@ -55,6 +57,8 @@ def serve_command(args: argparse.Namespace) -> int:
     if args.http is None and (args.auth_token_file is not None or args.insecure_no_auth):
         given = "--auth-token-file" if args.auth_token_file is not None else "--insecure-no-auth"
         raise ConfigError(f"{given} applies to --http only: add --http [HOST:]PORT, or drop it")
+    if args.team is not None:
+        _check_team_options(args)
     # Before anything starts: an unknown profile or a broken user config is a usage error.
     options = _gateway_options(args)
 
@@ -65,12 +69,18 @@ def serve_command(args: argparse.Namespace) -> int:
     # Every backend inherits the mark, so a `mcpfleet serve` that one of them starts, through
     # any wrapper discovery cannot see through, ends at the check above.
     mark_gateway_environment(os.environ)
+    from mcpfleet.team.state import TeamStateError
+
     try:
         if args.http is not None:
             return anyio.run(_serve_http, args, options)
         # The HTTP gateway's key, exported for it in the user's shell, is no backend's business.
         os.environ.pop(TOKEN_VARIABLE, None)
         anyio.run(_serve, args, options)
+    except TeamStateError as error:
+        # A team gateway whose state cannot be opened serves nothing: its calls could not be recorded.
+        error_line(str(error))
+        return EXIT_FAILED
     except BaseExceptionGroup as group:
         # The fleet's task groups wrap what the gateway raised on its way up: a config error
         # (two servers offering one name under --prefix none) is still a usage error.
@@ -79,6 +89,26 @@ def serve_command(args: argparse.Namespace) -> int:
             raise first_leaf(config_errors) from None
         raise
     return EXIT_OK
+
+
+def _check_team_options(args: argparse.Namespace) -> None:
+    """``--team``: over HTTP, signed in through the team's identity provider, on its own servers."""
+    if args.http is None:
+        raise ConfigError(
+            "--team serves over HTTP only: add --http HOST:PORT (clients reach it at the team "
+            "file's public_url)"
+        )
+    if args.auth_token_file is not None or args.insecure_no_auth:
+        given = "--auth-token-file" if args.auth_token_file is not None else "--insecure-no-auth"
+        raise ConfigError(
+            f"{given} does not apply to --team: a team gateway signs its users in through the "
+            "team file's identity provider (and service-account keys); drop it"
+        )
+    if args.extra_configs:
+        raise ConfigError(
+            "--config does not apply to --team: a team gateway serves the team file's servers "
+            "only; add the server to its servers: instead"
+        )
 
 
 def _gateway_options(args: argparse.Namespace) -> GatewayOptions:
@@ -164,16 +194,23 @@ async def _serve_http(args: argparse.Namespace, options: GatewayOptions) -> int:
     from mcpfleet.config.gateway_entry import announce_gateway_endpoint, mark_gateway_environment
     from mcpfleet.gateway.assembly import open_gateway
     from mcpfleet.gateway.http import HttpListener, parse_bind, resolve_auth_token, serve_http, stderr_notice
+    from mcpfleet.team.loading import load_team_file
 
+    # A bad team file is one line before any port is taken.
+    team = load_team_file(args.team) if args.team is not None else None
     listener = HttpListener.open(parse_bind(args.http))
     with contextlib.closing(listener):
         # Taken out of the environment here, before any backend inherits it.
-        token = resolve_auth_token(
-            token_file=args.auth_token_file,
-            insecure_no_auth=args.insecure_no_auth,
-            loopback=listener.loopback,
-            environment=os.environ,
-            notice=stderr_notice,
+        token = (
+            resolve_auth_token(
+                token_file=args.auth_token_file,
+                insecure_no_auth=args.insecure_no_auth,
+                loopback=listener.loopback,
+                environment=os.environ,
+                notice=stderr_notice,
+            )
+            if team is None
+            else None
         )
         from mcpfleet.gateway.handlers import build_server  # the SDK: once there is somewhere to serve
 
@@ -193,10 +230,33 @@ async def _serve_http(args: argparse.Namespace, options: GatewayOptions) -> int:
             try:
                 # Discovery here and on this machine recognises this URL as the gateway's own.
                 mark_gateway_environment(os.environ, url=listener.url)
-                with announce_gateway_endpoint(listener.url):
-                    async with open_gateway(_own_fleet(args, options), options) as gateway:
-                        await serve_http(build_server(gateway), listener, auth_token=token)
+                if team is not None:
+                    await _serve_team(args, options, team, listener)
+                else:
+                    with announce_gateway_endpoint(listener.url):
+                        async with open_gateway(_own_fleet(args, options), options) as gateway:
+                            await serve_http(build_server(gateway), listener, auth_token=token)
             finally:
                 for signal_number in STOP_SIGNALS:
                     loop.remove_signal_handler(signal_number)
     return EXIT_INTERRUPTED if received[:1] == [signal.SIGINT] else EXIT_OK
+
+
+async def _serve_team(
+    args: argparse.Namespace, options: GatewayOptions, team: TeamFile, listener: HttpListener
+) -> None:
+    """The team gateway of ``team`` on ``listener`` (``mcpfleet.team.serving``), until cancelled."""
+    from mcpfleet.gateway.handlers import build_server
+    from mcpfleet.gateway.http import serve_http
+    from mcpfleet.team.serving import open_team_gateway
+
+    async with open_team_gateway(
+        team, options, startup_timeout_ms=args.startup_timeout, use_cache=not args.no_cache
+    ) as served:
+        await serve_http(
+            build_server(served.gateway),
+            listener,
+            auth_token=None,
+            around=served.layers,
+            public_url=team.public_url,
+        )

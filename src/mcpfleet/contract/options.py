@@ -45,8 +45,9 @@ VERSION_FLAG = "--version"
 """Every parser has these besides the table's options; each parser decides what they do."""
 
 GLOBAL_AFTER_COMMAND = "global{depth}_"
-"""The prefix of a global option's ``dest`` when given after a command (``depth`` 1) or after
-a sub-command's action (2)."""
+"""The prefix of a global option's ``dest`` when given after a command (``depth`` 1), after a
+sub-command's action (2), or after an action's own action (3: ``team key add``)."""
+COMMAND_DEPTHS = (1, 2, 3)
 
 Action = Literal["store", "store_true", "append", "count"]
 
@@ -232,6 +233,14 @@ SERVE_OPTIONS: tuple[Option, ...] = (
         action="store_true",
         default=False,
     ),
+    Option(
+        ("--team",),
+        "team",
+        "with --http: serve as a team gateway: the servers, sign-in, policies and audit of this "
+        "team file (docs/team.md), instead of this machine's configs",
+        metavar="FILE",
+        type=Path,
+    ),
     # Refused (``cli.serve_commands``): a token on the command line is readable by every user in ps.
     Option(("--auth-token",), "auth_token", None, metavar="T"),
     Option(
@@ -268,8 +277,8 @@ SERVE_OPTIONS: tuple[Option, ...] = (
 
 def add_global_options(parser: argparse.ArgumentParser, *, depth: int = 0) -> None:
     """The global options on ``parser``: the top-level parser (``depth`` 0) or a command's
-    (1) or an action's (2), where each one the command does not define itself is accepted
-    too, in a group of its own in the command's ``--help``, under a dest of its own and no
+    (1), an action's (2) or an action's action (3), where each one the command does not define
+    itself is accepted too, in a group of its own in the command's ``--help``, under a dest of its own and no
     default, so that an absent option leaves the earlier value alone."""
     import argparse
 
@@ -287,7 +296,7 @@ def add_global_options(parser: argparse.ArgumentParser, *, depth: int = 0) -> No
 def merge_global_options(args: argparse.Namespace) -> argparse.Namespace:
     """Fold the global options given after the command into the top-level ones: a repeatable
     one gathers every value, ``-v`` counts every time, any other takes the last value given."""
-    for depth in (1, 2):
+    for depth in COMMAND_DEPTHS:
         prefix = GLOBAL_AFTER_COMMAND.format(depth=depth)
         for option in GLOBAL_OPTIONS:
             late = prefix + option.dest

@@ -24,6 +24,7 @@ from mcpfleet.gateway.relay import ANSWER_TIMEOUT_S, Relay
 from mcpfleet.gateway.sessions import ClientSessions
 
 if TYPE_CHECKING:
+    from mcpfleet.gateway.guard import RequestGuard
     from mcpfleet.gateway.served_fleet import ServedFleet
 
 FleetOpener = Callable[[Relay], AbstractAsyncContextManager["ServedFleet"]]
@@ -45,6 +46,9 @@ class GatewayOptions:
     startup_timeout_ms: int = STARTUP_TIMEOUT_MS
     answer_timeout_s: float = ANSWER_TIMEOUT_S
     """How long a backend's question waits for the client's answer (``gateway.relay``)."""
+    guard: RequestGuard | None = None
+    """What each request may see and do (``gateway.guard``): a team gateway's policies, audit
+    and per-user credentials; ``None`` for the local gateway, where everything is served."""
 
     @classmethod
     def read(
@@ -83,6 +87,7 @@ async def open_gateway(fleet: FleetOpener, options: GatewayOptions) -> AsyncIter
             relay=relay,
             budget=options.budget,
             first_list_wait_ms=first_list_cap_ms(options.startup_timeout_ms),
+            guard=options.guard,
         ) as gateway,
     ):
         yield gateway

@@ -19,28 +19,29 @@ of (its own ``list_changed``, even when the re-listed list is the same), tells e
 from __future__ import annotations
 
 import logging
-import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
-from dataclasses import dataclass, field
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Self
 
 import anyio
 import anyio.abc
 
-from mcpfleet.contract import notifications
 from mcpfleet.contract.defaults import STARTUP_TIMEOUT_MS
 from mcpfleet.errors import ConfigError, MCPFleetError
 from mcpfleet.fleet.pinning import WithheldTool, withheld_message
 from mcpfleet.gateway.budget import ToolBudget
 from mcpfleet.gateway.forward import Forward, InFlight, ProgressRelay
+from mcpfleet.gateway.guard import Asker, GuardRefusal, RequestGuard
 from mcpfleet.gateway.listings import RESOURCE_KINDS, ListingKind, Listings
 from mcpfleet.gateway.naming import NamingPolicy
 from mcpfleet.gateway.rejections import BackendRejection, backend_rejection
 from mcpfleet.gateway.relay import Relay
+from mcpfleet.gateway.resource_subscriptions import ResourceSubscriptions, ResourceUpdatedListener
 from mcpfleet.gateway.served_catalog import ListKind, ServedCatalog, build_catalog, instructions_for
 from mcpfleet.gateway.server_logs import server_log_delivery
 from mcpfleet.gateway.sessions import ClientSession, ClientSessions
+from mcpfleet.gateway.views import Views
 from mcpfleet.redaction import redact_text
 
 if TYPE_CHECKING:
@@ -52,7 +53,6 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 ListChangedListener = Callable[[ListKind], Awaitable[None]]
-ResourceUpdatedListener = Callable[[str], Awaitable[None]]
 
 SERVER_NAME = "mcpfleet"
 """The gateway's own name in ``serverInfo``."""
@@ -97,14 +97,6 @@ class UnknownNameError(MCPFleetError):
         self.name = name
 
 
-@dataclass(eq=False)
-class _Subscription:
-    """One backend resource that clients subscribed to, through one served URI."""
-
-    stop: Callable[[], None]
-    clients: weakref.WeakSet[ClientSession] = field(default_factory=weakref.WeakSet)
-
-
 class Gateway(anyio.AsyncContextManagerMixin):
     """``async with Gateway(fleet) as gateway``: the fleet, connected and ready to be served.
 
@@ -119,6 +111,7 @@ class Gateway(anyio.AsyncContextManagerMixin):
         relay: Relay | None = None,
         budget: ToolBudget | None = None,
         first_list_wait_ms: int | None = None,
+        guard: RequestGuard | None = None,
     ) -> None:
         """``relay`` must be the fleet's ``server_requests`` for backends' questions to reach
         the clients (see ``gateway.relay``); without one, the fleet's own handler answers them.
@@ -127,7 +120,8 @@ class Gateway(anyio.AsyncContextManagerMixin):
         ``budget`` decides which tools each client is served (see ``gateway.budget``).
         ``first_list_wait_ms`` caps how long the first lists wait for servers still starting
         with nothing cached (``None``: each server's own handshake timeout bounds it; see
-        ``first_lists_ready``)."""
+        ``first_lists_ready``). ``guard`` decides what each request may see and do
+        (``gateway.guard``; none: everything, the local gateway)."""
         self.fleet = fleet
         self.naming = naming or NamingPolicy()
         self.budget = budget if budget is not None else ToolBudget()
@@ -145,10 +139,16 @@ class Gateway(anyio.AsyncContextManagerMixin):
         self._task_group: anyio.abc.TaskGroup | None = None
         self._list_changed_listeners: list[ListChangedListener] = []
         self._resource_updated_listeners: list[ResourceUpdatedListener] = []
-        self._subscriptions: dict[str, _Subscription] = {}
-        self._subscription_lock = anyio.Lock()
         self._first_list_wait_ms = first_list_wait_ms
         self._first_lists_ready = False
+        self.views = Views(guard, current=lambda: self._catalog)
+        self.subscriptions = ResourceSubscriptions(
+            fleet,
+            self.views,
+            target=self._resource_target,
+            passing_rejections=self._passing_rejections,
+            on_updated=lambda uri: _call_each(self._resource_updated_listeners, uri),
+        )
 
     # -- lifetime -----------------------------------------------------------------------------------------
 
@@ -158,6 +158,7 @@ class Gateway(anyio.AsyncContextManagerMixin):
             self._task_group = task_group
             stop_events = self.fleet.subscribe(self._on_fleet_event)
             stop_logs = self.fleet.subscribe_logs(self._on_server_log)
+            stop_views = self.views.follow(self._mark_dirty)
             try:
                 discovery = self.discovery = self.fleet.discover()
                 report = await self.fleet.connect_servers(discovery.configs, discovery.sources)
@@ -175,9 +176,8 @@ class Gateway(anyio.AsyncContextManagerMixin):
             finally:
                 stop_events()
                 stop_logs()
-                for subscription in self._subscriptions.values():
-                    subscription.stop()
-                self._subscriptions.clear()
+                stop_views()
+                self.subscriptions.close()
                 self._task_group = None
                 task_group.cancel_scope.cancel()
 
@@ -251,10 +251,10 @@ class Gateway(anyio.AsyncContextManagerMixin):
                     logger.warning("mcpfleet serve: %s (the first one is served)", collision.message())
             changed = previous.changed_lists(current)
             announced, self._announced = self._announced, set()
-            for kind in [*changed, *(kind for kind in announced if kind not in changed)]:
-                logger.info("served %s changed; telling %d client(s)", kind, len(self.sessions))
-                await self.sessions.notify_all(notifications.LIST_CHANGED[kind])
-                await _call_each(self._list_changed_listeners, kind)
+            await self.views.announce(current, changed, announced, self.sessions, self._tell_listeners)
+
+    async def _tell_listeners(self, kind: ListKind) -> None:
+        await _call_each(self._list_changed_listeners, kind)
 
     # -- requests -------------------------------------------------------------------------------------------
 
@@ -316,22 +316,29 @@ class Gateway(anyio.AsyncContextManagerMixin):
             )
         )
 
-    async def resolve(self, client: ClientSession, kind: ListKind, served_name: str) -> Forward:
+    async def resolve(
+        self, client: ClientSession, kind: ListKind, served_name: str, asker: Asker | None = None
+    ) -> Forward:
         """Where a request for ``served_name`` (a prompt's name, a resource's URI) goes: resolved
-        once, for the relay and the backend call alike (``Forward``)."""
+        once, for the relay and the backend call alike (``Forward``). ``GuardRefusal`` when the
+        guard refuses ``asker`` the request."""
         target = await self.find_target(kind, served_name)
         if target is None:
             return Forward(self.fleet, client, kind, served_name)
         server, backend_name = target
-        return Forward(
+        forward = Forward(
             self.fleet, client, kind, served_name, server, backend_name, self.fleet.get_connection(server)
         )
+        return await self.views.permitted(forward, asker)
 
-    async def resolve_call(self, client: ClientSession, name: str, arguments: dict[str, Any]) -> Forward:
-        """Where a ``tools/call`` goes: the tool budget decides (a served tool, ``call_tool``'s
-        inner one, or its own answer), then the tool is resolved, once."""
+    async def resolve_call(
+        self, client: ClientSession, name: str, arguments: dict[str, Any], asker: Asker | None = None
+    ) -> Forward:
+        """Where a ``tools/call`` goes: the tool budget decides over what ``asker`` sees (a
+        served tool, ``call_tool``'s inner one, or its own answer), then the tool is resolved,
+        once, and the guard asked (its refusal is the call's answer)."""
         route = await self.budget.route_call(
-            self._catalog,
+            self.views.catalog_for(self._catalog, asker.viewer) if asker is not None else self._catalog,
             client.client_name,
             name,
             arguments,
@@ -352,7 +359,11 @@ class Gateway(anyio.AsyncContextManagerMixin):
             answer = error_result(withheld_message(withheld))
             return Forward(self.fleet, client, "tools", route.name, answer=answer)
         connection = self.fleet.get_connection(server)
-        return Forward(self.fleet, client, "tools", route.name, server, tool, connection, arguments)
+        forward = Forward(self.fleet, client, "tools", route.name, server, tool, connection, arguments)
+        try:
+            return await self.views.permitted(forward, asker)
+        except GuardRefusal as refusal:
+            return replace(forward, answer=error_result(str(refusal)))
 
     async def call_tool(
         self, forward: Forward, flight: InFlight | None, *, on_progress: ProgressRelay | None = None
@@ -368,8 +379,12 @@ class Gateway(anyio.AsyncContextManagerMixin):
         if server is None:
             raise UnknownNameError("tool", forward.served_name)
         try:
-            result = await self.fleet.call_tool(
-                server, forward.backend_name, dict(forward.arguments), on_progress=on_progress
+            result = await self.views.send(
+                forward,
+                lambda backend: backend.call_tool(
+                    server, forward.backend_name, dict(forward.arguments), on_progress=on_progress
+                ),
+                failed=is_error_result,
             )
         except MCPFleetError as error:
             result = call_failure(self, server, error, flight)
@@ -399,7 +414,9 @@ class Gateway(anyio.AsyncContextManagerMixin):
         if server is None:
             raise UnknownNameError("resource", forward.served_name)
         with self._passing_rejections(server):
-            result = await self.fleet.read_resource(server, forward.backend_name)
+            result: dict[str, Any] = await self.views.send(
+                forward, lambda backend: backend.read_resource(server, forward.backend_name)
+            )
         contents = result.get("contents")
         if isinstance(contents, list):
             result["contents"] = [
@@ -415,55 +432,33 @@ class Gateway(anyio.AsyncContextManagerMixin):
         if server is None:
             raise UnknownNameError("prompt", forward.served_name)
         with self._passing_rejections(server):
-            return await self.fleet.get_prompt(server, forward.backend_name, arguments)
+            prompt: dict[str, Any] = await self.views.send(
+                forward, lambda backend: backend.get_prompt(server, forward.backend_name, arguments)
+            )
+            return prompt
 
     async def complete(
-        self, ref: dict[str, Any], argument: dict[str, str], context_arguments: dict[str, str] | None
+        self,
+        ref: dict[str, Any],
+        argument: dict[str, str],
+        context_arguments: dict[str, str] | None,
+        asker: Asker | None = None,
     ) -> dict[str, Any]:
-        """``completion/complete`` for a served prompt or resource template, on its backend."""
+        """``completion/complete`` for a served prompt or resource template, on its backend (if
+        the guard lets ``asker`` use it)."""
         if ref.get("type") == "ref/prompt":
             target = await self.find_target("prompts", str(ref.get("name")))
             if target is None:
                 raise UnknownNameError("prompt", str(ref.get("name")))
             server, name = target
             backend_ref = {**ref, "name": name}
+            self.views.refuse_unless_allowed(asker, "prompts", server, name)
         else:
             server, uri = await self._resource_target(str(ref.get("uri")))
             backend_ref = {**ref, "uri": uri}
+            self.views.refuse_unless_allowed(asker, "resources", server, uri)
         with self._passing_rejections(server):
             return await self.fleet.complete(server, backend_ref, argument, context_arguments)
-
-    async def subscribe_resource(self, client: ClientSession, uri: str) -> None:
-        """Tell ``client`` (and 2026-07-28 listen streams) when the resource behind ``uri`` changes."""
-        server, backend_uri = await self._resource_target(uri)
-        async with self._subscription_lock:
-            subscription = self._subscriptions.get(uri)
-            if subscription is None:
-
-                async def relay(_server: str, _uri: str) -> None:
-                    await self._resource_updated(uri)
-
-                with self._passing_rejections(server):
-                    stop = await self.fleet.subscribe_resource(server, backend_uri, relay)
-                subscription = self._subscriptions[uri] = _Subscription(stop)
-            subscription.clients.add(client)
-
-    async def unsubscribe_resource(self, client: ClientSession, uri: str) -> None:
-        async with self._subscription_lock:
-            subscription = self._subscriptions.get(uri)
-            if subscription is None:
-                return
-            subscription.clients.discard(client)
-            if not subscription.clients:
-                del self._subscriptions[uri]
-                subscription.stop()
-
-    async def _resource_updated(self, uri: str) -> None:
-        subscription = self._subscriptions.get(uri)
-        for client in list(subscription.clients) if subscription is not None else ():
-            if client.registered:
-                await client.notify(notifications.RESOURCE_UPDATED, {"uri": uri})
-        await _call_each(self._resource_updated_listeners, uri)
 
     def _backend_rejection(self, server: str, error: MCPFleetError) -> BackendRejection | None:
         return backend_rejection(
@@ -525,6 +520,14 @@ def error_result(message: str) -> dict[str, Any]:
     2026-07-28 client's result must carry it; the handshake era's sieve drops it)."""
     text = f"MCP error: {redact_text(message)}"
     return {"content": [{"type": "text", "text": text}], "isError": True, "resultType": "complete"}
+
+
+def is_error_result(result: Any) -> bool:
+    """Whether a ``tools/call`` result reports a failure (``isError``): the backend's result
+    (the SDK's ``CallToolResult``) or one of the gateway's own (JSON)."""
+    if isinstance(result, dict):
+        return result.get("isError") is True
+    return getattr(result, "is_error", False) is True
 
 
 def _add_listener(listeners: list[Any], listener: Any) -> Callable[[], None]:

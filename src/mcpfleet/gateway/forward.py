@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from mcp.server.session import ServerSession
 
     from mcpfleet.client.connection import ServerConnection
+    from mcpfleet.gateway.guard import GuardedBackend, GuardedRequest
     from mcpfleet.gateway.relay import ParkedCall
     from mcpfleet.gateway.served_catalog import ListKind
     from mcpfleet.gateway.served_fleet import ServedFleet
@@ -64,6 +65,11 @@ class Forward:
     answer: dict[str, Any] | None = None
     """The tool budget's own answer (``find_tools``, a ``call_tool`` it cannot forward): set,
     nothing is forwarded."""
+    guarded: GuardedRequest | None = None
+    """The request as the gateway's guard permitted it (``gateway.views``): its ``after`` is told
+    how it ended. ``None`` when the guard has no opinion (the local gateway)."""
+    backend: GuardedBackend | None = None
+    """Where the guard sends it instead of the fleet (a connection of the caller's own)."""
 
     @property
     def speaks_modern(self) -> bool:

@@ -48,10 +48,11 @@ from mcpfleet.contract import notifications
 from mcpfleet.errors import MCPFleetError
 from mcpfleet.gateway.core import SERVER_NAME, Gateway, UnknownNameError
 from mcpfleet.gateway.forward import InFlight, LogRelay, ProgressRelay
+from mcpfleet.gateway.guard import Asker, GuardRefusal
 from mcpfleet.gateway.http_fast import FastCall, HttpFastPath
 from mcpfleet.gateway.paging import InvalidCursor, PagedList, page_of
 from mcpfleet.gateway.rejections import BackendRejection
-from mcpfleet.gateway.served_catalog import ListKind
+from mcpfleet.gateway.served_catalog import ListKind, ServedCatalog
 from mcpfleet.gateway.sessions import LOG_LEVELS, ClientSession
 from mcpfleet.redaction import redact_text
 
@@ -128,6 +129,9 @@ def fast_path_of(server: Server[Any]) -> HttpFastPath | None:
     if not isinstance(server, _GatewayServer):
         return None
     handlers = server.handlers
+    if not handlers.gateway.views.passive:
+        # A guard that sees each asker (team mode) judges every call: none goes around it.
+        return None
     return HttpFastPath(handlers.sessions, FastPath(handlers.gateway), handlers.fast_call)
 
 
@@ -175,6 +179,22 @@ class GatewayHandlers:
     async def _publish_resource_updated(self, uri: str) -> None:
         await self._bus.publish(ResourceUpdated(uri=uri))
 
+    # -- who asks ---------------------------------------------------------------------------------------
+
+    def _asking(self, ctx: Context) -> tuple[ClientSession, Asker]:
+        """The client behind a request, and who asks as the gateway's guard sees them (from the
+        ASGI scope of the HTTP request that carried it: ``ctx.request``, none over stdio)."""
+        client = self.sessions.session_for(ctx)
+        scope = getattr(ctx.request, "scope", None)
+        with _as_jsonrpc_errors():
+            return client, self.gateway.views.asker(scope, client)
+
+    async def _catalog(self, ctx: Context) -> tuple[ClientSession, ServedCatalog]:
+        """What the asker of a list is served (the guard's view, once the first lists may be served)."""
+        client, asker = self._asking(ctx)
+        await self.gateway.first_lists_ready()
+        return client, self.gateway.views.catalog_for(self.gateway.catalog, asker.viewer)
+
     # -- lists ------------------------------------------------------------------------------------------
 
     def tool_input_schema(self, name: str) -> Any:
@@ -184,37 +204,33 @@ class GatewayHandlers:
         )
 
     async def list_tools(self, ctx: Context, params: mcp_types.PaginatedRequestParams) -> dict[str, Any]:
-        client = self.sessions.session_for(ctx)
-        await self.gateway.first_lists_ready()
-        return _page("tools", self.gateway.budget.listing(self.gateway.catalog, client.client_name), params)
+        client, catalog = await self._catalog(ctx)
+        return _page("tools", self.gateway.budget.listing(catalog, client.client_name), params)
 
     async def list_resources(self, ctx: Context, params: mcp_types.PaginatedRequestParams) -> dict[str, Any]:
-        self.sessions.session_for(ctx)
-        await self.gateway.first_lists_ready()
-        return _page("resources", self.gateway.catalog.resources, params)
+        _, catalog = await self._catalog(ctx)
+        return _page("resources", catalog.resources, params)
 
     async def list_resource_templates(
         self, ctx: Context, params: mcp_types.PaginatedRequestParams
     ) -> dict[str, Any]:
-        self.sessions.session_for(ctx)
-        await self.gateway.first_lists_ready()
-        return _page("resourceTemplates", self.gateway.catalog.resource_templates, params)
+        _, catalog = await self._catalog(ctx)
+        return _page("resourceTemplates", catalog.resource_templates, params)
 
     async def list_prompts(self, ctx: Context, params: mcp_types.PaginatedRequestParams) -> dict[str, Any]:
-        self.sessions.session_for(ctx)
-        await self.gateway.first_lists_ready()
-        return _page("prompts", self.gateway.catalog.prompts, params)
+        _, catalog = await self._catalog(ctx)
+        return _page("prompts", catalog.prompts, params)
 
     # -- requests forwarded to a backend ---------------------------------------------------------------------
 
     async def call_tool(self, ctx: Context, params: mcp_types.CallToolRequestParams) -> Any:
-        client = self.sessions.session_for(ctx)
+        client, asker = self._asking(ctx)
         on_log = (
             call_scoped_logs(ctx.session, ctx.request_id, client)
             if client.registered
             else _request_scoped_logs(ctx)
         )
-        forward = await self.gateway.resolve_call(client, params.name, params.arguments or {})
+        forward = await self.gateway.resolve_call(client, params.name, params.arguments or {}, asker)
         if forward.answer is not None:
             return _complete(forward.answer)
 
@@ -248,7 +264,9 @@ class GatewayHandlers:
                 return await self.gateway.call_tool(forward, flight)
 
     async def read_resource(self, ctx: Context, params: mcp_types.ReadResourceRequestParams) -> Any:
-        forward = await self.gateway.resolve(self.sessions.session_for(ctx), "resources", params.uri)
+        client, asker = self._asking(ctx)
+        with _as_jsonrpc_errors():
+            forward = await self.gateway.resolve(client, "resources", params.uri, asker)
 
         async def read_backend(flight: InFlight | None, on_progress: ProgressRelay | None) -> dict[str, Any]:
             return _complete(await self.gateway.read_resource(forward))
@@ -257,7 +275,9 @@ class GatewayHandlers:
             return await self.relay.run(ctx, forward, read_backend, progress=None)
 
     async def get_prompt(self, ctx: Context, params: mcp_types.GetPromptRequestParams) -> Any:
-        forward = await self.gateway.resolve(self.sessions.session_for(ctx), "prompts", params.name)
+        client, asker = self._asking(ctx)
+        with _as_jsonrpc_errors():
+            forward = await self.gateway.resolve(client, "prompts", params.name, asker)
 
         async def get_from_backend(
             flight: InFlight | None, on_progress: ProgressRelay | None
@@ -268,39 +288,40 @@ class GatewayHandlers:
             return await self.relay.run(ctx, forward, get_from_backend, progress=None)
 
     async def complete(self, ctx: Context, params: mcp_types.CompleteRequestParams) -> dict[str, Any]:
-        self.sessions.session_for(ctx)
+        _, asker = self._asking(ctx)
         ref = params.ref.model_dump(by_alias=True, mode="json", exclude_none=True)
         argument = {"name": params.argument.name, "value": params.argument.value}
         context_arguments = params.context.arguments if params.context is not None else None
         with _as_jsonrpc_errors():
-            return _complete(await self.gateway.complete(ref, argument, context_arguments))
+            return _complete(await self.gateway.complete(ref, argument, context_arguments, asker))
 
     # -- subscriptions --------------------------------------------------------------------------------------
 
     async def subscribe(self, ctx: Context, params: mcp_types.SubscribeRequestParams) -> dict[str, Any]:
+        client, asker = self._asking(ctx)
         with _as_jsonrpc_errors():
-            await self.gateway.subscribe_resource(self.sessions.session_for(ctx), params.uri)
+            await self.gateway.subscriptions.subscribe(client, params.uri, asker)
         return {}
 
     async def unsubscribe(self, ctx: Context, params: mcp_types.UnsubscribeRequestParams) -> dict[str, Any]:
-        await self.gateway.unsubscribe_resource(self.sessions.session_for(ctx), params.uri)
+        await self.gateway.subscriptions.unsubscribe(self.sessions.session_for(ctx), params.uri)
         return {}
 
     async def listen(self, ctx: Context, params: mcp_types.SubscriptionsListenRequestParams) -> Any:
         """A 2026-07-28 listen stream; the resources it names are subscribed while it is open."""
-        client = self.sessions.session_for(ctx)
+        client, asker = self._asking(ctx)
         uris = list(params.notifications.resource_subscriptions or ())
         subscribed: list[str] = []
         try:
             for uri in uris:
                 with _as_jsonrpc_errors():
-                    await self.gateway.subscribe_resource(client, uri)
+                    await self.gateway.subscriptions.subscribe(client, uri, asker)
                 subscribed.append(uri)
             return await self._listen_streams(ctx, params)
         finally:
             with anyio.CancelScope(shield=True):
                 for uri in subscribed:
-                    await self.gateway.unsubscribe_resource(client, uri)
+                    await self.gateway.subscriptions.unsubscribe(client, uri)
 
     # -- the client's settings and roots -------------------------------------------------------------------
 
@@ -314,8 +335,9 @@ class GatewayHandlers:
 
     async def on_initialized(self, ctx: Context, params: Any) -> None:
         # Registering the client from its handshake on means one that has asked nothing yet
-        # still hears of every list change; the roots it declares become the backends' roots.
-        client = self.sessions.session_for(ctx)
+        # still hears of every list change (of its own view: bound to its asker here); the
+        # roots it declares become the backends' roots.
+        client, _ = self._asking(ctx)
         if "roots" in client.capabilities:
             self.gateway.tell_backends_roots_changed()
 
@@ -406,6 +428,10 @@ def jsonrpc_error(error: MCPFleetError) -> MCPError:
     ``_as_jsonrpc_errors``; the fast path answers its calls' failures with it too)."""
     if isinstance(error, BackendRejection):
         return MCPError(code=error.code, message=error.message, data=error.data)
+    if isinstance(error, GuardRefusal):
+        # Refused by the gateway's guard (a policy, a missing per-user credential): the request
+        # is not one the client may make, whatever the backend would say.
+        return MCPError(code=mcp_types.INVALID_REQUEST, message=f"MCP error: {error}")
     if isinstance(error, UnknownNameError):
         data = {"uri": error.name} if error.kind == "resource" else None
         return MCPError(code=mcp_types.INVALID_PARAMS, message=str(error), data=data)

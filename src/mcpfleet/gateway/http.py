@@ -308,13 +308,16 @@ def resolve_auth_token(
     return stored_or_generated_token(notice)
 
 
-def transport_security_for(bind: HttpBind, bound_address: str, port: int) -> TransportSecuritySettings:
+def transport_security_for(
+    bind: HttpBind, bound_address: str, port: int, public_url: str | None = None
+) -> TransportSecuritySettings:
     """``Host`` and ``Origin`` values a client of this bind can honestly send (DNS rebinding).
 
     A web page can make a browser send requests to a local port under a domain its owner
     controls, re-pointed at 127.0.0.1: the ``Host`` (and the ``Origin``) then name that domain.
     Only names that lead here are accepted: the loopback names for a loopback or wildcard
-    bind, the address and name the user bound, and this machine's own names and addresses.
+    bind, the address and name the user bound, and this machine's own names and addresses;
+    and a team gateway's ``public_url`` (the name a load balancer in front of it answers to).
     """
     from mcp.server.transport_security import TransportSecuritySettings
 
@@ -331,10 +334,15 @@ def transport_security_for(bind: HttpBind, bound_address: str, port: int) -> Tra
     hosts = [f"{name}:{port}" for name in names]
     if port == 80:  # a browser leaves the default port out of both headers
         hosts.extend(names)
+    origins = [f"http://{host}" for host in hosts]
+    if public_url is not None:
+        from urllib.parse import urlsplit
+
+        public = urlsplit(public_url)
+        hosts.append(public.netloc)
+        origins.append(f"{public.scheme}://{public.netloc}")
     return TransportSecuritySettings(
-        enable_dns_rebinding_protection=True,
-        allowed_hosts=hosts,
-        allowed_origins=[f"http://{host}" for host in hosts],
+        enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=origins
     )
 
 
@@ -557,6 +565,8 @@ async def serve_http(
     max_request_body_bytes: int = MAX_REQUEST_BODY_BYTES,
     bounds: ListenerBounds | None = None,
     notice: Callable[[str], None] = stderr_notice,
+    around: Callable[[ASGIApp], ASGIApp] | None = None,
+    public_url: str | None = None,
     task_status: TaskStatus[str] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve ``server`` over streamable HTTP on ``listener`` until cancelled, then close it.
@@ -565,6 +575,10 @@ async def serve_http(
     see ``resolve_auth_token``). ``bounds`` are the read deadlines and connection caps
     (``gateway.connections``; by default, from this process's descriptor limit as it is now).
     Once listening, ``notice`` gets ``serving on http://HOST:PORT/mcp`` and ``task_status`` the URL.
+    ``around`` wraps the SDK's application in the layers a team gateway puts in front of it (its
+    identity check, which sets each request's principal, and its own pages), inside the size and
+    request-id checks and the 503 of a gateway stopping; ``public_url`` is the URL clients of a
+    team gateway address (its ``Host`` is accepted besides this machine's names).
     """
     from mcpfleet.gateway.handlers import fast_path_of
     from mcpfleet.gateway.http_fast import FastCalls
@@ -572,7 +586,7 @@ async def serve_http(
 
     with contextlib.closing(listener):
         guard = ConnectionGuard(bounds if bounds is not None else ListenerBounds.for_this_process())
-        security = transport_security_for(listener.bind, listener.address, listener.port)
+        security = transport_security_for(listener.bind, listener.address, listener.port, public_url)
         app: ASGIApp = server.streamable_http_app(
             streamable_http_path=MCP_PATH,
             transport_security=security,
@@ -585,7 +599,12 @@ async def serve_http(
         fast_path = fast_path_of(server)
         if fast_path is not None:
             app = FastCalls(app, server, fast_path)
-        gate = BearerGate(app, auth_token, security=security, max_body_bytes=max_request_body_bytes)
+        gate = BearerGate(
+            around(app) if around is not None else app,
+            auth_token,
+            security=security,
+            max_body_bytes=max_request_body_bytes,
+        )
         http_server = _GatewayUvicorn(
             uvicorn.Config(
                 gate,

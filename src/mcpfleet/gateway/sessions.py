@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 import weakref
-from collections.abc import Iterator
+from collections.abc import Hashable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -26,6 +26,8 @@ if TYPE_CHECKING:
     from mcp.server.connection import Connection
     from mcp.server.context import ServerRequestContext
     from mcp.server.session import ServerSession
+
+    from mcpfleet.gateway.served_catalog import ServedCatalog
 
 logger = logging.getLogger(__name__)
 
@@ -56,6 +58,13 @@ class ClientSession:
     log_level: str | None = None
     """The least severe backend log level the client asked for (``logging/setLevel``); ``None``
     until it asks, and then every level is relayed."""
+    bound: bool = False
+    """Whether ``viewer`` is set: a handshake-era session is bound to the viewer of its first
+    request when a guard has an opinion (``gateway.views``)."""
+    viewer: Hashable = None
+    """Who this session serves, as the gateway's guard sees them (``gateway.guard``)."""
+    view: ServedCatalog | None = None
+    """What the session was last told it sees: its ``list_changed`` notices compare against it."""
 
     @classmethod
     def for_request(

@@ -6,6 +6,7 @@ import json
 import selectors
 import subprocess
 import time
+import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -35,6 +36,17 @@ class RunningOAuthServer:
         with urllib.request.urlopen(f"{self.base_url}/test/stats", timeout=5) as response:
             stats: dict[str, int] = json.load(response)
         return stats
+
+    def refresh_token_is_live(self, refresh_token: str) -> bool:
+        query = urllib.parse.urlencode({"refresh_token": refresh_token})
+        with urllib.request.urlopen(f"{self.base_url}/test/token-works?{query}", timeout=5) as response:
+            live: bool = json.load(response)["live"]
+        return live
+
+    def expire_access_tokens(self) -> None:
+        request = urllib.request.Request(f"{self.base_url}/test/expire-access-tokens", method="POST")
+        with urllib.request.urlopen(request, timeout=5):
+            pass
 
     def revoke_access_tokens(self) -> None:
         request = urllib.request.Request(f"{self.base_url}/test/revoke-access-tokens", method="POST")

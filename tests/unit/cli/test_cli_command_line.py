@@ -37,6 +37,10 @@ COMMAND_LINES: dict[tuple[str, ...], list[str]] = {
     ("daemon", "stop"): ["daemon", "stop"],
     ("daemon", "status"): ["daemon", "status"],
     ("daemon", "logs"): ["daemon", "logs", "-n", "5"],
+    ("team", "check"): ["team", "check", "team.yaml"],
+    ("team", "key", "add"): ["team", "key", "add", "ci", "--team", "team.yaml"],
+    ("team", "key", "revoke"): ["team", "key", "revoke", "ci", "--team", "team.yaml"],
+    ("audit",): ["audit", "--team", "team.yaml", "--user", "alice", "--since", "2026-12-02"],
 }
 """One command line of every command and action the parser has (a test keeps it complete)."""
 
@@ -69,8 +73,8 @@ def without_handler(args: argparse.Namespace) -> dict[str, object]:
 
 def test_the_table_names_every_command_and_action() -> None:
     paths = {path for path, _ in command_parsers(build_parser())}
-    # `daemon` alone is no command line: it needs an action.
-    assert paths == {*COMMAND_LINES, ("daemon",)}
+    # `daemon`, `team` and `team key` alone are no command lines: they need an action.
+    assert paths == {*COMMAND_LINES, ("daemon",), ("team",), ("team", "key")}
 
 
 @pytest.mark.parametrize("path", list(COMMAND_LINES), ids=" ".join)

@@ -1,0 +1,235 @@
+"""The parts of the per-user credentials tests: a team gateway's connect pages served on real
+HTTP on 127.0.0.1, a browser stand-in that walks a user through the connect, and an in-memory
+``TeamState`` (the protocol only; the real stores have tests of their own).
+
+The principal is put in the scope by ``HeaderPrincipal``, a test-only layer standing where the
+team identity check stands in the gateway: it reads the ``X-Test-Principal`` header.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import re
+import secrets
+import socket
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
+
+import anyio
+import httpx2
+import uvicorn
+from mcp_types import CallToolResult, TextContent
+from starlette.responses import PlainTextResponse
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from mcpfleet.config.model import ServerConfig
+from mcpfleet.team.connect_pages import FORM_FIELD, ConnectLayer
+from mcpfleet.team.per_user import PerUserCredentials
+from mcpfleet.team.principal import PRINCIPAL_SCOPE_KEY, Principal
+from mcpfleet.team.sealing import Sealer
+from mcpfleet.team.state import AuditRecord
+from mcpfleet.team.user_connections import IDLE_TIMEOUT_S
+
+PRINCIPAL_HEADER = b"x-test-principal"
+UPSTREAM_USER_HEADER = "X-Test-User"
+
+
+class MemoryTeamState:
+    """``TeamState`` in a dict: what the credentials layer stores, and nothing in clear."""
+
+    def __init__(self) -> None:
+        self.credentials: dict[tuple[str, str], bytes] = {}
+        self.audit: list[AuditRecord] = []
+
+    async def append_audit(self, record: AuditRecord) -> None:
+        self.audit.append(record)
+
+    async def audit_records(
+        self, *, user: str | None = None, since: datetime | None = None, limit: int | None = None
+    ) -> list[AuditRecord]:
+        found = [
+            r for r in self.audit if (user is None or r.user == user) and (since is None or r.time >= since)
+        ]
+        return found[:limit] if limit is not None else found
+
+    async def put_credential(self, user: str, server: str, sealed: bytes) -> None:
+        self.credentials[(user, server)] = sealed
+
+    async def get_credential(self, user: str, server: str) -> bytes | None:
+        return self.credentials.get((user, server))
+
+    async def delete_credential(self, user: str, server: str) -> bool:
+        return self.credentials.pop((user, server), None) is not None
+
+    async def credential_servers(self, user: str) -> list[str]:
+        return sorted(server for owner, server in self.credentials if owner == user)
+
+    async def check(self) -> None:
+        return None
+
+    async def aclose(self) -> None:
+        return None
+
+
+class HeaderPrincipal:
+    """Test-only: the principal named by ``X-Test-Principal`` (its ``sub``), put in the scope."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            found = [value.decode() for name, value in scope["headers"] if name == PRINCIPAL_HEADER]
+            if found:
+                scope = {
+                    **scope,
+                    PRINCIPAL_SCOPE_KEY: Principal(subject=found[0], email=f"{found[0]}@example.com"),
+                }
+        await self.app(scope, receive, send)
+
+
+@dataclass
+class ConnectSite:
+    """The connect pages on 127.0.0.1, and the credentials behind them."""
+
+    base_url: str
+    credentials: PerUserCredentials
+
+    async def connect(self, user: str, server: str, *, upstream_user: str) -> httpx2.Response:
+        """Walk ``user``'s browser through the connect of ``server``, signing in upstream as
+        ``upstream_user``; the callback page's answer."""
+        async with httpx2.AsyncClient(timeout=30) as browser:
+            as_user = {PRINCIPAL_HEADER.decode(): user}
+            page = await browser.get(self.credentials.connect_url(server), headers=as_user)
+            assert page.status_code == 200, page.text
+            token = form_token_of(page.text)
+            started = await browser.post(
+                self.credentials.connect_url(server), data={FORM_FIELD: token}, headers=as_user
+            )
+            assert started.status_code == 303, started.text
+            authorized = await browser.get(
+                started.headers["location"], headers={UPSTREAM_USER_HEADER: upstream_user}
+            )
+            assert authorized.status_code == 302, authorized.text
+            callback = authorized.headers["location"]
+            assert callback.startswith(self.credentials.callback_url(server))
+            return await browser.get(callback, headers=as_user)
+
+    async def revoke(self, user: str, server: str) -> httpx2.Response:
+        """Press "Revoke" for ``server`` on ``user``'s ``/connect`` page."""
+        async with httpx2.AsyncClient(timeout=30) as browser:
+            as_user = {PRINCIPAL_HEADER.decode(): user}
+            overview = await browser.get(f"{self.base_url}/connect", headers=as_user)
+            assert overview.status_code == 200, overview.text
+            return await browser.post(
+                f"{self.credentials.connect_url(server)}/revoke",
+                data={FORM_FIELD: form_token_of(overview.text)},
+                headers=as_user,
+            )
+
+    async def whoami(self, user: str, server: str) -> str:
+        """What the upstream's ``whoami`` answers on ``user``'s own connection."""
+        async with self.credentials.use(user, server) as connection:
+            result = await connection.call_tool("whoami", {})
+        assert isinstance(result, CallToolResult) and isinstance(result.content[0], TextContent)
+        return result.content[0].text
+
+
+def form_token_of(page: str) -> str:
+    found = re.search(rf'name="{FORM_FIELD}" value="([^"]+)"', page)
+    assert found is not None, page
+    return found.group(1)
+
+
+def _listening_socket() -> socket.socket:
+    listening = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listening.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listening.bind(("127.0.0.1", 0))
+    listening.listen(64)
+    return listening
+
+
+async def _not_mcp(scope: Scope, receive: Receive, send: Send) -> None:
+    await PlainTextResponse("the MCP endpoint is not part of this test", status_code=404)(
+        scope, receive, send
+    )
+
+
+@asynccontextmanager
+async def connect_site(
+    servers: dict[str, ServerConfig] | Callable[[str], dict[str, ServerConfig]],
+    sealer: Sealer,
+    state: MemoryTeamState,
+    *,
+    cwd: Path,
+    idle_timeout_s: float = IDLE_TIMEOUT_S,
+) -> AsyncIterator[ConnectSite]:
+    """The connect pages of ``servers`` served on a free port of 127.0.0.1 (``servers`` may be
+    built from the site's base URL, for entries that name their callback)."""
+    listening = _listening_socket()
+    base_url = f"http://127.0.0.1:{listening.getsockname()[1]}"
+    if callable(servers):
+        servers = servers(base_url)
+    async with PerUserCredentials.running(
+        state, sealer, servers, public_url=f"{base_url}/mcp", cwd=cwd, idle_timeout_s=idle_timeout_s
+    ) as credentials:
+        app = HeaderPrincipal(ConnectLayer(_not_mcp, credentials))
+        server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
+        async with anyio.create_task_group() as group:
+            # The socket listens already: a request sent before uvicorn accepts waits in its queue.
+            group.start_soon(server.serve, [listening])
+            try:
+                yield ConnectSite(base_url, credentials)
+            finally:
+                server.should_exit = True
+    listening.close()
+
+
+def upstream_config(name: str, url: str) -> ServerConfig:
+    return ServerConfig(name=name, transport="http", url=url)
+
+
+async def upstream_access_token(upstream_base_url: str, user: str) -> str:
+    """An access token of ``user`` at the OAuth test server, got by hand (registration,
+    authorization with PKCE, exchange): what the shared fleet lists a per-user server with in
+    these tests, so that the upstream's tools are served before any user connects."""
+    redirect_uri = "http://127.0.0.1/listing-callback"
+    verifier = secrets.token_urlsafe(48)
+    challenge = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).decode().rstrip("=")
+    async with httpx2.AsyncClient(base_url=upstream_base_url, timeout=30) as http:
+        registered = await http.post(
+            "/register",
+            json={
+                "redirect_uris": [redirect_uri],
+                "token_endpoint_auth_method": "none",
+                "grant_types": ["authorization_code", "refresh_token"],
+                "response_types": ["code"],
+                "scope": "mcp",
+            },
+        )
+        client_id = registered.json()["client_id"]
+        query = {
+            "response_type": "code",
+            "client_id": client_id,
+            "redirect_uri": redirect_uri,
+            "code_challenge": challenge,
+            "code_challenge_method": "S256",
+            "state": "listing",
+            "scope": "mcp",
+        }
+        authorized = await http.get("/authorize", params=query, headers={UPSTREAM_USER_HEADER: user})
+        code = parse_qs(urlsplit(authorized.headers["location"]).query)["code"][0]
+        exchange = {
+            "grant_type": "authorization_code",
+            "code": code,
+            "redirect_uri": redirect_uri,
+            "client_id": client_id,
+            "code_verifier": verifier,
+        }
+        token: str = (await http.post("/token", data=exchange)).json()["access_token"]
+    return token

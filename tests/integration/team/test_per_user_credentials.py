@@ -18,9 +18,9 @@ from tests.integration.team.per_user_parts import (
     PRINCIPAL_HEADER,
     UPSTREAM_USER_HEADER,
     ConnectSite,
-    MemoryTeamState,
     connect_site,
     form_token_of,
+    sqlite_state,
     upstream_config,
 )
 
@@ -57,14 +57,16 @@ def sealer_of(keys: str) -> Sealer:
 async def site_for(
     upstream: RunningOAuthServer,
     tmp_path: Path,
-    state: MemoryTeamState | None = None,
     keys: str | None = None,
     idle_timeout_s: float = IDLE_TIMEOUT_S,
 ) -> AsyncIterator[ConnectSite]:
+    """The connect pages over the SQLite state in ``tmp_path`` (the same file on every call)."""
     servers = {SERVER: upstream_config(SERVER, upstream.mcp_url)}
     sealer = sealer_of(keys or new_key())
-    state = state or MemoryTeamState()
-    async with connect_site(servers, sealer, state, cwd=tmp_path, idle_timeout_s=idle_timeout_s) as site:
+    async with (
+        sqlite_state(tmp_path) as state,
+        connect_site(servers, sealer, state, cwd=tmp_path, idle_timeout_s=idle_timeout_s) as site,
+    ):
         yield site
 
 
@@ -81,10 +83,9 @@ async def test_two_users_each_see_only_their_own_identity_upstream(
     upstream: RunningOAuthServer, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.DEBUG)
-    state = MemoryTeamState()
     pages: list[str] = []
     registrations = upstream.stats()["registrations"]
-    async with site_for(upstream, tmp_path, state) as site:
+    async with site_for(upstream, tmp_path) as site:
         for user in ("alice", "bob"):
             with pytest.raises(ConnectRequiredError) as raised:
                 await site.whoami(user, SERVER)
@@ -105,12 +106,12 @@ async def test_two_users_each_see_only_their_own_identity_upstream(
         assert f"{SERVER}</a>: connected" in overview.text
         pages.append(overview.text)
         tokens = [await site.credentials.store(user, SERVER).get_tokens() for user in ("alice", "bob")]
+        stored = b"".join([await site.state_row(user) for user in ("alice", "bob")])
     assert upstream.stats()["registrations"] == registrations + 2, "one client registration per user"
     secrets_seen = [t.access_token for t in tokens if t] + [
         t.refresh_token for t in tokens if t and t.refresh_token
     ]
     assert len(secrets_seen) == 4
-    stored = b"".join(state.credentials.values())
     for secret in secrets_seen:
         assert secret not in caplog.text
         assert secret.encode() not in stored
@@ -163,10 +164,12 @@ async def test_an_expired_access_token_is_refreshed_for_its_own_user(
 async def test_a_sealed_blob_moved_to_another_user_does_not_open(
     upstream: RunningOAuthServer, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    state = MemoryTeamState()
-    async with site_for(upstream, tmp_path, state) as site:
+    async with site_for(upstream, tmp_path) as site:
         await site.connect("alice", SERVER, upstream_user="alice@upstream")
-        state.credentials[("mallory", SERVER)] = state.credentials[("alice", SERVER)]
+        state = site.credentials.state
+        alices = await state.get_credential("alice", SERVER)
+        assert alices is not None
+        await state.put_credential("mallory", SERVER, alices)
         with pytest.raises(ConnectRequiredError):
             await site.whoami("mallory", SERVER)
         assert 'credentials of user "mallory" for "upstream" do not open' in caplog.text
@@ -176,15 +179,14 @@ async def test_a_sealed_blob_moved_to_another_user_does_not_open(
 async def test_a_rotated_key_still_opens_and_seals_again_with_the_new_one(
     upstream: RunningOAuthServer, tmp_path: Path
 ) -> None:
-    state = MemoryTeamState()
     old, new = new_key(), new_key()
-    async with site_for(upstream, tmp_path, state, keys=old) as site:
+    async with site_for(upstream, tmp_path, keys=old) as site:
         await site.connect("alice", SERVER, upstream_user="alice@upstream")
-    sealed_with_old = state.credentials[("alice", SERVER)]
-    async with site_for(upstream, tmp_path, state, keys=f"{new},{old}") as site:
+        sealed_with_old = await site.state_row("alice")
+    async with site_for(upstream, tmp_path, keys=f"{new},{old}") as site:
         assert await site.whoami("alice", SERVER) == "authenticated as alice@upstream"
-    assert state.credentials[("alice", SERVER)] != sealed_with_old
-    async with site_for(upstream, tmp_path, state, keys=new) as site:
+        assert await site.state_row("alice") != sealed_with_old
+    async with site_for(upstream, tmp_path, keys=new) as site:
         assert await site.whoami("alice", SERVER) == "authenticated as alice@upstream"
 
 
@@ -246,7 +248,10 @@ async def test_a_client_registered_beforehand_is_shared_by_every_user(
         }
         return {SERVER: ServerConfig(name=SERVER, transport="http", url=upstream.mcp_url, oauth=oauth)}
 
-    async with connect_site(servers, sealer_of(new_key()), MemoryTeamState(), cwd=tmp_path) as site:
+    async with (
+        sqlite_state(tmp_path) as state,
+        connect_site(servers, sealer_of(new_key()), state, cwd=tmp_path) as site,
+    ):
         registrations = upstream.stats()["registrations"]
         for user in ("alice", "bob"):
             answer = await site.connect(user, SERVER, upstream_user=f"{user}@upstream")
@@ -282,7 +287,10 @@ async def test_a_refused_token_exchange_is_shown_and_leaves_the_user_unconnected
         }
         return {SERVER: ServerConfig(name=SERVER, transport="http", url=upstream.mcp_url, oauth=oauth)}
 
-    async with connect_site(servers, sealer_of(new_key()), MemoryTeamState(), cwd=tmp_path) as site:
+    async with (
+        sqlite_state(tmp_path) as state,
+        connect_site(servers, sealer_of(new_key()), state, cwd=tmp_path) as site,
+    ):
         answer = await site.connect("alice", SERVER, upstream_user="alice@upstream")
         assert answer.status_code == 502
         assert "Token exchange failed (401)" in answer.text and "mcpfleet login" not in answer.text

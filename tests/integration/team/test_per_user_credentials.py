@@ -234,6 +234,10 @@ async def test_an_idle_connection_is_closed_and_opened_again_on_the_next_call(
         async with site.credentials.use("alice", SERVER) as second:
             assert second is not first
         assert await site.whoami("alice", SERVER) == "authenticated as alice@upstream"
+        with pytest.raises(ConnectRequiredError):
+            await site.whoami("bob", SERVER)
+        await site.credentials.connections.close_idle()
+        assert site.credentials.connections.held_pairs() == [], "nothing kept for a call that never connected"
 
 
 async def test_a_client_registered_beforehand_is_shared_by_every_user(

@@ -10,6 +10,7 @@ import secrets
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
 
 import httpx2
 import pytest
@@ -26,8 +27,10 @@ from tests.integration.team.per_user_parts import (
 
 from mcpfleet.client.connection import ServerConnection
 from mcpfleet.config.model import ServerConfig
+from mcpfleet.errors import ConfigError
 from mcpfleet.team.connect_flow import ConnectRequiredError
 from mcpfleet.team.connect_pages import FORM_FIELD
+from mcpfleet.team.per_user import PerUserCredentials
 from mcpfleet.team.sealing import TEAM_KEY_VARIABLE, Sealer
 from mcpfleet.team.user_connections import IDLE_TIMEOUT_S
 
@@ -300,3 +303,39 @@ async def test_a_refused_token_exchange_is_shown_and_leaves_the_user_unconnected
         assert "Token exchange failed (401)" in answer.text and "mcpfleet login" not in answer.text
         with pytest.raises(ConnectRequiredError):
             await site.whoami("alice", SERVER)
+
+
+async def test_a_sign_in_refused_upstream_ends_the_connect_with_its_reason(
+    upstream: RunningOAuthServer, tmp_path: Path
+) -> None:
+    async with site_for(upstream, tmp_path) as site, httpx2.AsyncClient(timeout=30) as browser:
+        url = site.credentials.connect_url(SERVER)
+        page = await browser.get(url, headers=as_user("alice"))
+        started = await browser.post(
+            url, data={FORM_FIELD: form_token_of(page.text)}, headers=as_user("alice")
+        )
+        state = parse_qs(urlsplit(started.headers["location"]).query)["state"][0]
+        callback = site.credentials.callback_url(SERVER)
+        refused = await browser.get(
+            callback, params={"state": state, "error": "<access_denied>"}, headers=as_user("alice")
+        )
+        assert refused.status_code == 502
+        assert "the authorization server refused: &lt;access_denied&gt;" in refused.text
+        again = await browser.get(callback, params={"state": state, "code": "late"}, headers=as_user("alice"))
+        assert again.status_code == 400, "the connect is over"
+        assert (await browser.get(callback, headers=as_user("alice"))).status_code == 400, "no state"
+        with pytest.raises(ConnectRequiredError):
+            await site.whoami("alice", SERVER)
+
+
+async def test_a_per_user_server_must_be_an_http_server(tmp_path: Path) -> None:
+    servers = {"local": ServerConfig(name="local", transport="stdio", command="true")}
+    async with sqlite_state(tmp_path) as state:
+        with pytest.raises(ConfigError) as raised:
+            async with PerUserCredentials.running(
+                state, sealer_of(new_key()), servers, public_url="https://mcp.example.com/mcp", cwd=tmp_path
+            ):
+                pass
+    assert str(raised.value).startswith(
+        'server "local" has "credentials": "per-user" but is not an HTTP server'
+    )

@@ -99,6 +99,11 @@ class UserConnections:
         """The (user, server) pairs with a connection open now, sorted."""
         return sorted(key for key, slot in self._slots.items() if slot.connection is not None)
 
+    def held_pairs(self) -> list[UserServer]:
+        """The (user, server) pairs the pool keeps anything for (a connection, or a call waiting
+        for one), sorted: what its memory grows with."""
+        return sorted(self._slots)
+
     async def close(self, user: str, server: str) -> bool:
         """Close ``user``'s connection to ``server``; ``True`` when one was open."""
         slot = self._slots.pop((user, server), None)
@@ -125,6 +130,11 @@ class UserConnections:
         closed = 0
         for user, server in idle:
             closed += await self.close(user, server)
+        # Slots of calls that never got a connection (no credentials yet) are dropped too, so
+        # the table holds no more than the pairs in use.
+        for key, slot in list(self._slots.items()):
+            if slot.connection is None and not slot.in_use and not slot.lock.locked():
+                del self._slots[key]
         return closed
 
     async def run_idle_reaper(self) -> None:

@@ -1,6 +1,6 @@
 """The parts of the per-user credentials tests: a team gateway's connect pages served on real
-HTTP on 127.0.0.1, a browser stand-in that walks a user through the connect, and an in-memory
-``TeamState`` (the protocol only; the real stores have tests of their own).
+HTTP on 127.0.0.1 over a real SQLite team state, and a browser stand-in that walks a user
+through the connect.
 
 The principal is put in the scope by ``HeaderPrincipal``, a test-only layer standing where the
 team identity check stands in the gateway: it reads the ``X-Test-Principal`` header.
@@ -16,7 +16,6 @@ import socket
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
@@ -32,48 +31,12 @@ from mcpfleet.team.connect_pages import FORM_FIELD, ConnectLayer
 from mcpfleet.team.per_user import PerUserCredentials
 from mcpfleet.team.principal import PRINCIPAL_SCOPE_KEY, Principal
 from mcpfleet.team.sealing import Sealer
-from mcpfleet.team.state import AuditRecord
+from mcpfleet.team.sqlite_state import SQLiteTeamState
+from mcpfleet.team.state import TeamState
 from mcpfleet.team.user_connections import IDLE_TIMEOUT_S
 
 PRINCIPAL_HEADER = b"x-test-principal"
 UPSTREAM_USER_HEADER = "X-Test-User"
-
-
-class MemoryTeamState:
-    """``TeamState`` in a dict: what the credentials layer stores, and nothing in clear."""
-
-    def __init__(self) -> None:
-        self.credentials: dict[tuple[str, str], bytes] = {}
-        self.audit: list[AuditRecord] = []
-
-    async def append_audit(self, record: AuditRecord) -> None:
-        self.audit.append(record)
-
-    async def audit_records(
-        self, *, user: str | None = None, since: datetime | None = None, limit: int | None = None
-    ) -> list[AuditRecord]:
-        found = [
-            r for r in self.audit if (user is None or r.user == user) and (since is None or r.time >= since)
-        ]
-        return found[:limit] if limit is not None else found
-
-    async def put_credential(self, user: str, server: str, sealed: bytes) -> None:
-        self.credentials[(user, server)] = sealed
-
-    async def get_credential(self, user: str, server: str) -> bytes | None:
-        return self.credentials.get((user, server))
-
-    async def delete_credential(self, user: str, server: str) -> bool:
-        return self.credentials.pop((user, server), None) is not None
-
-    async def credential_servers(self, user: str) -> list[str]:
-        return sorted(server for owner, server in self.credentials if owner == user)
-
-    async def check(self) -> None:
-        return None
-
-    async def aclose(self) -> None:
-        return None
 
 
 class HeaderPrincipal:
@@ -132,6 +95,12 @@ class ConnectSite:
                 headers=as_user,
             )
 
+    async def state_row(self, user: str, server: str = "upstream") -> bytes:
+        """The sealed row the state store holds for ``user`` and ``server``."""
+        row = await self.credentials.state.get_credential(user, server)
+        assert row is not None
+        return row
+
     async def whoami(self, user: str, server: str) -> str:
         """What the upstream's ``whoami`` answers on ``user``'s own connection."""
         async with self.credentials.use(user, server) as connection:
@@ -164,7 +133,7 @@ async def _not_mcp(scope: Scope, receive: Receive, send: Send) -> None:
 async def connect_site(
     servers: dict[str, ServerConfig] | Callable[[str], dict[str, ServerConfig]],
     sealer: Sealer,
-    state: MemoryTeamState,
+    state: TeamState,
     *,
     cwd: Path,
     idle_timeout_s: float = IDLE_TIMEOUT_S,
@@ -233,3 +202,13 @@ async def upstream_access_token(upstream_base_url: str, user: str) -> str:
         }
         token: str = (await http.post("/token", data=exchange)).json()["access_token"]
     return token
+
+
+@asynccontextmanager
+async def sqlite_state(folder: Path) -> AsyncIterator[TeamState]:
+    """The team state in ``folder``'s SQLite file (opened again by a later call on the same folder)."""
+    state = await SQLiteTeamState.open(folder / "team-state.sqlite3")
+    try:
+        yield state
+    finally:
+        await state.aclose()

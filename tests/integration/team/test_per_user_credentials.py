@@ -10,6 +10,7 @@ import secrets
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
 
 import httpx2
 import pytest
@@ -18,16 +19,18 @@ from tests.integration.team.per_user_parts import (
     PRINCIPAL_HEADER,
     UPSTREAM_USER_HEADER,
     ConnectSite,
-    MemoryTeamState,
     connect_site,
     form_token_of,
+    sqlite_state,
     upstream_config,
 )
 
 from mcpfleet.client.connection import ServerConnection
 from mcpfleet.config.model import ServerConfig
+from mcpfleet.errors import ConfigError
 from mcpfleet.team.connect_flow import ConnectRequiredError
 from mcpfleet.team.connect_pages import FORM_FIELD
+from mcpfleet.team.per_user import PerUserCredentials
 from mcpfleet.team.sealing import TEAM_KEY_VARIABLE, Sealer
 from mcpfleet.team.user_connections import IDLE_TIMEOUT_S
 
@@ -57,14 +60,16 @@ def sealer_of(keys: str) -> Sealer:
 async def site_for(
     upstream: RunningOAuthServer,
     tmp_path: Path,
-    state: MemoryTeamState | None = None,
     keys: str | None = None,
     idle_timeout_s: float = IDLE_TIMEOUT_S,
 ) -> AsyncIterator[ConnectSite]:
+    """The connect pages over the SQLite state in ``tmp_path`` (the same file on every call)."""
     servers = {SERVER: upstream_config(SERVER, upstream.mcp_url)}
     sealer = sealer_of(keys or new_key())
-    state = state or MemoryTeamState()
-    async with connect_site(servers, sealer, state, cwd=tmp_path, idle_timeout_s=idle_timeout_s) as site:
+    async with (
+        sqlite_state(tmp_path) as state,
+        connect_site(servers, sealer, state, cwd=tmp_path, idle_timeout_s=idle_timeout_s) as site,
+    ):
         yield site
 
 
@@ -81,10 +86,9 @@ async def test_two_users_each_see_only_their_own_identity_upstream(
     upstream: RunningOAuthServer, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.DEBUG)
-    state = MemoryTeamState()
     pages: list[str] = []
     registrations = upstream.stats()["registrations"]
-    async with site_for(upstream, tmp_path, state) as site:
+    async with site_for(upstream, tmp_path) as site:
         for user in ("alice", "bob"):
             with pytest.raises(ConnectRequiredError) as raised:
                 await site.whoami(user, SERVER)
@@ -105,12 +109,12 @@ async def test_two_users_each_see_only_their_own_identity_upstream(
         assert f"{SERVER}</a>: connected" in overview.text
         pages.append(overview.text)
         tokens = [await site.credentials.store(user, SERVER).get_tokens() for user in ("alice", "bob")]
+        stored = b"".join([await site.state_row(user) for user in ("alice", "bob")])
     assert upstream.stats()["registrations"] == registrations + 2, "one client registration per user"
     secrets_seen = [t.access_token for t in tokens if t] + [
         t.refresh_token for t in tokens if t and t.refresh_token
     ]
     assert len(secrets_seen) == 4
-    stored = b"".join(state.credentials.values())
     for secret in secrets_seen:
         assert secret not in caplog.text
         assert secret.encode() not in stored
@@ -163,10 +167,12 @@ async def test_an_expired_access_token_is_refreshed_for_its_own_user(
 async def test_a_sealed_blob_moved_to_another_user_does_not_open(
     upstream: RunningOAuthServer, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    state = MemoryTeamState()
-    async with site_for(upstream, tmp_path, state) as site:
+    async with site_for(upstream, tmp_path) as site:
         await site.connect("alice", SERVER, upstream_user="alice@upstream")
-        state.credentials[("mallory", SERVER)] = state.credentials[("alice", SERVER)]
+        state = site.credentials.state
+        alices = await state.get_credential("alice", SERVER)
+        assert alices is not None
+        await state.put_credential("mallory", SERVER, alices)
         with pytest.raises(ConnectRequiredError):
             await site.whoami("mallory", SERVER)
         assert 'credentials of user "mallory" for "upstream" do not open' in caplog.text
@@ -176,15 +182,14 @@ async def test_a_sealed_blob_moved_to_another_user_does_not_open(
 async def test_a_rotated_key_still_opens_and_seals_again_with_the_new_one(
     upstream: RunningOAuthServer, tmp_path: Path
 ) -> None:
-    state = MemoryTeamState()
     old, new = new_key(), new_key()
-    async with site_for(upstream, tmp_path, state, keys=old) as site:
+    async with site_for(upstream, tmp_path, keys=old) as site:
         await site.connect("alice", SERVER, upstream_user="alice@upstream")
-    sealed_with_old = state.credentials[("alice", SERVER)]
-    async with site_for(upstream, tmp_path, state, keys=f"{new},{old}") as site:
+        sealed_with_old = await site.state_row("alice")
+    async with site_for(upstream, tmp_path, keys=f"{new},{old}") as site:
         assert await site.whoami("alice", SERVER) == "authenticated as alice@upstream"
-    assert state.credentials[("alice", SERVER)] != sealed_with_old
-    async with site_for(upstream, tmp_path, state, keys=new) as site:
+        assert await site.state_row("alice") != sealed_with_old
+    async with site_for(upstream, tmp_path, keys=new) as site:
         assert await site.whoami("alice", SERVER) == "authenticated as alice@upstream"
 
 
@@ -232,6 +237,10 @@ async def test_an_idle_connection_is_closed_and_opened_again_on_the_next_call(
         async with site.credentials.use("alice", SERVER) as second:
             assert second is not first
         assert await site.whoami("alice", SERVER) == "authenticated as alice@upstream"
+        with pytest.raises(ConnectRequiredError):
+            await site.whoami("bob", SERVER)
+        await site.credentials.connections.close_idle()
+        assert site.credentials.connections.held_pairs() == [], "nothing kept for a call that never connected"
 
 
 async def test_a_client_registered_beforehand_is_shared_by_every_user(
@@ -246,7 +255,10 @@ async def test_a_client_registered_beforehand_is_shared_by_every_user(
         }
         return {SERVER: ServerConfig(name=SERVER, transport="http", url=upstream.mcp_url, oauth=oauth)}
 
-    async with connect_site(servers, sealer_of(new_key()), MemoryTeamState(), cwd=tmp_path) as site:
+    async with (
+        sqlite_state(tmp_path) as state,
+        connect_site(servers, sealer_of(new_key()), state, cwd=tmp_path) as site,
+    ):
         registrations = upstream.stats()["registrations"]
         for user in ("alice", "bob"):
             answer = await site.connect(user, SERVER, upstream_user=f"{user}@upstream")
@@ -282,9 +294,48 @@ async def test_a_refused_token_exchange_is_shown_and_leaves_the_user_unconnected
         }
         return {SERVER: ServerConfig(name=SERVER, transport="http", url=upstream.mcp_url, oauth=oauth)}
 
-    async with connect_site(servers, sealer_of(new_key()), MemoryTeamState(), cwd=tmp_path) as site:
+    async with (
+        sqlite_state(tmp_path) as state,
+        connect_site(servers, sealer_of(new_key()), state, cwd=tmp_path) as site,
+    ):
         answer = await site.connect("alice", SERVER, upstream_user="alice@upstream")
         assert answer.status_code == 502
         assert "Token exchange failed (401)" in answer.text and "mcpfleet login" not in answer.text
         with pytest.raises(ConnectRequiredError):
             await site.whoami("alice", SERVER)
+
+
+async def test_a_sign_in_refused_upstream_ends_the_connect_with_its_reason(
+    upstream: RunningOAuthServer, tmp_path: Path
+) -> None:
+    async with site_for(upstream, tmp_path) as site, httpx2.AsyncClient(timeout=30) as browser:
+        url = site.credentials.connect_url(SERVER)
+        page = await browser.get(url, headers=as_user("alice"))
+        started = await browser.post(
+            url, data={FORM_FIELD: form_token_of(page.text)}, headers=as_user("alice")
+        )
+        state = parse_qs(urlsplit(started.headers["location"]).query)["state"][0]
+        callback = site.credentials.callback_url(SERVER)
+        refused = await browser.get(
+            callback, params={"state": state, "error": "<access_denied>"}, headers=as_user("alice")
+        )
+        assert refused.status_code == 502
+        assert "the authorization server refused: &lt;access_denied&gt;" in refused.text
+        again = await browser.get(callback, params={"state": state, "code": "late"}, headers=as_user("alice"))
+        assert again.status_code == 400, "the connect is over"
+        assert (await browser.get(callback, headers=as_user("alice"))).status_code == 400, "no state"
+        with pytest.raises(ConnectRequiredError):
+            await site.whoami("alice", SERVER)
+
+
+async def test_a_per_user_server_must_be_an_http_server(tmp_path: Path) -> None:
+    servers = {"local": ServerConfig(name="local", transport="stdio", command="true")}
+    async with sqlite_state(tmp_path) as state:
+        with pytest.raises(ConfigError) as raised:
+            async with PerUserCredentials.running(
+                state, sealer_of(new_key()), servers, public_url="https://mcp.example.com/mcp", cwd=tmp_path
+            ):
+                pass
+    assert str(raised.value).startswith(
+        'server "local" has "credentials": "per-user" but is not an HTTP server'
+    )

@@ -2,9 +2,10 @@
 (tests/servers/oauth_server.py) through one gateway over real HTTP, each with their own token.
 
 The gateway's guard here is this file's: it routes every request for the per-user server to the
-caller's own backend (``team.user_backend.per_user_permit``) and records each request's outcome,
-as the team guard does. The principal comes from ``X-Test-Principal`` (``HeaderPrincipal``), where
-the team identity check stands in the real gateway. The shared fleet lists the upstream with a
+caller's own backend (``team.user_backend.per_user_permit``), wrapped in the team's audit
+(``AuditedGuard`` over the SQLite state, values of the arguments recorded). The principal comes
+from ``X-Test-Principal`` (``HeaderPrincipal``), where the team identity check stands in the real
+gateway. The shared fleet lists the upstream with a
 token of its own (``catalog@upstream``): the calls must never go with it.
 """
 
@@ -34,7 +35,7 @@ from tests.integration.team.per_user_parts import (
     PRINCIPAL_HEADER,
     ConnectSite,
     HeaderPrincipal,
-    MemoryTeamState,
+    sqlite_state,
     upstream_access_token,
     upstream_config,
 )
@@ -46,10 +47,14 @@ from mcpfleet.gateway.handlers import build_server
 from mcpfleet.gateway.http import HttpListener, parse_bind, serve_http
 from mcpfleet.gateway.relay import Relay
 from mcpfleet.gateway.served_catalog import ListKind
+from mcpfleet.team.audit import AuditLog
+from mcpfleet.team.audited_guard import AuditedGuard
 from mcpfleet.team.connect_pages import ConnectLayer
+from mcpfleet.team.model import AuditSettings
 from mcpfleet.team.per_user import PerUserCredentials
 from mcpfleet.team.principal import principal_of_scope
 from mcpfleet.team.sealing import TEAM_KEY_VARIABLE, Sealer
+from mcpfleet.team.state import TeamState
 from mcpfleet.team.user_backend import per_user_permit
 
 pytestmark = pytest.mark.anyio
@@ -97,7 +102,7 @@ class PerUserGuard:
 @asynccontextmanager
 async def per_user_gateway(
     home: Path, upstream: RunningOAuthServer, guard: PerUserGuard
-) -> AsyncIterator[ConnectSite]:
+) -> AsyncIterator[tuple[ConnectSite, TeamState]]:
     """A gateway whose fleet is the upstream (listed with the catalog's own token), guarded by
     ``guard``, serving the connect pages beside its MCP endpoint."""
     listing_token = await upstream_access_token(upstream.base_url, "catalog@upstream")
@@ -116,10 +121,14 @@ async def per_user_gateway(
     sealer = Sealer.from_environment({TEAM_KEY_VARIABLE: base64.b64encode(secrets.token_bytes(32)).decode()})
     servers = {SERVER: upstream_config(SERVER, upstream.mcp_url)}
     async with (
+        sqlite_state(home) as state,
         PerUserCredentials.running(
-            MemoryTeamState(), sealer, servers, public_url=f"{base_url}/mcp", cwd=home
+            state, sealer, servers, public_url=f"{base_url}/mcp", cwd=home
         ) as credentials,
-        open_gateway(own_fleet, GatewayOptions(guard=guard)) as gateway,
+        open_gateway(
+            own_fleet,
+            GatewayOptions(guard=AuditedGuard(guard, AuditLog(AuditSettings(arguments=True), state))),
+        ) as gateway,
         anyio.create_task_group() as task_group,
     ):
         guard.credentials = credentials
@@ -133,7 +142,7 @@ async def per_user_gateway(
                 around=lambda app: HeaderPrincipal(ConnectLayer(app, credentials)),
             )
         )
-        yield ConnectSite(base_url, credentials)
+        yield ConnectSite(base_url, credentials), state
         task_group.cancel_scope.cancel()
 
 
@@ -154,7 +163,7 @@ async def test_two_users_call_the_same_upstream_each_as_themselves(
     caplog.set_level(logging.DEBUG)
     guard = PerUserGuard()
     async with (
-        per_user_gateway(isolated_home, upstream, guard) as site,
+        per_user_gateway(isolated_home, upstream, guard) as (site, state),
         client_of(site, "alice") as alice,
         client_of(site, "bob") as bob,
     ):
@@ -175,10 +184,17 @@ async def test_two_users_call_the_same_upstream_each_as_themselves(
         assert "open" in text_of(await bob.call_tool(TOOL, {})), "revoked: the link again"
         assert text_of(await alice.call_tool(TOOL, {})) == "authenticated as alice@upstream"
         tokens = [await site.credentials.store("alice", SERVER).get_tokens()]
+        audit = await state.audit_records()
     assert ("alice", "whoami", "ok") in guard.outcomes and ("bob", "whoami", "ok") in guard.outcomes
+    assert [(record.user, record.outcome) for record in audit].count(("alice", "ok")) == 3
+    assert ("bob", "denied") in [(record.user, record.outcome) for record in audit], "the link is a denial"
     secrets_held = [token.access_token for token in tokens if token is not None]
-    assert secrets_held and all(secret not in caplog.text for secret in secrets_held)
-    assert all(secret not in repr(guard.outcomes) for secret in secrets_held)
+    if tokens[0] is not None and tokens[0].refresh_token is not None:
+        secrets_held.append(tokens[0].refresh_token)
+    assert len(secrets_held) == 2
+    for secret in secrets_held:
+        assert secret not in caplog.text
+        assert secret not in repr(audit)
 
 
 async def test_a_client_that_declares_url_elicitation_is_asked_to_open_the_link(
@@ -188,7 +204,7 @@ async def test_a_client_that_declares_url_elicitation_is_asked_to_open_the_link(
         return mcp_types.ElicitResult(action="decline")
 
     async with (
-        per_user_gateway(isolated_home, upstream, PerUserGuard()) as site,
+        per_user_gateway(isolated_home, upstream, PerUserGuard()) as (site, _),
         client_of(site, "carol", elicitation_callback=no_form) as carol,
     ):
         with pytest.raises(MCPError) as raised:

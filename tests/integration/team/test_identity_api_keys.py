@@ -89,7 +89,7 @@ def test_a_team_file_without_a_key_file_is_a_usage_error_naming_the_fix(tmp_path
     assert answer.returncode == 2 and answer.stdout == ""
     assert f"{team}: identity.api_keys is not set" in answer.stderr
     unreadable = mcpfleet("team", "key", "add", "ci", "--team", str(tmp_path / "absent.yaml"))
-    assert unreadable.returncode == 2 and "cannot read it" in unreadable.stderr
+    assert unreadable.returncode == 2 and "absent.yaml: no such file" in unreadable.stderr
 
 
 async def whoami(gateway: IdentityGateway, key: str) -> httpx2.Response | dict[str, Any]:

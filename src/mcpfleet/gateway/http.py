@@ -41,7 +41,7 @@ import re
 import secrets
 import socket
 import sys
-from collections.abc import Callable, Iterator, MutableMapping
+from collections.abc import Awaitable, Callable, Iterator, MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -358,9 +358,18 @@ def _display(bind: HttpBind) -> str:
     return f"{_host_for_url(bind.host)}:{bind.port}"
 
 
+Admission = Callable[["Scope", "Send"], Awaitable["Scope | None"]]
+"""Whether a request is served, decided from its headers alone, in place of the gate's one
+token (a team gateway's identity check): the scope to serve it with (with what it learnt added,
+such as who is asking), or ``None`` once it has answered the request itself (a 401, a page of
+its own). It runs before the body is read: a client nobody admits cannot make the gateway read
+and hold a body of 4 MB on each of its connections."""
+
+
 class BearerGate:
-    """Answer 401 to every HTTP request without ``Authorization: Bearer <token>``, 503 once
-    stopping, and a JSON-RPC -32600 to a request whose id is neither a string nor an integer.
+    """Answer 401 to every HTTP request without ``Authorization: Bearer <token>`` (or that
+    ``admission`` refuses), 503 once stopping, and a JSON-RPC -32600 to a request whose id is
+    neither a string nor an integer.
 
     The comparison is constant-time (``hmac.compare_digest``), so response timing does not
     reveal how much of a guess was right. More than one ``Authorization`` header is refused:
@@ -374,11 +383,17 @@ class BearerGate:
     """
 
     def __init__(
-        self, app: ASGIApp, token: str | None, *, max_body_bytes: int = MAX_REQUEST_BODY_BYTES
+        self,
+        app: ASGIApp,
+        token: str | None,
+        *,
+        max_body_bytes: int = MAX_REQUEST_BODY_BYTES,
+        admission: Admission | None = None,
     ) -> None:
         self.app = app
         self.expected = token.encode("ascii") if token is not None else None
         self.max_body_bytes = max_body_bytes
+        self.admission = admission
         self.stopping = False
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -400,6 +415,11 @@ class BearerGate:
                     [(b"www-authenticate", challenge)],
                 )
                 return
+        if self.admission is not None:
+            admitted = await self.admission(scope, send)
+            if admitted is None:
+                return  # answered already
+            scope = admitted
         if scope["method"] == "POST":
             try:
                 body = await _read_body(receive, self.max_body_bytes)
@@ -531,6 +551,7 @@ async def serve_http(
     bounds: ListenerBounds | None = None,
     notice: Callable[[str], None] = stderr_notice,
     around: Callable[[ASGIApp], ASGIApp] | None = None,
+    admission: Admission | None = None,
     public_url: str | None = None,
     task_status: TaskStatus[str] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
@@ -542,7 +563,9 @@ async def serve_http(
     Once listening, ``notice`` gets ``serving on http://HOST:PORT/mcp`` and ``task_status`` the URL.
     ``around`` wraps the SDK's application in the layers a team gateway puts in front of it (its
     identity check, which sets each request's principal, and its own pages), inside the size and
-    request-id checks and the 503 of a gateway stopping; ``public_url`` is the URL clients of a
+    request-id checks and the 503 of a gateway stopping; ``admission`` decides from each request's
+    headers, before its body is read, whether it is served (a team gateway's identity check, with
+    ``auth_token=None``; see ``Admission``); ``public_url`` is the URL clients of a
     team gateway address (its ``Host`` is accepted besides this machine's names).
     """
     from mcpfleet.gateway.resumption import RETRY_INTERVAL_MS, BoundedEventStore
@@ -561,7 +584,10 @@ async def serve_http(
             retry_interval=RETRY_INTERVAL_MS,
         )
         gate = BearerGate(
-            around(app) if around is not None else app, auth_token, max_body_bytes=max_request_body_bytes
+            around(app) if around is not None else app,
+            auth_token,
+            max_body_bytes=max_request_body_bytes,
+            admission=admission,
         )
         http_server = _GatewayUvicorn(
             uvicorn.Config(

@@ -242,7 +242,7 @@ async def _serve_team(
     """The team gateway of ``team`` on ``listener`` (``mcpfleet.team.serving``), until cancelled."""
     from mcpfleet.gateway.handlers import build_server
     from mcpfleet.gateway.http import serve_http
-    from mcpfleet.team.serving import open_team_gateway, team_layers
+    from mcpfleet.team.serving import open_team_gateway, team_admission
 
     async with open_team_gateway(
         team, options, startup_timeout_ms=args.startup_timeout, use_cache=not args.no_cache
@@ -251,6 +251,6 @@ async def _serve_team(
             build_server(served.gateway),
             listener,
             auth_token=None,
-            around=team_layers(served.live),
+            admission=team_admission(served.live),
             public_url=team.public_url,
         )

@@ -6,16 +6,17 @@ the team file's servers), the gateway over it with that guard, and the watcher o
 (``LiveTeamFile``), whose reloads reach the fleet (servers added, removed, changed), the guard
 (policies: each session whose view changed hears ``list_changed``) and every other follower.
 
-``team_layers(team)`` is what stands in front of the SDK's MCP application (``serve_http``'s
-``around``): the identity check that puts each request's ``Principal`` in its scope. The guard
-refuses any request that reaches the MCP endpoint without one.
+``team_admission(team)`` is what decides, from each request's headers, whether it is served
+(``serve_http``'s ``admission``, before any body is read): the identity check that puts each
+request's ``Principal`` in its scope. The guard refuses any request that reaches the MCP
+endpoint without one.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
@@ -27,9 +28,8 @@ from mcpfleet.team.fleet import LiveTeamFile, TeamFleet
 from mcpfleet.team.guard import CallHooks, TeamGuard
 
 if TYPE_CHECKING:
-    from starlette.types import ASGIApp
-
     from mcpfleet.gateway.core import Gateway
+    from mcpfleet.gateway.http import Admission
     from mcpfleet.gateway.relay import Relay
     from mcpfleet.team.model import TeamFile
 
@@ -90,10 +90,10 @@ async def open_team_gateway(
             task_group.cancel_scope.cancel()
 
 
-def team_layers(team: LiveTeamFile) -> Callable[[ASGIApp], ASGIApp]:
-    """The ASGI layers in front of the MCP application of a team gateway: the identity check
-    (``team.identity``: the protected resource's metadata, the 401 challenge, tokens and
-    service-account keys), which puts each request's principal in its scope."""
-    from mcpfleet.team.identity import identity_layer
+def team_admission(team: LiveTeamFile) -> Admission:
+    """The admission of a team gateway's requests (``team.identity``: the protected resource's
+    metadata, the 401 challenge, tokens and service-account keys), which puts each admitted
+    request's principal in its scope."""
+    from mcpfleet.team.identity import identity_check
 
-    return identity_layer(team.current)
+    return identity_check(team.current).admit

@@ -7,8 +7,8 @@ credentials, or the whole authorization-code flow), they can sign tokens the pro
 never issue (expired, for another issuer, without ``sub``) with the very key the gateway trusts.
 
 ``running_identity_gateway(...)`` serves a small MCP server (tool ``whoami``: the principal the
-identity check put in the request's scope) through ``serve_http`` with the ``IdentityGate``
-in front (``around``), on 127.0.0.1 at a free port; ``public_url`` is where it listens.
+identity check put in the request's scope) through ``serve_http`` with the ``IdentityCheck`` as
+its admission, on 127.0.0.1 at a free port; ``public_url`` is where it listens.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from tests.servers.fixtures import FAKE_SERVER
 
 from mcpfleet.gateway.http import HttpListener, parse_bind, serve_http
 from mcpfleet.team.api_keys import ApiKeyStore
-from mcpfleet.team.identity import IdentityGate
+from mcpfleet.team.identity import IdentityCheck
 from mcpfleet.team.jwks import IssuerKeys
 from mcpfleet.team.model import IdentitySettings
 from mcpfleet.team.principal import PRINCIPAL_SCOPE_KEY, Principal
@@ -183,7 +183,7 @@ def _read_issuer(process: subprocess.Popen[bytes], folder: Path) -> str:
 @dataclass
 class IdentityGateway:
     public_url: str
-    gate: IdentityGate
+    check: IdentityCheck
 
     @property
     def metadata_url(self) -> str:
@@ -214,17 +214,13 @@ def whoami_server() -> Any:
 async def running_identity_gateway(
     issuer: str, *, api_keys: Path | None = None, keys: IssuerKeys | None = None
 ) -> AsyncIterator[IdentityGateway]:
-    """The test server behind ``serve_http(around=IdentityGate …)``, audience = its own URL."""
+    """The test server behind ``serve_http(admission=IdentityCheck(…).admit)``, audience = its own URL."""
     listener = HttpListener.open(parse_bind("127.0.0.1:0"))
     public_url = listener.url
     settings = IdentitySettings(issuer=issuer, audience=public_url, api_keys=api_keys)
     verifier = JwtVerifier(settings, keys)
     store = ApiKeyStore(api_keys) if api_keys is not None else None
-    made: list[IdentityGate] = []
-
-    def identity(app: Any) -> Any:
-        made.append(IdentityGate(app, public_url=public_url, tokens=verifier, api_keys=store))
-        return made[-1]
+    check = IdentityCheck(public_url=public_url, tokens=verifier, api_keys=store)
 
     async with anyio.create_task_group() as task_group:
         await task_group.start(
@@ -232,13 +228,13 @@ async def running_identity_gateway(
                 whoami_server(),
                 listener,
                 auth_token=None,
-                around=identity,
+                admission=check.admit,
                 notice=lambda _: None,
                 task_status=task_status,
             )
         )
         try:
-            yield IdentityGateway(public_url, made[0])
+            yield IdentityGateway(public_url, check)
         finally:
             task_group.cancel_scope.cancel()
 

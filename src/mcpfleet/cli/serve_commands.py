@@ -257,6 +257,7 @@ async def _serve_team(
             build_server(served.gateway),
             listener,
             auth_token=None,
-            around=served.layers,
+            around=served.connect_pages,
+            admission=served.admission,
             public_url=team.public_url,
         )

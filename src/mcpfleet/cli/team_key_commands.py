@@ -70,25 +70,16 @@ def revoke_key_command(args: argparse.Namespace) -> int:
 
 
 def api_keys_file(team_file: Path) -> Path:
-    """The key file the team file names in ``identity.api_keys``, resolved against its folder;
-    ``ConfigError`` (exit 2) naming the team file and the fix when it names none."""
-    from mcpfleet.config.readers import parse_text
+    """The key file the team file names in ``identity.api_keys`` (resolved by the loader against
+    the team file's folder). A team file that does not load, or names no key file, is a
+    ``ConfigError`` (exit 2) naming the file, the key and the fix."""
+    from mcpfleet.team.loading import load_team_file
 
-    try:
-        text = team_file.read_text(encoding="utf-8-sig")
-    except OSError as error:
-        raise ConfigError(
-            f"--team {team_file}: cannot read it ({error.strerror or error}); give the team file",
-            path=str(team_file),
-        ) from error
-    yaml = team_file.suffix.lower() in (".yaml", ".yml")
-    document = parse_text(text, "yaml" if yaml else "json", path=team_file)
-    identity = document.get("identity") if isinstance(document, dict) else None
-    named = identity.get("api_keys") if isinstance(identity, dict) else None
-    if not isinstance(named, str) or not named.strip():
+    team = load_team_file(team_file)
+    if team.identity.api_keys is None:
         raise ConfigError(
             f"{team_file}: identity.api_keys is not set; add `api_keys: api-keys.json` under identity "
             "(the file of hashed service-account keys, beside the team file)",
             path=str(team_file),
         )
-    return team_file.parent / Path(named).expanduser()
+    return team.identity.api_keys

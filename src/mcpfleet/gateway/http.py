@@ -46,7 +46,7 @@ import re
 import secrets
 import socket
 import sys
-from collections.abc import Callable, Iterator, MutableMapping
+from collections.abc import Awaitable, Callable, Iterator, MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -364,10 +364,19 @@ def _display(bind: HttpBind) -> str:
     return f"{_host_for_url(bind.host)}:{bind.port}"
 
 
+Admission = Callable[["Scope", "Send"], Awaitable["Scope | None"]]
+"""Whether a request is served, decided from its headers alone, in place of the gate's one
+token (a team gateway's identity check): the scope to serve it with (with what it learnt added,
+such as who is asking), or ``None`` once it has answered the request itself (a 401, a page of
+its own). It runs before the body is read: a client nobody admits cannot make the gateway read
+and hold a body of 4 MB on each of its connections."""
+
+
 class BearerGate:
-    """Answer 401 to every HTTP request without ``Authorization: Bearer <token>``, 503 once
-    stopping, 421/403 to a foreign ``Host``/``Origin`` (``security``, the SDK's own check), and
-    a JSON-RPC -32600 to a request whose id is neither a string nor an integer.
+    """Answer 401 to every HTTP request without ``Authorization: Bearer <token>`` (or that
+    ``admission`` refuses), 503 once stopping, 421/403 to a foreign ``Host``/``Origin`` on the
+    MCP endpoint (``security``, the SDK's own check), and a JSON-RPC -32600 to a request whose
+    id is neither a string nor an integer.
 
     The comparison is constant-time (``hmac.compare_digest``), so response timing does not
     reveal how much of a guess was right. More than one ``Authorization`` header is refused:
@@ -391,6 +400,7 @@ class BearerGate:
         *,
         security: TransportSecuritySettings | None = None,
         max_body_bytes: int = MAX_REQUEST_BODY_BYTES,
+        admission: Admission | None = None,
     ) -> None:
         from mcp.server.transport_security import TransportSecurityMiddleware
 
@@ -398,6 +408,7 @@ class BearerGate:
         self.expected = token.encode("ascii") if token is not None else None
         self.security = TransportSecurityMiddleware(security) if security is not None else None
         self.max_body_bytes = max_body_bytes
+        self.admission = admission
         self.stopping = False
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -419,7 +430,14 @@ class BearerGate:
                     [(b"www-authenticate", challenge)],
                 )
                 return
-        if self.security is not None:
+        if self.admission is not None:
+            admitted = await self.admission(scope, send)
+            if admitted is None:
+                return  # answered already
+            scope = admitted
+        if self.security is not None and scope["path"].startswith(MCP_PATH):
+            # The MCP endpoint's check, which its fast path would otherwise pass by; a team
+            # gateway's own pages (its connect forms) are not JSON-RPC and check themselves.
             from starlette.requests import Request
 
             refusal = await self.security.validate_request(Request(scope), is_post=scope["method"] == "POST")
@@ -566,6 +584,7 @@ async def serve_http(
     bounds: ListenerBounds | None = None,
     notice: Callable[[str], None] = stderr_notice,
     around: Callable[[ASGIApp], ASGIApp] | None = None,
+    admission: Admission | None = None,
     public_url: str | None = None,
     task_status: TaskStatus[str] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
@@ -577,7 +596,9 @@ async def serve_http(
     Once listening, ``notice`` gets ``serving on http://HOST:PORT/mcp`` and ``task_status`` the URL.
     ``around`` wraps the SDK's application in the layers a team gateway puts in front of it (its
     identity check, which sets each request's principal, and its own pages), inside the size and
-    request-id checks and the 503 of a gateway stopping; ``public_url`` is the URL clients of a
+    request-id checks and the 503 of a gateway stopping; ``admission`` decides from each request's
+    headers, before its body is read, whether it is served (a team gateway's identity check, with
+    ``auth_token=None``; see ``Admission``); ``public_url`` is the URL clients of a
     team gateway address (its ``Host`` is accepted besides this machine's names).
     """
     from mcpfleet.gateway.handlers import fast_path_of
@@ -604,6 +625,7 @@ async def serve_http(
             auth_token,
             security=security,
             max_body_bytes=max_request_body_bytes,
+            admission=admission,
         )
         http_server = _GatewayUvicorn(
             uvicorn.Config(

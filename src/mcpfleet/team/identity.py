@@ -1,7 +1,8 @@
 """The team gateway as an OAuth 2.1 protected resource: who is asking, for every request.
 
-``IdentityGate`` is the ASGI layer in front of the gateway's MCP endpoint
-(``serve_http(around=…)``), where the local gateway's single bearer token would be checked. It
+``IdentityCheck`` stands where the local gateway checks its single bearer token: its ``admit``
+is the gateway's ``Admission`` (``serve_http(admission=…)``), which sees each request's
+headers before any body is read. It
 
 - serves the protected resource metadata (RFC 9728) at ``/.well-known/oauth-protected-resource``
   and at its path-suffixed form (``…/oauth-protected-resource/mcp`` for ``public_url``
@@ -19,15 +20,15 @@
 
 More than one ``Authorization`` header is refused (two proxies could each read a different
 one). Everything else the local gateway checks (body cap, request ids, 503 once stopping) is
-done by its ``BearerGate``, which a team gateway runs with no token of its own, in front of
-this layer.
+done by its ``BearerGate`` as ever, which a team gateway runs with no token of its own and this
+check as its admission: a request is read past its headers only once it is admitted.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -37,7 +38,7 @@ from mcpfleet.team.principal import PRINCIPAL_SCOPE_KEY, Principal
 from mcpfleet.team.tokens import JwtVerifier, TokenRejected
 
 if TYPE_CHECKING:
-    from starlette.types import ASGIApp, Receive, Scope, Send
+    from starlette.types import Scope, Send
 
 logger = logging.getLogger(__name__)
 
@@ -69,20 +70,18 @@ def resource_metadata(public_url: str, issuer: str) -> dict[str, Any]:
     }
 
 
-class IdentityGate:
-    """Answer the metadata routes, refuse requests without a valid credential, and put the
-    principal of every other request in its scope (see the module's notes)."""
+class IdentityCheck:
+    """Answer the metadata routes, refuse requests without a valid credential, and admit every
+    other request with its principal in its scope (see the module's notes)."""
 
     def __init__(
         self,
-        app: ASGIApp,
         *,
         public_url: str,
         tokens: JwtVerifier,
         api_keys: ApiKeyStore | None = None,
         open_paths: Iterable[str] = DEFAULT_OPEN_PATHS,
     ) -> None:
-        self.app = app
         self.tokens = tokens
         self.api_keys = api_keys
         self.open_paths = frozenset(open_paths)
@@ -90,22 +89,15 @@ class IdentityGate:
         self._metadata = json.dumps(resource_metadata(public_url, tokens.settings.issuer)).encode()
         self._challenge = f'Bearer resource_metadata="{metadata_url(public_url)}"'
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "lifespan":
-            await self.app(scope, receive, send)
-            return
-        if scope["type"] != "http":
-            # Nothing is served over WebSocket; were a server configured to accept one, it must
-            # not be a way around the check.
-            await send({"type": "websocket.close", "code": 1008})
-            return
+    async def admit(self, scope: Scope, send: Send) -> Scope | None:
+        """The HTTP request's scope with its principal, or ``None`` once answered (the
+        metadata, or a 401); paths in ``open_paths`` pass as they are."""
         path = scope["path"]
         if path in self._metadata_paths:
             await self._answer_metadata(scope, send)
-            return
+            return None
         if path in self.open_paths:
-            await self.app(scope, receive, send)
-            return
+            return scope
         presented = [value for key, value in scope["headers"] if key == b"authorization"]
         if not presented:
             await self._refuse(
@@ -114,16 +106,16 @@ class IdentityGate:
                 "this gateway needs Authorization: Bearer <token>; sign in with the "
                 "identity provider its resource metadata names",
             )
-            return
+            return None
         if len(presented) > 1:
             await self._refuse(send, "invalid_request", "send one Authorization header, not several")
-            return
+            return None
         try:
             principal = await self.principal_for(presented[0])
         except TokenRejected as error:
             await self._refuse(send, "invalid_token", str(error))
-            return
-        await self.app({**scope, PRINCIPAL_SCOPE_KEY: principal}, receive, send)
+            return None
+        return {**scope, PRINCIPAL_SCOPE_KEY: principal}
 
     async def principal_for(self, header: bytes) -> Principal:
         """Who an ``Authorization`` header's value names (``TokenRejected`` saying why not)."""
@@ -176,20 +168,13 @@ async def _respond(send: Send, status: int, body: bytes, headers: list[tuple[byt
     await send({"type": "http.response.body", "body": body})
 
 
-def identity_layer(
-    team: TeamFile, *, open_paths: Iterable[str] = DEFAULT_OPEN_PATHS
-) -> Callable[[ASGIApp], ASGIApp]:
-    """The ``around`` that ``serve_http`` puts before the MCP endpoint for a team file: tokens checked
-    against ``identity.issuer`` for ``identity.audience``, keys read from ``identity.api_keys``.
-    ``/metrics`` is open too when the team file says ``metrics: public``."""
+def identity_check(team: TeamFile, *, open_paths: Iterable[str] = DEFAULT_OPEN_PATHS) -> IdentityCheck:
+    """The identity check of a team file (``serve_http(admission=check.admit)``): tokens checked
+    against ``identity.issuer`` for ``identity.audience``, keys read from ``identity.api_keys``;
+    ``/metrics`` open too when the team file says ``metrics: public``."""
     identity = team.identity
-    tokens = JwtVerifier(identity)
     api_keys = ApiKeyStore(identity.api_keys) if identity.api_keys is not None else None
     opened = frozenset(open_paths) | ({"/metrics"} if team.metrics == "public" else set())
-
-    def layer(app: ASGIApp) -> ASGIApp:
-        return IdentityGate(
-            app, public_url=team.public_url, tokens=tokens, api_keys=api_keys, open_paths=opened
-        )
-
-    return layer
+    return IdentityCheck(
+        public_url=team.public_url, tokens=JwtVerifier(identity), api_keys=api_keys, open_paths=opened
+    )

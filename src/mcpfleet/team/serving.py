@@ -15,10 +15,12 @@
    added, removed, changed) and the guard (policies: each session whose view changed hears
    ``list_changed``).
 
-``TeamGateway.layers`` is what stands in front of the SDK's MCP application (``serve_http``'s
-``around``): the identity check (``team.identity``), which puts each request's ``Principal`` in
-its scope, then the connect pages of per-user servers. The guard refuses any request that
-reaches the MCP endpoint without a principal.
+``TeamGateway.admission`` decides, from each request's headers and before any body is read,
+whether it is served (``serve_http``'s ``admission``): the identity check (``team.identity``),
+which puts each request's ``Principal`` in its scope. ``TeamGateway.connect_pages`` stands in
+front of the SDK's MCP application (``serve_http``'s ``around``) when a server is per-user: the
+pages where users connect their own accounts. The guard refuses any request that reaches the MCP
+endpoint without a principal.
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ if TYPE_CHECKING:
     from starlette.types import ASGIApp
 
     from mcpfleet.gateway.core import Gateway
+    from mcpfleet.gateway.http import Admission
     from mcpfleet.gateway.relay import Relay
     from mcpfleet.team.model import TeamFile
     from mcpfleet.team.per_user import PerUserCredentials
@@ -67,19 +70,23 @@ class TeamGateway:
     credentials: PerUserCredentials | None
 
     @property
-    def layers(self) -> Callable[[ASGIApp], ASGIApp]:
-        """The ASGI layers in front of the MCP application (see the module)."""
-        from mcpfleet.team.identity import identity_layer
+    def admission(self) -> Admission:
+        """The identity check every request passes before it is served (see the module)."""
+        from mcpfleet.team.identity import identity_check
 
-        identity = identity_layer(self.live.current)
+        return identity_check(self.live.current).admit
+
+    @property
+    def connect_pages(self) -> Callable[[ASGIApp], ASGIApp] | None:
+        """The connect pages in front of the MCP application, when a server is per-user."""
         credentials = self.credentials
         if credentials is None:
-            return identity
+            return None
 
         def around(app: ASGIApp) -> ASGIApp:
             from mcpfleet.team.connect_pages import ConnectLayer
 
-            return identity(ConnectLayer(app, credentials))
+            return ConnectLayer(app, credentials)
 
         return around
 

@@ -7,14 +7,18 @@ credentials, or the whole authorization-code flow), they can sign tokens the pro
 never issue (expired, for another issuer, without ``sub``) with the very key the gateway trusts.
 
 ``running_identity_gateway(...)`` serves a small MCP server (tool ``whoami``: the principal the
-identity check put in the request's scope) through ``serve_http`` with the ``IdentityGate``
-in front (``around``), on 127.0.0.1 at a free port; ``public_url`` is where it listens.
+identity check put in the request's scope) through ``serve_http`` with the ``IdentityCheck`` as
+its admission, on 127.0.0.1 at a free port; ``public_url`` is where it listens.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import signal
+import socket
 import subprocess
+import sys
 import time
 from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager
@@ -28,10 +32,12 @@ import jwt
 from cryptography.hazmat.primitives.asymmetric import rsa
 from jwt.algorithms import RSAAlgorithm
 from mcp.server.mcpserver import Context, MCPServer
+from tests.integration.gateway.http_gateway import SERVING_LINE, HttpGateway
+from tests.servers.fixtures import FAKE_SERVER
 
 from mcpfleet.gateway.http import HttpListener, parse_bind, serve_http
 from mcpfleet.team.api_keys import ApiKeyStore
-from mcpfleet.team.identity import IdentityGate
+from mcpfleet.team.identity import IdentityCheck
 from mcpfleet.team.jwks import IssuerKeys
 from mcpfleet.team.model import IdentitySettings
 from mcpfleet.team.principal import PRINCIPAL_SCOPE_KEY, Principal
@@ -177,7 +183,7 @@ def _read_issuer(process: subprocess.Popen[bytes], folder: Path) -> str:
 @dataclass
 class IdentityGateway:
     public_url: str
-    gate: IdentityGate
+    check: IdentityCheck
 
     @property
     def metadata_url(self) -> str:
@@ -208,17 +214,13 @@ def whoami_server() -> Any:
 async def running_identity_gateway(
     issuer: str, *, api_keys: Path | None = None, keys: IssuerKeys | None = None
 ) -> AsyncIterator[IdentityGateway]:
-    """The test server behind ``serve_http(around=IdentityGate …)``, audience = its own URL."""
+    """The test server behind ``serve_http(admission=IdentityCheck(…).admit)``, audience = its own URL."""
     listener = HttpListener.open(parse_bind("127.0.0.1:0"))
     public_url = listener.url
     settings = IdentitySettings(issuer=issuer, audience=public_url, api_keys=api_keys)
     verifier = JwtVerifier(settings, keys)
     store = ApiKeyStore(api_keys) if api_keys is not None else None
-    made: list[IdentityGate] = []
-
-    def identity(app: Any) -> Any:
-        made.append(IdentityGate(app, public_url=public_url, tokens=verifier, api_keys=store))
-        return made[-1]
+    check = IdentityCheck(public_url=public_url, tokens=verifier, api_keys=store)
 
     async with anyio.create_task_group() as task_group:
         await task_group.start(
@@ -226,12 +228,72 @@ async def running_identity_gateway(
                 whoami_server(),
                 listener,
                 auth_token=None,
-                around=identity,
+                admission=check.admit,
                 notice=lambda _: None,
                 task_status=task_status,
             )
         )
         try:
-            yield IdentityGateway(public_url, made[0])
+            yield IdentityGateway(public_url, check)
         finally:
             task_group.cancel_scope.cancel()
+
+
+MCPFLEET = Path(sys.executable).parent / "mcpfleet"
+TEAM_READY_TIMEOUT_S = 60.0
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def write_team_file(folder: Path, issuer: str, port: int, policies: list[dict[str, Any]]) -> Path:
+    """A team file for ``mcpfleet serve --http 127.0.0.1:PORT``: one server, ``clock`` (its tool
+    is served as ``clock_echo``), users from ``issuer``, keys in ``api-keys.json`` beside it."""
+    team = folder / "team.json"
+    document = {
+        "public_url": f"http://127.0.0.1:{port}/mcp",
+        "servers": {
+            "clock": {
+                "command": sys.executable,
+                "args": [str(FAKE_SERVER), "--name", "clock", "--tool", "echo"],
+            }
+        },
+        "identity": {"issuer": issuer, "api_keys": "api-keys.json"},
+        "policies": policies,
+    }
+    team.write_text(json.dumps(document), encoding="utf-8")
+    return team
+
+
+@contextmanager
+def running_team_gateway(team: Path, port: int, key: str = "") -> Iterator[HttpGateway]:
+    """``mcpfleet serve --http 127.0.0.1:PORT --team FILE`` until the block ends (``key``: the
+    bearer credential its ``headers`` carry, for ``wait_until_listed``)."""
+    stderr_path = team.with_suffix(".stderr")
+    with stderr_path.open("wb") as stderr:
+        process = subprocess.Popen(
+            [str(MCPFLEET), "serve", "--http", f"127.0.0.1:{port}", "--team", str(team)],
+            cwd=team.parent,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+            start_new_session=True,
+        )
+    try:
+        deadline = time.monotonic() + TEAM_READY_TIMEOUT_S
+        while not (found := SERVING_LINE.search(stderr_path.read_text(errors="replace"))):
+            assert process.poll() is None and time.monotonic() < deadline, stderr_path.read_text(
+                errors="replace"
+            )
+            time.sleep(0.05)
+        yield HttpGateway(found.group(1), process, stderr_path, key)
+    finally:
+        os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()

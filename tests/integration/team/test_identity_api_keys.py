@@ -20,7 +20,7 @@ from tests.integration.team.identity_provider import IdentityGateway, running_id
 
 from mcpfleet.gateway.http import HttpListener, parse_bind, serve_http
 from mcpfleet.team.api_keys import KEY_PREFIX, key_digest
-from mcpfleet.team.identity import identity_layer
+from mcpfleet.team.identity import identity_check
 from mcpfleet.team.model import IdentitySettings, StateSettings, TeamFile
 
 MCPFLEET = Path(sys.executable).parent / "mcpfleet"
@@ -89,7 +89,7 @@ def test_a_team_file_without_a_key_file_is_a_usage_error_naming_the_fix(tmp_path
     assert answer.returncode == 2 and answer.stdout == ""
     assert f"{team}: identity.api_keys is not set" in answer.stderr
     unreadable = mcpfleet("team", "key", "add", "ci", "--team", str(tmp_path / "absent.yaml"))
-    assert unreadable.returncode == 2 and "cannot read it" in unreadable.stderr
+    assert unreadable.returncode == 2 and "absent.yaml: no such file" in unreadable.stderr
 
 
 async def whoami(gateway: IdentityGateway, key: str) -> httpx2.Response | dict[str, Any]:
@@ -136,7 +136,7 @@ async def test_a_key_is_a_service_account_until_revoked_without_a_restart(tmp_pa
 
 @pytest.mark.anyio
 @pytest.mark.parametrize("metrics", ["private", "public"])
-async def test_the_team_files_identity_layer_opens_metrics_only_when_public(
+async def test_the_team_files_identity_check_opens_metrics_only_when_public(
     tmp_path: Path, metrics: str
 ) -> None:
     listener = HttpListener.open(parse_bind("127.0.0.1:0"))
@@ -155,7 +155,7 @@ async def test_the_team_files_identity_layer_opens_metrics_only_when_public(
                 whoami_server(),
                 listener,
                 auth_token=None,
-                around=identity_layer(team),
+                admission=identity_check(team).admit,
                 notice=lambda _: None,
                 task_status=task_status,
             )

@@ -1,47 +1,48 @@
-"""Claude Code (the real one, from ``.tools/claude-code``, offline) reaching a team gateway: with
-a service account's key in ``--header`` it connects; without one it sees a server that wants
-a sign-in, which it can only tell from the 401 and the resource metadata."""
+"""Claude Code (the real one, from ``.tools/claude-code``, offline) reaching a real team gateway,
+``mcpfleet serve --http … --team FILE``: with a service account's key in ``--header`` it
+connects, and the same key lists the fleet; without one it sees a server that wants a sign-in,
+which it can only tell from the 401 and the resource metadata."""
 
 from __future__ import annotations
 
-import functools
+import subprocess
+import sys
 from pathlib import Path
 
-import anyio
-import pytest
+from tests.integration.gateway.http_gateway import wait_until_listed
 from tests.integration.gateway.test_gateway_real_clients import CLAUDE, claude, health, require_tool
-from tests.integration.team.identity_provider import IdentityProvider, running_identity_gateway
+from tests.integration.team.identity_provider import (
+    IdentityProvider,
+    free_port,
+    running_team_gateway,
+    write_team_file,
+)
 
-from mcpfleet.team.api_keys import add_key
-
-pytestmark = pytest.mark.anyio
+MCPFLEET = Path(sys.executable).parent / "mcpfleet"
 
 
-async def listing(home: Path) -> str:
-    return await anyio.to_thread.run_sync(functools.partial(claude, home, "mcp", "list"))
-
-
-async def test_claude_code_connects_with_a_service_key_and_not_without(
+def test_claude_code_connects_to_serve_team_with_a_service_key_and_not_without(
     isolated_home: Path, identity_provider: IdentityProvider
 ) -> None:
     require_tool(CLAUDE, "Claude Code")
-    key_file = isolated_home / "api-keys.json"
-    key = add_key(key_file, "claude-ci")
-    async with running_identity_gateway(identity_provider.issuer, api_keys=key_file) as gateway:
-        url = gateway.public_url
-        claude(
-            isolated_home,
-            "mcp",
-            "add",
-            "--transport",
-            "http",
-            "team",
-            url,
-            "--header",
-            f"Authorization: Bearer {key}",
-        )
-        claude(isolated_home, "mcp", "add", "--transport", "http", "anonymous", url)
-        shown = await listing(isolated_home)
+    port = free_port()
+    policies = [{"users": ["claude-ci"], "allow": ["*"]}]
+    team = write_team_file(isolated_home, identity_provider.issuer, port, policies)
+    added = subprocess.run(
+        [str(MCPFLEET), "team", "key", "add", "claude-ci", "--team", str(team)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    key = added.stdout.strip()
+    with running_team_gateway(team, port, key) as gateway:
+        bearer = f"Authorization: Bearer {key}"
+        claude(isolated_home, "mcp", "add", "--transport", "http", "team", gateway.url, "--header", bearer)
+        claude(isolated_home, "mcp", "add", "--transport", "http", "anonymous", gateway.url)
+        shown = claude(isolated_home, "mcp", "list")
+        # The same key lists the fleet: the team file's server, through its policy.
+        wait_until_listed(gateway, "clock_echo")
     assert health(shown, "team") == "✔ Connected"
     # Told by the 401's resource metadata that this server signs users in (it would open the
     # provider's page on /mcp), not that it failed.

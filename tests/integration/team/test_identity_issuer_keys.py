@@ -195,3 +195,21 @@ async def test_requests_arriving_together_before_any_key_is_held_share_one_fetch
                 task_group.start_soon(one, credential)
     assert subjects == ["alice"] * 20
     assert state.hits["/realm/keys"] == 1
+
+
+async def test_a_token_without_kid_is_checked_only_against_a_single_published_key() -> None:
+    signing, other = new_signing_key(), new_signing_key()
+    encryption = {**public_jwk(other, "enc"), "use": "enc"}  # never a signature key
+    with local_issuer() as (issuer, state):
+        publish(state, issuer, [public_jwk(signing, "only"), encryption])
+        now = int(time.time())
+        claims = {"iss": issuer, "sub": "alice", "aud": AUDIENCE, "iat": now, "exp": now + 300}
+        unnamed = jwt.encode(claims, signing, algorithm="RS256")
+        assert (await verifier(issuer).principal_for(unnamed)).subject == "alice"
+        with pytest.raises(TokenRejected, match="not among the issuer's published keys"):
+            await verifier(issuer).principal_for(token(issuer, other, "enc"))  # an encryption key's kid
+        publish(state, issuer, [public_jwk(signing, "only"), public_jwk(other, "second")])
+        with pytest.raises(
+            TokenRejected, match=r"names no signing key \(kid\) and the issuer publishes more"
+        ):
+            await verifier(issuer).principal_for(unnamed)

@@ -3,9 +3,11 @@ OAuth client, against a real OpenID provider, with nothing configured but the ga
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urljoin, urlsplit
 
+import anyio
 import httpx2
 import pytest
 from mcp.client import Client
@@ -13,7 +15,13 @@ from mcp.client.auth import AuthorizationCodeResult, OAuthClientProvider
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
 from pydantic import AnyUrl
-from tests.integration.team.identity_provider import IdentityProvider, running_identity_gateway
+from tests.integration.team.identity_provider import (
+    IdentityProvider,
+    free_port,
+    running_identity_gateway,
+    running_team_gateway,
+    write_team_file,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -121,3 +129,32 @@ async def test_two_users_are_two_principals(identity_provider: IdentityProvider)
             gateway.public_url, oauth_client(gateway.public_url, HeadlessBrowser("bob"), MemoryStorage())
         )
     assert (bob["subject"], bob["email"], bob["groups"]) == ("bob", "bob@example.com", ["sales"])
+
+
+async def signed_in_tools(url: str, user: str, *, wait_for: str | None = None) -> list[str]:
+    """The tools ``user`` is listed after signing in as the SDK does; with ``wait_for``, once that
+    tool is listed (a backend joins a cold gateway late)."""
+    auth = oauth_client(url, HeadlessBrowser(user), MemoryStorage())
+    async with (
+        httpx2.AsyncClient(auth=auth, timeout=httpx2.Timeout(30.0)) as http,
+        Client(streamable_http_client(url, http_client=http), mode="legacy") as client,
+    ):
+        with anyio.fail_after(60):
+            while True:
+                names = [tool.name for tool in (await client.list_tools()).tools]
+                if wait_for is None or wait_for in names:
+                    return names
+                await anyio.sleep(0.1)
+
+
+async def test_signed_in_through_serve_team_each_user_sees_what_the_policies_give(
+    identity_provider: IdentityProvider, isolated_home: Path
+) -> None:
+    port = free_port()
+    policies = [{"groups": ["eng"], "allow": ["clock/*"], "name": "engineers"}]
+    team = write_team_file(isolated_home, identity_provider.issuer, port, policies)
+    with running_team_gateway(team, port) as gateway:
+        alice = await signed_in_tools(gateway.url, "alice", wait_for="clock_echo")
+        bob = await signed_in_tools(gateway.url, "bob")
+    assert alice == ["clock_echo"]
+    assert bob == []  # signed in, and a principal, but no policy gives the sales group anything

@@ -14,7 +14,9 @@ import hmac
 import json
 import time
 from typing import Any
+from urllib.parse import urlsplit
 
+import anyio
 import httpx2
 import pytest
 from cryptography.hazmat.primitives import serialization
@@ -185,3 +187,24 @@ async def test_an_unverified_email_names_nobody(identity_provider: IdentityProvi
         claims = provider.claims_for(gateway.public_url, email="ceo@example.com", email_verified=False)
         answer = await whoami(gateway, provider.sign(claims))
     assert answer == {"subject": "alice", "email": None, "groups": ["eng", "oncall"], "service_account": None}
+
+
+async def test_a_request_nobody_admits_is_refused_before_its_body_is_read(
+    identity_provider: IdentityProvider,
+) -> None:
+    """The check sees the headers only: a client without a valid credential announces a 4 MB body,
+    sends none of it, and has its 401 all the same (the gateway never waits for, nor holds, it)."""
+    async with running_identity_gateway(identity_provider.issuer) as gateway:
+        parts = urlsplit(gateway.public_url)
+        stream = await anyio.connect_tcp(parts.hostname or "127.0.0.1", parts.port or 80)
+        async with stream:
+            head = (
+                f"POST {parts.path} HTTP/1.1\r\nHost: {parts.netloc}\r\nContent-Type: application/json\r\n"
+                f"Accept: application/json, text/event-stream\r\nAuthorization: Bearer not-a-token\r\n"
+                f"Content-Length: {4 * 1024 * 1024}\r\n\r\n"
+            )
+            await stream.send(head.encode())
+            answer = b""
+            while b"\r\n\r\n" not in answer:
+                answer += await stream.receive()
+    assert answer.startswith(b"HTTP/1.1 401 "), answer

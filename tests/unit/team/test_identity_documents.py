@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from mcpfleet.team.identity import IdentityGate, metadata_paths, metadata_url, resource_metadata
+from mcpfleet.team.identity import IdentityCheck, metadata_paths, metadata_url, resource_metadata
 from mcpfleet.team.model import IdentitySettings
 from mcpfleet.team.tokens import JwtVerifier
 
@@ -34,28 +34,22 @@ def test_the_metadata_is_served_at_the_root_and_at_the_resources_path() -> None:
     }
 
 
-async def answers(gate: IdentityGate, scope: dict[str, Any]) -> list[dict[str, Any]]:
+async def answers(check: IdentityCheck, scope: dict[str, Any]) -> tuple[Any, list[dict[str, Any]]]:
+    """What ``check.admit`` returns for ``scope``, and what it sent."""
     sent: list[dict[str, Any]] = []
-
-    async def receive() -> dict[str, Any]:
-        return {"type": "http.request", "body": b"", "more_body": False}
 
     async def send(message: MutableMapping[str, Any]) -> None:
         sent.append(dict(message))
 
-    await gate(scope, receive, send)
-    return sent
+    return await check.admit(scope, send), sent
 
 
-def gate_before(app: Any) -> IdentityGate:
+def check_for_example() -> IdentityCheck:
     settings = IdentitySettings(issuer="https://idp.example.com", audience="https://mcp.example.com/mcp")
-    return IdentityGate(app, public_url="https://mcp.example.com/mcp", tokens=JwtVerifier(settings))
+    return IdentityCheck(public_url="https://mcp.example.com/mcp", tokens=JwtVerifier(settings))
 
 
 async def test_a_description_is_kept_to_what_a_quoted_header_value_may_hold() -> None:
-    async def never(scope: Any, receive: Any, send: Any) -> None:
-        raise AssertionError("a refused request reached the app")
-
     # The header's alg comes back in the description: a quote, a backslash and a newline in it.
     header = base64.urlsafe_b64encode(json.dumps({"alg": 'x"y\\z\n'}).encode()).rstrip(b"=")
     scope = {
@@ -64,9 +58,9 @@ async def test_a_description_is_kept_to_what_a_quoted_header_value_may_hold() ->
         "path": "/mcp",
         "headers": [(b"authorization", b"Bearer " + header + b".e30.")],
     }
-    start, body = await answers(gate_before(never), scope)
+    admitted, (start, body) = await answers(check_for_example(), scope)
     challenge = dict(start["headers"])[b"www-authenticate"].decode()
-    assert start["status"] == 401
+    assert admitted is None and start["status"] == 401
     assert challenge.startswith('Bearer resource_metadata="https://mcp.example.com/.well-known/')
     assert 'error="invalid_token", error_description="the token\'s alg ' in challenge
     assert challenge.count('"') == 6  # three quoted values, no quote from the description
@@ -74,20 +68,16 @@ async def test_a_description_is_kept_to_what_a_quoted_header_value_may_hold() ->
     assert b'x"y' in body["body"]  # the body is not a header: it says it as it is
 
 
-async def test_no_websocket_goes_around_the_check_and_the_lifespan_goes_through() -> None:
-    reached: list[str] = []
-
-    async def app(scope: Any, receive: Any, send: Any) -> None:
-        reached.append(scope["type"])
-
-    gate = gate_before(app)
-    closed = await answers(gate, {"type": "websocket", "path": "/mcp", "headers": []})
-    await answers(gate, {"type": "lifespan"})
-    preflight = await answers(
-        gate,
-        {"type": "http", "method": "OPTIONS", "path": "/.well-known/oauth-protected-resource", "headers": []},
-    )
-    assert closed == [{"type": "websocket.close", "code": 1008}]
-    assert reached == ["lifespan"]
-    assert preflight[0]["status"] == 204
-    assert (b"access-control-allow-origin", b"*") in preflight[0]["headers"]
+async def test_open_paths_pass_as_they_are_and_the_metadata_answers_a_preflight() -> None:
+    check = check_for_example()
+    health = {"type": "http", "method": "GET", "path": "/healthz", "headers": []}
+    preflight = {
+        "type": "http",
+        "method": "OPTIONS",
+        "path": "/.well-known/oauth-protected-resource",
+        "headers": [],
+    }
+    assert await answers(check, health) == (health, [])
+    admitted, sent = await answers(check, preflight)
+    assert admitted is None and sent[0]["status"] == 204
+    assert (b"access-control-allow-origin", b"*") in sent[0]["headers"]

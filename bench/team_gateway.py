@@ -1,0 +1,171 @@
+"""The team gateway benchmark: what sign-in, policy and audit add to one ``tools/call``, end to end.
+
+    python -m bench.team_gateway            # ~1 minute on 2 cores; prints the figures
+    python -m bench.team_gateway --smoke    # a few seconds: fewer calls
+
+Four real ``mcpfleet serve --http 127.0.0.1:0`` processes serve the same fake stdio backend
+(``tests/servers/fake_server.py``, its ``echo`` tool), each to one SDK client (handshake era,
+one session) over loopback HTTP:
+
+- **plain**: ``--insecure-no-auth``, the local gateway with nothing in front of it (the baseline);
+- **team, no audit**: ``--team`` with a service-account key checked on every request and one
+  policy allowing the call (``audit: {store: false}``): the identity check and the policy;
+- **team, SQLite**: the same, every call recorded in the SQLite state before it answers
+  (``synchronous=FULL``: each record synced to disk);
+- **team, PostgreSQL**: the same, recorded in PostgreSQL on loopback (a server of the bench's own,
+  ``tests/postgres.py``, ``fsync`` on).
+
+The calls go round the four gateways in turn (one call each per round), so a change of the
+machine's load moves every figure alike; each gateway has ``WARMUP`` unmeasured calls first. The
+figure is the median (p50) latency of a call as the client sees it, and the difference to the
+plain gateway's. The key is a service key, not a JWT: ``bench.team_identity`` measures a JWT's
+check on its own (the part of it that differs). Not part of ``make test``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator, Iterator
+from contextlib import AsyncExitStack, ExitStack, asynccontextmanager, contextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+CALLS = 1000
+WARMUP = 100
+SMOKE_CALLS = 100
+ECHOED = {"message": "hello from the bench"}
+GOALS_MS = {"team, SQLite": 0.5, "team, PostgreSQL": 2.0}
+"""The issue's goals for the added latency of token check + policy + audit."""
+
+
+def _fake_server() -> dict[str, Any]:
+    from tests.servers.fixtures import FAKE_SERVER
+
+    return {"command": sys.executable, "args": [str(FAKE_SERVER), "--name", "bench", "--tool", "echo"]}
+
+
+def _team_file(folder: Path, **more: Any) -> Path:
+    from tests.integration.team.team_gateway import add_key, team_document, write_team_file
+
+    folder.mkdir(parents=True)
+    policies = [{"users": ["bench"], "allow": ["bench/*"]}]
+    path = write_team_file(folder / "team.json", team_document({"bench": _fake_server()}, policies, **more))
+    (folder / "key").write_text(add_key(path, "bench"))
+    return path
+
+
+@contextmanager
+def _gateways(folder: Path, postgres_dsn: str) -> Iterator[dict[str, tuple[str, dict[str, str]]]]:
+    """Each gateway's URL and the headers its client sends, running for the block."""
+    from tests.integration.gateway.http_gateway import running_http_gateway
+    from tests.integration.team.team_gateway import running_team_gateway
+
+    teams = {
+        "team, no audit": _team_file(folder / "no-audit", audit={"store": False}),
+        "team, SQLite": _team_file(folder / "sqlite"),
+        "team, PostgreSQL": _team_file(folder / "postgres", state={"postgres": "${BENCH_POSTGRES_DSN}"}),
+    }
+    environ = {**os.environ, "BENCH_POSTGRES_DSN": postgres_dsn}
+    plain_home = folder / "plain"
+    plain_home.mkdir()
+    with ExitStack() as stack:
+        plain = stack.enter_context(
+            running_http_gateway(plain_home, {"bench": _fake_server()}, "--insecure-no-auth", "--no-cache")
+        )
+        found: dict[str, tuple[str, dict[str, str]]] = {"plain": (plain.url, {})}
+        for name, team_file in teams.items():
+            gateway = stack.enter_context(running_team_gateway(team_file, "--no-cache", environ=environ))
+            key = (team_file.parent / "key").read_text()
+            found[name] = (gateway.url, {"Authorization": f"Bearer {key}"})
+        yield found
+
+
+@asynccontextmanager
+async def _clients(gateways: dict[str, tuple[str, dict[str, str]]]) -> AsyncIterator[dict[str, Any]]:
+    import httpx2
+    from mcp.client import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    async with AsyncExitStack() as stack:
+        clients: dict[str, Any] = {}
+        for name, (url, headers) in gateways.items():
+            http = httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30.0))
+            client = Client(streamable_http_client(url, http_client=http), mode="legacy")
+            clients[name] = await stack.enter_async_context(client)
+        yield clients
+
+
+async def _listed(client: Any) -> None:
+    """Until the backend has joined (its tools are not cached: ``--no-cache``)."""
+    from tests.integration.gateway.gateway_harness import wait_until
+
+    async def echo_listed() -> bool:
+        return "bench_echo" in {tool.name for tool in (await client.list_tools()).tools}
+
+    await wait_until(echo_listed, timeout_s=60)
+
+
+async def _measure(gateways: dict[str, tuple[str, dict[str, str]]], calls: int) -> dict[str, list[float]]:
+    async with _clients(gateways) as clients:
+        for client in clients.values():
+            await _listed(client)
+            for _ in range(WARMUP):
+                await client.call_tool("bench_echo", ECHOED)
+        latencies: dict[str, list[float]] = {name: [] for name in clients}
+        for _ in range(calls):
+            for name, client in clients.items():
+                started = time.perf_counter()
+                result = await client.call_tool("bench_echo", ECHOED)
+                latencies[name].append((time.perf_counter() - started) * 1000)
+                if result.is_error:
+                    raise RuntimeError(f"{name}: the call failed: {result.content}")
+        return latencies
+
+
+def _report(latencies: dict[str, list[float]]) -> list[str]:
+    baseline = statistics.median(latencies["plain"])
+    lines = [f"{'gateway':<20} {'p50 ms':>8} {'p90 ms':>8} {'added p50 ms':>13}  goal"]
+    for name, values in latencies.items():
+        p50 = statistics.median(values)
+        p90 = statistics.quantiles(values, n=10)[-1]
+        added = "" if name == "plain" else f"{p50 - baseline:+.3f}"
+        goal = f"<= {GOALS_MS[name]} ms" if name in GOALS_MS else ""
+        lines.append(f"{name:<20} {p50:>8.3f} {p90:>8.3f} {added:>13}  {goal}")
+    lines.append(f"({len(latencies['plain'])} calls per gateway, interleaved; load {os.getloadavg()[0]:.1f})")
+    return lines
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    parser.add_argument("--smoke", action="store_true", help="fewer calls: a few seconds")
+    parser.add_argument("--json", action="store_true", help="print the latencies' medians as JSON")
+    arguments = parser.parse_args()
+    from tests.postgres import start_postgres
+
+    server = start_postgres(durable=True)
+    try:
+        with (
+            tempfile.TemporaryDirectory(prefix="mcpfleet-bench-team-gateway-") as folder,
+            _gateways(Path(folder), server.dsn()) as gateways,
+        ):
+            calls = SMOKE_CALLS if arguments.smoke else CALLS
+            latencies = anyio.run(_measure, gateways, calls)
+        if arguments.json:
+            print(json.dumps({name: statistics.median(values) for name, values in latencies.items()}))
+        else:
+            for line in _report(latencies):
+                print(line)
+    finally:
+        server.stop()
+
+
+if __name__ == "__main__":
+    main()

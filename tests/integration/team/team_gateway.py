@@ -55,9 +55,12 @@ def write_team_file(path: Path, document: dict[str, Any]) -> Path:
     return path
 
 
-def add_key(team_file: Path, name: str) -> str:
+def add_key(team_file: Path, name: str, environ: dict[str, str] | None = None) -> str:
+    """``name``'s key, added with the environment the gateway will have (``team key add`` loads
+    the team file, whose ``${VAR}`` must be set)."""
     done = subprocess.run(
         [str(MCPFLEET), "team", "key", "add", name, "--team", str(team_file)],
+        env=environ,
         capture_output=True,
         text=True,
         timeout=60,

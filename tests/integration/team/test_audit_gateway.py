@@ -101,8 +101,9 @@ async def test_serve_team_records_every_call_before_it_answers(
         tmp_path / "team.json",
         team_document(SERVERS, POLICIES, state=state, audit={"file": audit_file.name}),
     )
-    ann_key, bob_key = add_key(team_file, "ann"), add_key(team_file, "bob")
-    with running_team_gateway(team_file, "--no-cache", environ={**os.environ, **environ}) as gateway:
+    environ = {**os.environ, **environ}
+    ann_key, bob_key = add_key(team_file, "ann", environ), add_key(team_file, "bob", environ)
+    with running_team_gateway(team_file, "--no-cache", environ=environ) as gateway:
         async with client_of(gateway.url, ann_key) as ann, client_of(gateway.url, bob_key) as bob:
             with anyio.fail_after(TOOLS_READY_S):
                 assert text_of(await ann.call_tool("alpha_echo", {"message": "hi"})) == "hi"

@@ -862,7 +862,9 @@ async def serve_http(port: int) -> None:
     listening.bind(("127.0.0.1", port))
     listening.listen(64)
     print(f"READY {listening.getsockname()[1]}", flush=True)
-    config = uvicorn.Config(app, log_level="warning", lifespan="on")
+    # h11, as the SDK's users get it without extras: httptools (installed here for the gateway)
+    # keeps a header value's trailing whitespace, which the SDK's Mcp-Name check then compares.
+    config = uvicorn.Config(app, log_level="warning", lifespan="on", http="h11")
     await uvicorn.Server(config).serve(sockets=[listening])
 
 

@@ -155,15 +155,13 @@ class ServerConnection:
     async def close(self) -> None:
         """Close the connection; idempotent, bounded, and the server's process group is gone on return."""
         self._close_requested = True
-        if not self.closed:
-            self._mark_closed("closed by the client")
+        self._mark_closed("closed by the client")
         self._wake.set()
         await self._owner_done.wait()
 
     def _mark_closed(self, reason: str) -> None:
         if not self.closed:
-            self.closed = True
-            self.close_reason = reason
+            self.closed, self.close_reason = True, reason
 
     # -- requests ---------------------------------------------------------------------------------------
     async def list_tools(self) -> list[ToolDefinition]:

@@ -177,7 +177,8 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
     come (the connection is made, or the previous answer is complete) until its headers are
     in, ``headers``; until its body is in, ``body``; then none (the request is in, the answer
     streams for as long as it takes). A request's line and headers are capped at
-    ``MAX_HEADER_BYTES`` (431 past it), as h11 capped them: llhttp alone has no cap.
+    ``MAX_HEADER_BYTES`` (431 past it), as h11 capped them: llhttp alone has no cap; and each
+    header's value is stripped of surrounding whitespace, as h11 strips it.
     """
 
     connection_guard: ClassVar[ConnectionGuard]
@@ -237,7 +238,9 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
 
     def on_header(self, name: bytes, value: bytes) -> None:
         if self._within_header_cap(len(name) + len(value) + 4):
-            super().on_header(name, value)
+            # The whitespace around a field's value is not part of it (RFC 9110, 5.5): h11 strips
+            # it, llhttp keeps what trails, and the SDK compares Mcp-Name with the body as given.
+            super().on_header(name, value.strip(b" \t"))
 
     def on_headers_complete(self) -> None:
         if self._answered_early:

@@ -407,6 +407,19 @@ async def test_a_request_head_over_the_cap_gets_431_and_the_gateway_serves_on() 
             assert [tool.name for tool in (await client.list_tools()).tools] == ["echo"]
 
 
+async def test_the_whitespace_around_a_header_value_is_not_part_of_it() -> None:
+    """RFC 9110 5.5, which h11 follows and llhttp does not for what trails: a Host sent with
+    spaces and a tab after it names this gateway (no 421), as it does for the SDK's own check."""
+    async with serving() as url:
+        port = int(url.rsplit(":", 1)[1].split("/")[0])
+        head = (
+            f"GET /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port} \t \r\nAccept: text/event-stream\r\n"
+            "Connection: close\r\n\r\n"
+        ).encode()
+        answer = await anyio.to_thread.run_sync(_raw_exchange, port, head)
+        assert answer.startswith(b"HTTP/1.1 400 "), answer[:300]  # past the Host check: no session
+
+
 async def test_connections_past_the_per_peer_cap_get_503_and_another_peer_is_served() -> None:
     async with serving(bounds=SHORT_BOUNDS) as url:
         port = int(url.rsplit(":", 1)[1].split("/")[0])

@@ -74,7 +74,9 @@ class TeamGateway:
         """The identity check every request passes before it is served (see the module)."""
         from mcpfleet.team.identity import identity_check
 
-        return identity_check(self.live.current).admit
+        admit = identity_check(self.live.current).admit
+        # A browser opening a connect link carries its pass (or then its cookie), not a token.
+        return self.credentials.passes.admission(admit) if self.credentials is not None else admit
 
     @property
     def connect_pages(self) -> Callable[[ASGIApp], ASGIApp] | None:

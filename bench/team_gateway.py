@@ -11,11 +11,14 @@ one session) over loopback HTTP:
 - **team, no audit**: ``--team`` with a service-account key checked on every request and one
   policy allowing the call (``audit: {store: false}``): the identity check and the policy;
 - **team, SQLite**: the same, every call recorded in the SQLite state before it answers
-  (``synchronous=FULL``: each record synced to disk);
+  (``audit.sync: each``, ``synchronous=FULL``: each record synced to disk);
 - **team, PostgreSQL**: the same, recorded in PostgreSQL on loopback (a server of the bench's own,
-  ``tests/postgres.py``, ``fsync`` on).
+  ``tests/postgres.py``, ``fsync`` on, ``synchronous_commit`` on);
+- **…, background**: the same two with ``audit.sync: background`` (SQLite ``synchronous=NORMAL``,
+  PostgreSQL ``synchronous_commit`` off): each record in the store before the call answers, on
+  disk within a second.
 
-The calls go round the four gateways in turn (one call each per round), so a change of the
+The calls go round the six gateways in turn (one call each per round), so a change of the
 machine's load moves every figure alike; each gateway has ``WARMUP`` unmeasured calls first. The
 figure is the median (p50) latency of a call as the client sees it, and the difference to the
 plain gateway's. The key is a service key, not a JWT: ``bench.team_identity`` measures a JWT's
@@ -42,7 +45,12 @@ CALLS = 1000
 WARMUP = 100
 SMOKE_CALLS = 100
 ECHOED = {"message": "hello from the bench"}
-GOALS_MS = {"team, SQLite": 0.5, "team, PostgreSQL": 2.0}
+GOALS_MS = {
+    "team, SQLite": 0.5,
+    "team, PostgreSQL": 2.0,
+    "team, SQLite, background": 0.5,
+    "team, PostgreSQL, background": 2.0,
+}
 """The issue's goals for the added latency of token check + policy + audit."""
 
 
@@ -52,13 +60,13 @@ def _fake_server() -> dict[str, Any]:
     return {"command": sys.executable, "args": [str(FAKE_SERVER), "--name", "bench", "--tool", "echo"]}
 
 
-def _team_file(folder: Path, **more: Any) -> Path:
+def _team_file(folder: Path, environ: dict[str, str], **more: Any) -> Path:
     from tests.integration.team.team_gateway import add_key, team_document, write_team_file
 
     folder.mkdir(parents=True)
     policies = [{"users": ["bench"], "allow": ["bench/*"]}]
     path = write_team_file(folder / "team.json", team_document({"bench": _fake_server()}, policies, **more))
-    (folder / "key").write_text(add_key(path, "bench"))
+    (folder / "key").write_text(add_key(path, "bench", environ))
     return path
 
 
@@ -68,12 +76,18 @@ def _gateways(folder: Path, postgres_dsn: str) -> Iterator[dict[str, tuple[str, 
     from tests.integration.gateway.http_gateway import running_http_gateway
     from tests.integration.team.team_gateway import running_team_gateway
 
-    teams = {
-        "team, no audit": _team_file(folder / "no-audit", audit={"store": False}),
-        "team, SQLite": _team_file(folder / "sqlite"),
-        "team, PostgreSQL": _team_file(folder / "postgres", state={"postgres": "${BENCH_POSTGRES_DSN}"}),
-    }
     environ = {**os.environ, "BENCH_POSTGRES_DSN": postgres_dsn}
+    postgres = {"postgres": "${BENCH_POSTGRES_DSN}"}
+    background = {"sync": "background"}
+    teams = {
+        "team, no audit": _team_file(folder / "no-audit", environ, audit={"store": False}),
+        "team, SQLite": _team_file(folder / "sqlite", environ),
+        "team, PostgreSQL": _team_file(folder / "postgres", environ, state=postgres),
+        "team, SQLite, background": _team_file(folder / "sqlite-bg", environ, audit=background),
+        "team, PostgreSQL, background": _team_file(
+            folder / "postgres-bg", environ, state=postgres, audit=background
+        ),
+    }
     plain_home = folder / "plain"
     plain_home.mkdir()
     with ExitStack() as stack:
@@ -132,13 +146,13 @@ async def _measure(gateways: dict[str, tuple[str, dict[str, str]]], calls: int) 
 
 def _report(latencies: dict[str, list[float]]) -> list[str]:
     baseline = statistics.median(latencies["plain"])
-    lines = [f"{'gateway':<20} {'p50 ms':>8} {'p90 ms':>8} {'added p50 ms':>13}  goal"]
+    lines = [f"{'gateway':<30} {'p50 ms':>8} {'p90 ms':>8} {'added p50 ms':>13}  goal"]
     for name, values in latencies.items():
         p50 = statistics.median(values)
         p90 = statistics.quantiles(values, n=10)[-1]
         added = "" if name == "plain" else f"{p50 - baseline:+.3f}"
         goal = f"<= {GOALS_MS[name]} ms" if name in GOALS_MS else ""
-        lines.append(f"{name:<20} {p50:>8.3f} {p90:>8.3f} {added:>13}  {goal}")
+        lines.append(f"{name:<30} {p50:>8.3f} {p90:>8.3f} {added:>13}  {goal}")
     lines.append(f"({len(latencies['plain'])} calls per gateway, interleaved; load {os.getloadavg()[0]:.1f})")
     return lines
 

@@ -21,9 +21,9 @@ now (not withheld, not the tool budget's ``find_tools``/``call_tool``) on a stdi
 connected now in the handshake era whose tool the connection can check at once; and the
 client's ``notifications/cancelled`` of a call it took. Anything else it leaves (``False``) to
 the SDK's server, unchanged: progress, ``input_required``, the budget's tools, a backend still
-starting, 2026-07-28 clients and backends. A guard (``FastGuard``, given by the transport's
-owner) may refuse any request the fast path would take; the transport says whose request it is
-(``FastCaller``).
+starting, 2026-07-28 clients and backends, and every call while the gateway's guard sees each
+asker (team mode: ``Views.passive``), whose hooks only the gateway's request path runs. The
+transport says whose request it is (``FastCaller``).
 
 While a call is out, it is in the relay's registry of requests in flight like any other: the
 backend's questions (sampling, elicitation, roots) reach its client, and its log messages go
@@ -91,24 +91,16 @@ class FastCaller:
     client: ClientSession | None = None
     """The client's session; ``None``: the gateway's one handshake-era client (a stdio
     gateway, a daemon session), and no fast path while it has none or several."""
-    principal: Any = None
-    """Who is behind the client, for the guard (team mode's principal); the fast path itself
-    does not read it."""
 
 
 ANY_CALLER = FastCaller()
-
-FastGuard = Callable[[FastCaller, str], bool]
-"""``guard(caller, tool)``: whether this caller's call of the served tool ``tool`` may take the
-fast path; ``False`` sends it through the SDK's server, where every check of the gateway runs."""
 
 
 class FastPath:
     """The fast path of one gateway; every transport serving the gateway may offer it messages."""
 
-    def __init__(self, gateway: Gateway, *, guard: FastGuard | None = None) -> None:
+    def __init__(self, gateway: Gateway) -> None:
         self.gateway = gateway
-        self.guard = guard
         self._calls: dict[tuple[Reply, Any], _FastCall] = {}
         self._deadlines = _Deadlines()
         self.taken = 0
@@ -152,8 +144,6 @@ class FastPath:
             return False  # a second request under an id still in flight: the SDK's to judge
         client = caller.client if caller.client is not None else self.gateway.sessions.only()
         if client is None or client.era != "legacy":
-            return False
-        if self.guard is not None and not self.guard(caller, name):
             return False
         if not self.gateway.views.passive:
             return False  # a guard that sees each asker (team mode) judges every call itself
@@ -432,4 +422,4 @@ class _Deadlines:
         return due
 
 
-__all__ = ["ANY_CALLER", "FastCaller", "FastGuard", "FastPath", "Reply"]
+__all__ = ["ANY_CALLER", "FastCaller", "FastPath", "Reply"]

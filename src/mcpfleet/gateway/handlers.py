@@ -129,9 +129,6 @@ def fast_path_of(server: Server[Any]) -> HttpFastPath | None:
     if not isinstance(server, _GatewayServer):
         return None
     handlers = server.handlers
-    if not handlers.gateway.views.passive:
-        # A guard that sees each asker (team mode) judges every call: none goes around it.
-        return None
     return HttpFastPath(handlers.sessions, FastPath(handlers.gateway), handlers.fast_call)
 
 
@@ -250,7 +247,9 @@ class GatewayHandlers:
         and logs go to the client's session (its standalone stream, which the fast path
         requires); a 2026-07-28 client that declared nothing to be asked has none to receive."""
         client = call.client
-        forward = await self.gateway.resolve_call(client, call.name, call.arguments)
+        with _as_jsonrpc_errors():
+            asker = self.gateway.views.asker(call.scope, client)
+        forward = await self.gateway.resolve_call(client, call.name, call.arguments, asker)
         if forward.answer is not None:
             return _complete(forward.answer)
         with _as_jsonrpc_errors():

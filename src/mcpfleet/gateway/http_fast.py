@@ -74,15 +74,12 @@ class FastCall:
     name: str
     arguments: dict[str, Any]
     params: Mapping[str, Any]
+    scope: Scope
+    """The request's ASGI scope: who asks, as the gateway's guard reads it (team mode's principal)."""
 
 
 CallAnswer = Callable[[FastCall], Awaitable[Any]]
 """Answers one call: the JSON-RPC ``result``, or raises the SDK's ``MCPError`` for an error."""
-
-
-PrincipalOf = Callable[["Scope"], Any]
-"""Who is behind a request, read from its ASGI scope (team mode's identity check puts it there),
-for the fast path's guard (``fast_path.FastCaller.principal``)."""
 
 
 @dataclass(frozen=True)
@@ -98,20 +95,12 @@ class HttpFastPath:
 class FastCalls:
     """ASGI: the calls ``FastCall`` describes answered by ``answer`` as JSON; the rest to ``app``."""
 
-    def __init__(
-        self,
-        app: ASGIApp,
-        server: Server[Any],
-        fast_path: HttpFastPath,
-        *,
-        principal_of: PrincipalOf | None = None,
-    ) -> None:
+    def __init__(self, app: ASGIApp, server: Server[Any], fast_path: HttpFastPath) -> None:
         self.app = app
         self.server = server
         self.sessions = fast_path.sessions
         self.pipes = fast_path.pipes
         self.answer = fast_path.answer
-        self.principal_of = principal_of
         self._in_flight: dict[tuple[str, str | int], Callable[[], Awaitable[None]]] = {}
         """How to cancel each handshake-era call answered here, by session id and request id."""
 
@@ -156,7 +145,7 @@ class FastCalls:
             client = self._handshake_client(scope, session_id)
         if client is None or (session_id, message["id"]) in self._in_flight:
             return False  # a second request under an id still in flight: the SDK's to judge
-        call = FastCall(client, message["id"], name, arguments, params)
+        call = FastCall(client, message["id"], name, arguments, params, scope)
         if session_id is None:
             await self._answer_watching_disconnect(call, receive, send, version)
         else:
@@ -232,7 +221,7 @@ class FastCalls:
         """Answer a handshake-era call: through the backend's pipe when the fast path takes it,
         else from the gateway's handler; either way as JSON, cancellable by the client."""
         key = (session_id, call.request_id)
-        body = await self._through_the_pipes(call, key, scope)
+        body = await self._through_the_pipes(call, key)
         if body is None:
             with anyio.CancelScope() as cancel:
 
@@ -248,9 +237,7 @@ class FastCalls:
                 body = _cancelled_body(call.request_id)
         await _send_json(send, 200, body, [(b"mcp-session-id", session_id.encode())])
 
-    async def _through_the_pipes(
-        self, call: FastCall, key: tuple[str, str | int], scope: Scope
-    ) -> bytes | None:
+    async def _through_the_pipes(self, call: FastCall, key: tuple[str, str | int]) -> bytes | None:
         """The answer of the fast path to the backend's pipe (``gateway.fast_path``), or ``None``
         when it does not take the call. Its answer comes from the backend's read loop, through
         ``reply``; a client that cancels gets the SDK's ``Request cancelled`` instead."""
@@ -267,8 +254,7 @@ class FastCalls:
         request = mcp_types.JSONRPCRequest.model_construct(
             jsonrpc="2.0", id=call.request_id, method="tools/call", params=dict(call.params)
         )
-        principal = self.principal_of(scope) if self.principal_of is not None else None
-        if not await self.pipes.take(request, reply, FastCaller(call.client, principal)):
+        if not await self.pipes.take(request, reply, FastCaller(call.client)):
             return None
 
         async def cancelled() -> None:

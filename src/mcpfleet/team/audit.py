@@ -123,7 +123,10 @@ class AuditLog:
             line = json.dumps(record_document(record), ensure_ascii=True, separators=(",", ":")) + "\n"
             try:
                 await anyio.to_thread.run_sync(
-                    _append_line, self.settings.file, line.encode("ascii"), self._state is None
+                    _append_line,
+                    self.settings.file,
+                    line.encode("ascii"),
+                    self._state is None and self.settings.sync == "each",
                 )
             except OSError as error:
                 failures.append(f"the audit file {self.settings.file}: {error.strerror or error}")

@@ -49,7 +49,7 @@ _TOP_LEVEL = frozenset({"public_url", "servers", "identity", "policies", "state"
 _IDENTITY_KEYS = frozenset({"issuer", "audience", "groups_claim", "api_keys"})
 _POLICY_KEYS = frozenset({"name", "users", "groups", "allow", "deny"})
 _STATE_KEYS = frozenset({"sqlite", "postgres", "redis"})
-_AUDIT_KEYS = frozenset({"store", "file", "arguments", "on_failure"})
+_AUDIT_KEYS = frozenset({"store", "file", "arguments", "on_failure", "sync"})
 _LOOPBACK_NAMES = frozenset({"localhost", "localhost.localdomain"})
 
 
@@ -276,11 +276,13 @@ class _Reader:
             raise self.fail("audit", "must be a mapping such as {store: true, file: audit.jsonl}")
         self.known_keys(value, _AUDIT_KEYS, "audit")
         on_failure = self.choice(value.get("on_failure", "closed"), "audit.on_failure", ("closed", "open"))
+        sync = self.choice(value.get("sync", "each"), "audit.sync", ("each", "background"))
         return AuditSettings(
             store=self.boolean(value.get("store", True), "audit.store"),
             file=self.path_of(value.get("file"), "audit.file"),
             arguments=self.boolean(value.get("arguments", False), "audit.arguments"),
             fail_closed=on_failure == "closed",
+            sync="each" if sync == "each" else "background",
         )
 
     # -- values -------------------------------------------------------------------------------------------

@@ -71,6 +71,11 @@ class AuditSettings:
     fail_closed: bool = True
     """A record that cannot be written fails the call (``on_failure: closed``, the default) rather
     than letting it through unrecorded (``open``)."""
+    sync: Literal["each", "background"] = "each"
+    """``each``: every record is on disk before its call answers (a disk flush per call);
+    ``background``: in the store before its call answers, flushed to disk by the store within a
+    second (a crash of the machine, or of PostgreSQL, may lose the last records). It sets the
+    store's writes as a whole: per-user credentials follow it too."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,7 +8,9 @@ need of per-user servers, and nothing else.
 Where the pages live: ``/connect`` (the user's per-user servers, connected or not, each with a
 revoke button), ``/connect/<server>`` (one server: its state, "Connect") and
 ``/connect/<server>/callback`` (where the upstream's authorization server sends the browser
-back). Their URLs are built on the origin of the team file's ``public_url``.
+back). Their URLs are built on the origin of the team file's ``public_url``. The link a call
+answers with carries a pass for its caller (``team.connect_passes``), so the browser that opens
+it is signed in to them.
 """
 
 from __future__ import annotations
@@ -27,7 +29,9 @@ import anyio
 from mcpfleet.config.model import ServerConfig
 from mcpfleet.errors import ConfigError
 from mcpfleet.team.connect_flow import ConnectFlows
+from mcpfleet.team.connect_passes import CONNECT_PATH, ConnectPasses
 from mcpfleet.team.credentials import SealedCredentialStore
+from mcpfleet.team.principal import Principal
 from mcpfleet.team.sealing import Sealer
 from mcpfleet.team.state import TeamState
 from mcpfleet.team.user_connections import IDLE_TIMEOUT_S, UserConnections
@@ -36,8 +40,6 @@ if TYPE_CHECKING:
     from mcpfleet.client.connection import ServerConnection
 
 logger = logging.getLogger(__name__)
-
-CONNECT_PATH = "/connect"
 
 
 class PerUserCredentials:
@@ -57,6 +59,7 @@ class PerUserCredentials:
         public_url: str,
         flows: ConnectFlows,
         connections: UserConnections,
+        passes: ConnectPasses,
     ) -> None:
         self.state = state
         self.sealer = sealer
@@ -64,6 +67,7 @@ class PerUserCredentials:
         self.base_url = _origin(public_url)
         self.flows = flows
         self.connections = connections
+        self.passes = passes
         self._form_key = sealer.derived_key("connect form")
 
     @classmethod
@@ -95,18 +99,27 @@ class PerUserCredentials:
                 await holder[0].connections.close(user, server)
 
             base_url = _origin(public_url)
+            passes = ConnectPasses(sealer, public_url)
             connections = UserConnections(
                 group,
                 servers,
                 store_of=lambda user, server: SealedCredentialStore(state, sealer, user, server),
-                connect_url=lambda server: connect_url_of(base_url, server),
+                connect_link=lambda user, server: passes.link(
+                    connect_url_of(base_url, server), Principal(subject=user)
+                ),
                 redirect_uri=lambda server: callback_url_of(base_url, server),
                 cwd=cwd,
                 idle_timeout_s=idle_timeout_s,
             )
             flows = ConnectFlows(group, cwd=cwd, on_connected=on_connected)
             credentials = cls(
-                state, sealer, servers, public_url=public_url, flows=flows, connections=connections
+                state,
+                sealer,
+                servers,
+                public_url=public_url,
+                flows=flows,
+                connections=connections,
+                passes=passes,
             )
             holder.append(credentials)
             group.start_soon(connections.run_idle_reaper, name="mcpfleet per-user idle reaper")
@@ -129,6 +142,10 @@ class PerUserCredentials:
 
     def connect_url(self, server: str) -> str:
         return connect_url_of(self.base_url, server)
+
+    def connect_link(self, server: str, principal: Principal) -> str:
+        """The link a call of ``principal`` answers with: the connect page, with their pass."""
+        return self.passes.link(self.connect_url(server), principal)
 
     def callback_url(self, server: str) -> str:
         return callback_url_of(self.base_url, server)

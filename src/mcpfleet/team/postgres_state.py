@@ -136,9 +136,13 @@ class PostgresTeamState:
         return self._target.store_name
 
     @classmethod
-    async def open(cls, dsn: str, *, pool_wait_s: float = POOL_WAIT_S) -> PostgresTeamState:
+    async def open(
+        cls, dsn: str, *, pool_wait_s: float = POOL_WAIT_S, sync_each_write: bool = True
+    ) -> PostgresTeamState:
         """Connect, apply the pending migrations, and open the pool; ``pool_wait_s`` bounds each
-        wait for a free (or, when the server went away, a new) connection."""
+        wait for a free (or, when the server went away, a new) connection. ``sync_each_write``
+        off: the pool's connections commit with ``synchronous_commit`` off (the server flushes
+        its log within three ``wal_writer_delay``; a crash of the server may lose what came since)."""
         target = _Target.of(dsn)
         async with _errors_named(target, "connecting"):
             connection = await psycopg.AsyncConnection.connect(dsn, **target.connect_options)
@@ -152,7 +156,7 @@ class PostgresTeamState:
             kwargs=target.connect_options,
             min_size=POOL_MIN_SIZE,
             max_size=POOL_MAX_SIZE,
-            configure=_configure,
+            configure=_configure if sync_each_write else _configure_background_sync,
             check=AsyncConnectionPool.check_connection,
             timeout=pool_wait_s,
             name="mcpfleet-team-state",
@@ -278,6 +282,12 @@ async def _errors_named(target: _Target, action: str) -> AsyncIterator[None]:
 async def _configure(connection: _Connection) -> None:
     """Each new connection of the pool: no statement waits forever."""
     await connection.execute(f"SET statement_timeout = {STATEMENT_TIMEOUT_MS}")
+
+
+async def _configure_background_sync(connection: _Connection) -> None:
+    """``_configure``, and commits that return before the server's log is on disk."""
+    await _configure(connection)
+    await connection.execute("SET synchronous_commit = off")
 
 
 async def _migrate(connection: _Connection, store_name: str) -> None:

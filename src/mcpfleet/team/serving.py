@@ -74,7 +74,9 @@ class TeamGateway:
         """The identity check every request passes before it is served (see the module)."""
         from mcpfleet.team.identity import identity_check
 
-        return identity_check(self.live.current).admit
+        admit = identity_check(self.live.current).admit
+        # A browser opening a connect link carries its pass (or then its cookie), not a token.
+        return self.credentials.passes.admission(admit) if self.credentials is not None else admit
 
     @property
     def connect_pages(self) -> Callable[[ASGIApp], ASGIApp] | None:
@@ -125,7 +127,7 @@ async def open_team_gateway(
     """The team gateway of ``team``, connected and watching its file (see the module)."""
     live = LiveTeamFile(team) if watch_interval_s is None else LiveTeamFile(team, interval_s=watch_interval_s)
     async with AsyncExitStack() as stack:
-        state = await open_team_state(team.state)
+        state = await open_team_state(team.state, sync_each_write=team.audit.sync == "each")
         stack.push_async_callback(state.aclose)
         credentials = await _per_user_credentials(stack, team, state)
         hooks: list[CallHooks] = [PerUserHooks(credentials)] if credentials is not None else []

@@ -5,7 +5,10 @@ log, so what it promises is durability, not speed:
 
 - WAL mode with ``synchronous=FULL``: a statement returns once its commit is in the log on disk,
   so an audit record written before a call's result is sent survives a crash of the process or
-  of the machine. Each write is one statement in autocommit mode, its own transaction.
+  of the machine. Each write is one statement in autocommit mode, its own transaction. With
+  ``sync_each_write=False`` (``audit.sync: background``), ``synchronous=NORMAL``: the commit is
+  in the log, through the OS, when the statement returns (a crash of the process loses nothing),
+  and on disk at the next checkpoint (a crash of the machine may lose what came since).
 - Readers never block the writer (``mcpfleet audit`` while the gateway serves); a second writer
   waits up to ``BUSY_TIMEOUT_S`` for the lock instead of failing.
 - The file and its WAL and shared-memory files are private to their owner (0600): the audit log
@@ -72,12 +75,12 @@ class SQLiteTeamState:
         return f"the team state (SQLite, {self.path})"
 
     @classmethod
-    async def open(cls, path: Path) -> SQLiteTeamState:
+    async def open(cls, path: Path, *, sync_each_write: bool = True) -> SQLiteTeamState:
         """Open (creating and migrating when needed) the file at ``path``."""
-        return await anyio.to_thread.run_sync(cls._open_sync, path)
+        return await anyio.to_thread.run_sync(cls._open_sync, path, sync_each_write)
 
     @classmethod
-    def _open_sync(cls, path: Path) -> SQLiteTeamState:
+    def _open_sync(cls, path: Path, sync_each_write: bool) -> SQLiteTeamState:
         store_name = f"the team state (SQLite, {path})"
         try:
             _prepare_private_file(path)
@@ -91,8 +94,9 @@ class SQLiteTeamState:
             ) from error
         try:
             _enable_write_ahead_log(connection)
-            # FULL: in WAL mode, each commit is synced to disk before the statement returns.
-            connection.execute("PRAGMA synchronous=FULL")
+            # FULL: in WAL mode, each commit is synced to disk before the statement returns;
+            # NORMAL: at checkpoints only.
+            connection.execute(f"PRAGMA synchronous={'FULL' if sync_each_write else 'NORMAL'}")
             _migrate(connection, store_name)
         except sqlite3.Error as error:
             connection.close()

@@ -21,12 +21,14 @@ def default_sqlite_path(team_file: Path) -> Path:
     return team_file.parent / DEFAULT_SQLITE_NAME
 
 
-async def open_team_state(settings: StateSettings) -> TeamState:
-    """The store ``settings`` name, opened and migrated; raises ``TeamStateError`` naming it."""
+async def open_team_state(settings: StateSettings, *, sync_each_write: bool = True) -> TeamState:
+    """The store ``settings`` name, opened and migrated; raises ``TeamStateError`` naming it.
+    ``sync_each_write``: each write is on disk before it returns (``audit.sync: each``), else
+    the store flushes in the background (``background``)."""
     if settings.postgres is None:
         from mcpfleet.team.sqlite_state import SQLiteTeamState
 
-        return await SQLiteTeamState.open(settings.sqlite_path)
+        return await SQLiteTeamState.open(settings.sqlite_path, sync_each_write=sync_each_write)
     try:
         from mcpfleet.team.postgres_state import PostgresTeamState
     except ImportError as error:
@@ -34,7 +36,7 @@ async def open_team_state(settings: StateSettings) -> TeamState:
             f"the team state (PostgreSQL) needs psycopg, which is not installed ({error}); "
             "install team mode's extra: pip install 'mcpfleet[team]'"
         ) from error
-    return await PostgresTeamState.open(settings.postgres)
+    return await PostgresTeamState.open(settings.postgres, sync_each_write=sync_each_write)
 
 
 @asynccontextmanager

@@ -65,7 +65,7 @@ async def per_user_permit(credentials: PerUserCredentials, request: GuardedReque
         return Permit(refusal=f'MCP server "{request.server}" uses each caller\'s own account; sign in first')
     user = principal.credentials_key
     if not await credentials.store(user, request.server).has_tokens():
-        needed = ConnectRequiredError(request.server, credentials.connect_url(request.server))
+        needed = ConnectRequiredError(request.server, credentials.connect_link(request.server, principal))
         if declares_url_elicitation(request.client_capabilities):
             raise connect_elicitation(needed)
         return Permit(refusal=str(needed))

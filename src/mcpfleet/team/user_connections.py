@@ -59,7 +59,7 @@ class UserConnections:
         servers: Mapping[str, ServerConfig],
         *,
         store_of: Callable[[str, str], SealedCredentialStore],
-        connect_url: Callable[[str], str],
+        connect_link: Callable[[str, str], str],
         redirect_uri: Callable[[str], str],
         cwd: Path,
         idle_timeout_s: float = IDLE_TIMEOUT_S,
@@ -67,7 +67,7 @@ class UserConnections:
         self._task_group = task_group
         self.servers = servers
         self._store_of = store_of
-        self._connect_url = connect_url
+        self._connect_link = connect_link
         self._redirect_uri = redirect_uri
         self._cwd = cwd
         self.idle_timeout_s = idle_timeout_s
@@ -150,7 +150,7 @@ class UserConnections:
 
     async def _open(self, user: str, server: str) -> ServerConnection:
         store = self._store_of(user, server)
-        url = self._connect_url(server)
+        url = self._connect_link(user, server)
         if not await store.has_tokens():
             raise ConnectRequiredError(server, url)
         auth = TeamOAuthProvider(

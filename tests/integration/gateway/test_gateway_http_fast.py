@@ -16,68 +16,11 @@ import httpx2
 import pytest
 from mcp_types import HEADER_MISMATCH
 from tests.integration.gateway.http_gateway import HttpGateway, running_http_gateway, wait_until_listed
+from tests.integration.gateway.raw_http import TAKES_JSON, Session, answer_of, sse_events
 from tests.servers.fixtures import FAKE_SERVER
 
-HANDSHAKE = "2025-11-25"
 MODERN = "2026-07-28"
-TAKES_JSON = "application/json, text/event-stream"
-"""What the SDK's client sends: JSON and a stream, equally welcome."""
 PREFERS_STREAM = "text/event-stream, application/json;q=0.5"
-
-
-def _sse_events(body: str) -> list[dict[str, str]]:
-    events: list[dict[str, str]] = []
-    for block in body.replace("\r\n", "\n").split("\n\n"):
-        fields: dict[str, str] = {}
-        for line in block.splitlines():
-            name, _, value = line.partition(":")
-            fields[name] = fields.get(name, "") + value.removeprefix(" ")
-        if fields:
-            events.append(fields)
-    return events
-
-
-def _answer(response: httpx2.Response) -> dict[str, Any]:
-    """The JSON-RPC answer in a JSON body or at the end of an SSE stream."""
-    if response.headers["content-type"].startswith("application/json"):
-        answer: dict[str, Any] = response.json()
-        return answer
-    messages = [json.loads(event["data"]) for event in _sse_events(response.text) if event.get("data")]
-    return dict(messages[-1])
-
-
-class Session:
-    """A handshake-era client over raw HTTP; ``standalone`` holds its GET stream open, as the
-    SDK's client does."""
-
-    def __init__(self, gateway: HttpGateway, stack: ExitStack, *, accept: str = TAKES_JSON) -> None:
-        self.gateway = gateway
-        self.http = stack.enter_context(httpx2.Client(timeout=30))
-        self.stack = stack
-        self.headers = {**gateway.headers, "Content-Type": "application/json", "Accept": accept}
-        self.next_id = 1
-
-    def open(self, *, standalone: bool = True) -> Session:
-        init = {"protocolVersion": HANDSHAKE, "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
-        answer = self.post({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": init})
-        self.headers["Mcp-Session-Id"] = answer.headers["mcp-session-id"]
-        self.headers["MCP-Protocol-Version"] = HANDSHAKE
-        self.post({"jsonrpc": "2.0", "method": "notifications/initialized"})
-        if standalone:
-            stream = self.stack.enter_context(
-                httpx2.Client(timeout=30).stream(
-                    "GET", self.gateway.url, headers={**self.headers, "Accept": "text/event-stream"}
-                )
-            )
-            assert stream.status_code == 200
-        return self
-
-    def post(self, message: dict[str, Any], **headers: str) -> httpx2.Response:
-        return self.http.post(self.gateway.url, json=message, headers={**self.headers, **headers})
-
-    def request(self, method: str, params: dict[str, Any]) -> httpx2.Response:
-        self.next_id += 1
-        return self.post({"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params})
 
 
 @pytest.fixture(scope="module")
@@ -112,15 +55,15 @@ def test_a_client_that_takes_json_gets_one_json_body_saying_what_the_stream_says
     assert as_json.status_code == 200 and as_json.headers["content-type"] == "application/json"
     assert as_json.headers["mcp-session-id"] == fast.headers["Mcp-Session-Id"]
     assert as_stream.headers["content-type"].startswith("text/event-stream")
-    assert _answer(as_json)["result"] == _answer(as_stream)["result"]
-    assert _answer(as_json)["result"]["structuredContent"] == {"message": "hello"}
+    assert answer_of(as_json)["result"] == answer_of(as_stream)["result"]
+    assert answer_of(as_json)["result"]["structuredContent"] == {"message": "hello"}
 
 
 def test_an_unknown_tool_is_the_same_error_either_way(gateway: HttpGateway) -> None:
     unknown = {"name": "alpha_nothing", "arguments": {}}
     with session(gateway) as fast, session(gateway, accept=PREFERS_STREAM) as streamed:
-        as_json = _answer(fast.request("tools/call", unknown))
-        as_stream = _answer(streamed.request("tools/call", unknown))
+        as_json = answer_of(fast.request("tools/call", unknown))
+        as_stream = answer_of(streamed.request("tools/call", unknown))
     assert as_json["error"] == as_stream["error"]
     assert as_json["error"]["code"] == -32602
 
@@ -137,13 +80,13 @@ def test_a_session_without_its_standalone_stream_gets_the_stream(gateway: HttpGa
     with session(gateway, standalone=False) as bare:
         answer = bare.request("tools/call", ECHO)
     assert answer.headers["content-type"].startswith("text/event-stream")
-    assert _answer(answer)["result"]["structuredContent"] == {"message": "hello"}
+    assert answer_of(answer)["result"]["structuredContent"] == {"message": "hello"}
 
 
 def test_a_client_that_prefers_a_stream_can_resume_it_after_its_priming_event(gateway: HttpGateway) -> None:
     with session(gateway, accept=PREFERS_STREAM) as streamed:
         answer = streamed.request("tools/call", ECHO)
-        priming, *_ = _sse_events(answer.text)
+        priming, *_ = sse_events(answer.text)
         assert priming.get("id") and priming.get("data", "") == "" and int(priming["retry"]) > 0
         # The stream was "lost" after its priming event: the client reconnects from there.
         headers = {**streamed.headers, "Accept": "text/event-stream", "Last-Event-ID": priming["id"]}
@@ -151,7 +94,7 @@ def test_a_client_that_prefers_a_stream_can_resume_it_after_its_priming_event(ga
             assert replay.status_code == 200
             data = next(line for line in replay.iter_lines() if line.startswith("data:") and line[5:].strip())
     replayed = json.loads(data[5:])
-    assert replayed["id"] == streamed.next_id and replayed["result"] == _answer(answer)["result"]
+    assert replayed["id"] == streamed.next_id and replayed["result"] == answer_of(answer)["result"]
 
 
 def _modern(gateway: HttpGateway, accept: str, params: dict[str, Any]) -> httpx2.Response:
@@ -180,7 +123,7 @@ def test_a_2026_07_28_call_is_answered_as_the_sdk_answers_it(
     assert fast.headers["content-type"] == "application/json"
     assert "mcp-session-id" not in fast.headers
     assert fast.status_code == through_the_sdk.status_code
-    assert _answer(fast) == _answer(through_the_sdk)
+    assert answer_of(fast) == answer_of(through_the_sdk)
 
 
 @pytest.mark.parametrize(

@@ -3,7 +3,8 @@ HTTP on 127.0.0.1 over a real SQLite team state, and a browser stand-in that wal
 through the connect.
 
 The principal is put in the scope by ``HeaderPrincipal``, a test-only layer standing where the
-team identity check stands in the gateway: it reads the ``X-Test-Principal`` header.
+team identity check stands in the gateway: it reads the ``X-Test-Principal`` header. In front of
+it, as in the gateway, the connect passes admit a browser that opened a link (``admitted``).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from starlette.responses import PlainTextResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from mcpfleet.config.model import ServerConfig
+from mcpfleet.gateway.http import Admission
 from mcpfleet.team.connect_pages import FORM_FIELD, ConnectLayer
 from mcpfleet.team.per_user import PerUserCredentials
 from mcpfleet.team.principal import PRINCIPAL_SCOPE_KEY, Principal
@@ -37,6 +39,25 @@ from mcpfleet.team.user_connections import IDLE_TIMEOUT_S
 
 PRINCIPAL_HEADER = b"x-test-principal"
 UPSTREAM_USER_HEADER = "X-Test-User"
+
+
+async def as_it_is(scope: Scope, send: Send) -> Scope:
+    """An admission that admits everything as it is (``HeaderPrincipal`` then names who asks)."""
+    return scope
+
+
+def admitted(app: ASGIApp, admission: Admission) -> ASGIApp:
+    """``app`` behind ``admission``, as ``serve_http``'s gate puts it."""
+
+    async def gate(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            let_in = await admission(scope, send)
+            if let_in is None:
+                return
+            scope = let_in
+        await app(scope, receive, send)
+
+    return gate
 
 
 class HeaderPrincipal:
@@ -83,6 +104,23 @@ class ConnectSite:
             assert callback.startswith(self.credentials.callback_url(server))
             return await browser.get(callback, headers=as_user)
 
+    async def connect_with_link(self, link: str, *, upstream_user: str) -> httpx2.Response:
+        """Open ``link`` (the one a call answered with) in a browser that holds nothing else, and
+        walk it through the connect, signing in upstream as ``upstream_user``; the callback page's
+        answer."""
+        async with httpx2.AsyncClient(timeout=30) as browser:
+            traded = await browser.get(link)
+            assert traded.status_code == 303, traded.text
+            page = await browser.get(f"{self.base_url}{traded.headers['location']}")
+            assert page.status_code == 200, page.text
+            started = await browser.post(str(page.url), data={FORM_FIELD: form_token_of(page.text)})
+            assert started.status_code == 303, started.text
+            authorized = await browser.get(
+                started.headers["location"], headers={UPSTREAM_USER_HEADER: upstream_user}
+            )
+            assert authorized.status_code == 302, authorized.text
+            return await browser.get(authorized.headers["location"])
+
     async def revoke(self, user: str, server: str) -> httpx2.Response:
         """Press "Revoke" for ``server`` on ``user``'s ``/connect`` page."""
         async with httpx2.AsyncClient(timeout=30) as browser:
@@ -107,6 +145,13 @@ class ConnectSite:
             result = await connection.call_tool("whoami", {})
         assert isinstance(result, CallToolResult) and isinstance(result.content[0], TextContent)
         return result.content[0].text
+
+
+def link_in(text: str) -> str:
+    """The connect link in a call's answer (``… open <link> to connect it …``)."""
+    found = re.search(r"open (\S+) to connect it", text)
+    assert found is not None, text
+    return found.group(1)
 
 
 def form_token_of(page: str) -> str:
@@ -147,7 +192,9 @@ async def connect_site(
     async with PerUserCredentials.running(
         state, sealer, servers, public_url=f"{base_url}/mcp", cwd=cwd, idle_timeout_s=idle_timeout_s
     ) as credentials:
-        app = HeaderPrincipal(ConnectLayer(_not_mcp, credentials))
+        app = admitted(
+            HeaderPrincipal(ConnectLayer(_not_mcp, credentials)), credentials.passes.admission(as_it_is)
+        )
         server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
         async with anyio.create_task_group() as group:
             # The socket listens already: a request sent before uvicorn accepts waits in its queue.

@@ -21,6 +21,7 @@ from tests.integration.team.per_user_parts import (
     ConnectSite,
     connect_site,
     form_token_of,
+    link_in,
     sqlite_state,
     upstream_config,
 )
@@ -92,11 +93,12 @@ async def test_two_users_each_see_only_their_own_identity_upstream(
         for user in ("alice", "bob"):
             with pytest.raises(ConnectRequiredError) as raised:
                 await site.whoami(user, SERVER)
+            link = link_in(str(raised.value))
+            assert link.startswith(f"{site.base_url}/connect/{SERVER}/signin/")
             assert str(raised.value) == (
-                f'MCP server "{SERVER}" uses your own account: open {site.base_url}/connect/{SERVER} '
-                "to connect it, then call again"
+                f'MCP server "{SERVER}" uses your own account: open {link} to connect it, then call again'
             )
-            answer = await site.connect(user, SERVER, upstream_user=f"{user}@upstream")
+            answer = await site.connect_with_link(link, upstream_user=f"{user}@upstream")
             assert answer.status_code == 200, answer.text
             assert "now use your account" in answer.text
             pages.append(answer.text)

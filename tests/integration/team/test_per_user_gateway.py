@@ -35,6 +35,8 @@ from tests.integration.team.per_user_parts import (
     PRINCIPAL_HEADER,
     ConnectSite,
     HeaderPrincipal,
+    as_it_is,
+    link_in,
     sqlite_state,
     upstream_access_token,
     upstream_config,
@@ -140,6 +142,7 @@ async def per_user_gateway(
                 auth_token=None,
                 notice=lambda _: None,
                 around=lambda app: HeaderPrincipal(ConnectLayer(app, credentials)),
+                admission=credentials.passes.admission(as_it_is),
             )
         )
         yield ConnectSite(base_url, credentials), state
@@ -171,12 +174,15 @@ async def test_two_users_call_the_same_upstream_each_as_themselves(
         for user, client in (("alice", alice), ("bob", bob)):
             unconnected = await client.call_tool(TOOL, {})
             assert unconnected.is_error
-            link = f"{site.base_url}/connect/{SERVER}"
+            link = link_in(text_of(unconnected))
+            assert link.startswith(f"{site.base_url}/connect/{SERVER}/signin/")
             assert text_of(unconnected) == (
                 f'MCP error: MCP server "{SERVER}" uses your own account: open {link} to connect it, '
                 "then call again"
             )
-            assert (await site.connect(user, SERVER, upstream_user=f"{user}@upstream")).status_code == 200
+            # The link alone signs the browser in as the caller: each user's own account is bound.
+            connected = await site.connect_with_link(link, upstream_user=f"{user}@upstream")
+            assert connected.status_code == 200, connected.text
         for _ in range(2):
             assert text_of(await alice.call_tool(TOOL, {})) == "authenticated as alice@upstream"
             assert text_of(await bob.call_tool(TOOL, {})) == "authenticated as bob@upstream"
@@ -213,6 +219,7 @@ async def test_a_client_that_declares_url_elicitation_is_asked_to_open_the_link(
         data = raised.value.error.data
         assert isinstance(data, dict)
         [elicitation] = data["elicitations"]
-        assert elicitation["mode"] == "url" and elicitation["url"] == f"{site.base_url}/connect/{SERVER}"
+        assert elicitation["mode"] == "url"
+        assert elicitation["url"].startswith(f"{site.base_url}/connect/{SERVER}/signin/")
         await site.connect("carol", SERVER, upstream_user="carol@upstream")
         assert text_of(await carol.call_tool(TOOL, {})) == "authenticated as carol@upstream"

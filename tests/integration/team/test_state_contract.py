@@ -139,3 +139,35 @@ async def test_a_closed_store_fails_with_a_team_state_error(state_settings: Stat
         await state.append_audit(a_record())
     with pytest.raises(TeamStateError, match="team state"):
         await state.check()
+
+
+async def test_a_store_syncing_in_the_background_commits_without_waiting_for_the_disk(
+    state_settings: StateSettings,
+) -> None:
+    """``audit.sync: background``: records are written and read back as ever; the store's own
+    setting is the one that skips the disk flush per commit (SQLite NORMAL, PostgreSQL's
+    synchronous_commit off), and ``each`` keeps it (FULL, on)."""
+    from mcpfleet.team.postgres_state import PostgresTeamState
+    from mcpfleet.team.sqlite_state import SQLiteTeamState
+
+    async def setting(state: object) -> str:
+        if isinstance(state, SQLiteTeamState):
+            assert state._connection is not None
+            level = state._connection.execute("PRAGMA synchronous").fetchone()[0]
+            return {1: "NORMAL", 2: "FULL"}[level]
+        assert isinstance(state, PostgresTeamState)
+        async with state._pool.connection() as connection:
+            row = await (await connection.execute("SHOW synchronous_commit")).fetchone()
+        assert row is not None
+        return str(row[0])
+
+    expected = {True: ("FULL", "on"), False: ("NORMAL", "off")}
+    for each in (True, False):
+        state = await open_team_state(state_settings, sync_each_write=each)
+        try:
+            record = a_record(seconds=1 if each else 2)
+            await state.append_audit(record)
+            assert record in await state.audit_records()
+            assert await setting(state) in expected[each]
+        finally:
+            await state.aclose()

@@ -34,6 +34,8 @@ policies:
 audit: {file: audit.jsonl, on_failure: open}
 """
 
+BACKGROUND_SYNC = GOOD_YAML.replace("on_failure: open}", "on_failure: open, sync: background}")
+
 MINIMAL: dict[str, Any] = {
     "public_url": "https://mcp.example.com/mcp",
     "identity": {"issuer": "https://idp.example.com"},
@@ -64,6 +66,7 @@ def test_a_yaml_team_file_loads_with_its_variables_paths_and_defaults(tmp_path: 
     assert team.identity.api_keys == tmp_path / "keys" / "api-keys.json"
     assert team.state.sqlite_path == tmp_path / "team-state.sqlite3" and team.state.postgres is None
     assert team.audit.file == tmp_path / "audit.jsonl" and not team.audit.fail_closed and team.audit.store
+    assert team.audit.sync == "each"  # the default: every record on disk before its call answers
     assert [policy.index for policy in team.policies] == [0, 1, 2]
     assert team.policies[0].groups == ("eng",) and team.policies[0].name == "engineers"
     assert team.policies[2].deny == ("*/delete_*",) and team.policies[2].users is None
@@ -120,6 +123,7 @@ def test_a_variable_with_a_default_and_an_unset_one(tmp_path: Path) -> None:
             "per-user",
         ),
         ({"audit": {"on_failure": "maybe"}}, "audit.on_failure", "closed, open"),
+        ({"audit": {"sync": "never"}}, "audit.sync", "each, background"),
         ({"metrics": "open"}, "metrics", "private, public"),
         ({"state": {"postgres": "mysql://db"}}, "state.postgres", "postgresql://"),
     ],
@@ -174,3 +178,8 @@ def test_team_check_says_ok_with_a_summary_or_names_the_key_with_exit_2(tmp_path
     assert unset.returncode == 2 and unset.stdout == ""
     lines = unset.stderr.strip().splitlines()
     assert len(lines) == 1 and str(good) in lines[0] and "GITHUB_TOKEN" in lines[0]
+
+
+def test_audit_sync_in_the_background_is_a_choice_of_the_team_file(tmp_path: Path) -> None:
+    team = load_team_file(write(tmp_path, BACKGROUND_SYNC, "team.yaml"), {"GITHUB_TOKEN": "x"})
+    assert team.audit.sync == "background"

@@ -60,14 +60,18 @@ def metadata_url(public_url: str) -> str:
     return f"{parts.scheme}://{parts.netloc}{METADATA_PATH}{parts.path.rstrip('/')}"
 
 
-def resource_metadata(public_url: str, issuer: str) -> dict[str, Any]:
-    """The protected resource metadata document (RFC 9728): this resource, its one issuer."""
-    return {
+def resource_metadata(public_url: str, issuer: str, scopes: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The protected resource metadata document (RFC 9728): this resource, its one issuer, and
+    the scopes to ask it for, when the team file names some."""
+    document: dict[str, Any] = {
         "resource": public_url,
         "authorization_servers": [issuer],
         "bearer_methods_supported": ["header"],
         "resource_name": RESOURCE_NAME,
     }
+    if scopes:
+        document["scopes_supported"] = list(scopes)
+    return document
 
 
 class IdentityCheck:
@@ -86,8 +90,12 @@ class IdentityCheck:
         self.api_keys = api_keys
         self.open_paths = frozenset(open_paths)
         self._metadata_paths = metadata_paths(public_url)
-        self._metadata = json.dumps(resource_metadata(public_url, tokens.settings.issuer)).encode()
+        settings = tokens.settings
+        self._metadata = json.dumps(resource_metadata(public_url, settings.issuer, settings.scopes)).encode()
         self._challenge = f'Bearer resource_metadata="{metadata_url(public_url)}"'
+        if settings.scopes:
+            # What the client is to ask for (the MCP specification's scope selection).
+            self._challenge += f', scope="{" ".join(settings.scopes)}"'
 
     async def admit(self, scope: Scope, send: Send) -> Scope | None:
         """The HTTP request's scope with its principal, or ``None`` once answered (the

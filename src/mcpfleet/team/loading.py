@@ -46,7 +46,7 @@ CREDENTIALS_MODES = ("shared", "per-user")
 
 _VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 _TOP_LEVEL = frozenset({"public_url", "servers", "identity", "policies", "state", "audit", "metrics"})
-_IDENTITY_KEYS = frozenset({"issuer", "audience", "groups_claim", "api_keys"})
+_IDENTITY_KEYS = frozenset({"issuer", "audience", "groups_claim", "api_keys", "scopes"})
 _POLICY_KEYS = frozenset({"name", "users", "groups", "allow", "deny"})
 _STATE_KEYS = frozenset({"sqlite", "postgres", "redis"})
 _AUDIT_KEYS = frozenset({"store", "file", "arguments", "on_failure", "sync"})
@@ -221,7 +221,16 @@ class _Reader:
             audience=audience,
             groups_claim=groups_claim,
             api_keys=self.path_of(value.get("api_keys"), "identity.api_keys"),
+            scopes=self.scopes(value.get("scopes", []), "identity.scopes"),
         )
+
+    def scopes(self, value: Any, key: str) -> tuple[str, ...]:
+        def check(scope: str) -> None:
+            # RFC 6749 3.3: visible ASCII but space, quote and backslash.
+            if not scope or any(not "!" <= char <= "~" or char in '"\\' for char in scope):
+                raise self.fail(key, f"{scope!r} is not a scope: one word of visible ASCII, no quotes")
+
+        return self.string_list(value, key, check, 'a list of scopes, e.g. ["api://CLIENT-ID/mcp.access"]')
 
     def policies(self, value: Any) -> tuple[Policy, ...]:
         if value is None:

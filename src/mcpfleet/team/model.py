@@ -28,6 +28,10 @@ class IdentitySettings:
     groups_claim: str = DEFAULT_GROUPS_CLAIM
     api_keys: Path | None = None
     """The file of hashed service-account keys (``mcpfleet team key add``), resolved."""
+    scopes: tuple[str, ...] = ()
+    """The scopes a client asks the issuer for (RFC 9728's ``scopes_supported``, and the 401's
+    ``scope``): what an issuer that ignores RFC 8707's ``resource`` (Entra ID) needs to be
+    asked for a token meant for this gateway."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -81,3 +81,28 @@ async def test_open_paths_pass_as_they_are_and_the_metadata_answers_a_preflight(
     admitted, sent = await answers(check, preflight)
     assert admitted is None and sent[0]["status"] == 204
     assert (b"access-control-allow-origin", b"*") in sent[0]["headers"]
+
+
+async def test_the_scopes_of_the_team_file_are_what_clients_are_told_to_ask_for() -> None:
+    """An issuer that ignores RFC 8707's resource (Entra ID) mints a token for the gateway only
+    when asked for its scope: the metadata lists it, and the 401 names it (RFC 6750's scope)."""
+    scopes = ("api://0f9c-client/mcp.access", "offline_access")
+    settings = IdentitySettings(
+        issuer="https://login.example.com/tenant/v2.0", audience="0f9c-client", scopes=scopes
+    )
+    check = IdentityCheck(public_url="https://mcp.example.com/mcp", tokens=JwtVerifier(settings))
+    metadata = {
+        "type": "http",
+        "method": "GET",
+        "path": "/.well-known/oauth-protected-resource",
+        "headers": [],
+    }
+    _, sent = await answers(check, metadata)
+    assert json.loads(sent[1]["body"])["scopes_supported"] == list(scopes)
+    unsigned = {"type": "http", "method": "POST", "path": "/mcp", "headers": []}
+    _, (start, _) = await answers(check, unsigned)
+    challenge = dict(start["headers"])[b"www-authenticate"].decode()
+    assert challenge.endswith(', scope="api://0f9c-client/mcp.access offline_access"')
+    # Without scopes in the team file, neither says any.
+    _, sent = await answers(check_for_example(), metadata)
+    assert "scopes_supported" not in json.loads(sent[1]["body"])

@@ -124,6 +124,11 @@ def test_a_variable_with_a_default_and_an_unset_one(tmp_path: Path) -> None:
         ),
         ({"audit": {"on_failure": "maybe"}}, "audit.on_failure", "closed, open"),
         ({"audit": {"sync": "never"}}, "audit.sync", "each, background"),
+        (
+            {"identity": {"issuer": "https://idp.example.com", "scopes": ["a b"]}},
+            "identity.scopes",
+            "one word",
+        ),
         ({"metrics": "open"}, "metrics", "private, public"),
         ({"state": {"postgres": "mysql://db"}}, "state.postgres", "postgresql://"),
     ],

@@ -5,7 +5,8 @@ log, so what it promises is durability, not speed:
 
 - WAL mode with ``synchronous=FULL``: a statement returns once its commit is in the log on disk,
   so an audit record written before a call's result is sent survives a crash of the process or
-  of the machine. Each write is one statement in autocommit mode, its own transaction. With
+  of the machine. Each write is one statement in autocommit mode, its own transaction, but for
+  audit records that arrive together, which share one (``team.grouped_writes``). With
   ``sync_each_write=False`` (``audit.sync: background``), ``synchronous=NORMAL``: the commit is
   in the log, through the OS, when the statement returns (a crash of the process loses nothing),
   and on disk at the next checkpoint (a crash of the machine may lose what came since).
@@ -29,13 +30,14 @@ import sqlite3
 import stat
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
 import anyio.to_thread
 
+from mcpfleet.team.grouped_writes import GroupedWrites
 from mcpfleet.team.schema import VERSIONS_TABLE, migrations, pending
 from mcpfleet.team.state import AuditRecord, Outcome, TeamStateError
 from mcpfleet.team.state_encoding import (
@@ -68,6 +70,8 @@ class SQLiteTeamState:
         self.path = path
         self._connection: sqlite3.Connection | None = connection
         self._lock = threading.Lock()
+        self._audit_writes = GroupedWrites(self._insert_audit_rows)
+        """Records of concurrent calls share one commit (and one disk flush)."""
 
     @property
     def store_name(self) -> str:
@@ -121,12 +125,11 @@ class SQLiteTeamState:
             record.arguments_digest,
             arguments_text(record.arguments),
         )
-        await self._run(
-            "writing an audit record",
-            lambda connection: connection.execute(
-                f"INSERT INTO audit_records ({_AUDIT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", row
-            ),
-        )
+        await self._audit_writes.write(row)
+
+    async def _insert_audit_rows(self, rows: Sequence[tuple[Any, ...]]) -> None:
+        action = "writing an audit record" if len(rows) == 1 else f"writing {len(rows)} audit records"
+        await self._run(action, lambda connection: _insert_audit_rows(connection, rows))
 
     async def audit_records(
         self, *, user: str | None = None, since: datetime | None = None, limit: int | None = None
@@ -221,6 +224,23 @@ class SQLiteTeamState:
                     f"{self.store_name}: {action} failed: {error}; check that the disk has room and the "
                     "file is writable by this user"
                 ) from error
+
+
+_INSERT_AUDIT = f"INSERT INTO audit_records ({_AUDIT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+
+
+def _insert_audit_rows(connection: sqlite3.Connection, rows: Sequence[tuple[Any, ...]]) -> None:
+    """``rows`` in one transaction (autocommit mode: a lone row is a transaction of its own)."""
+    if len(rows) == 1:
+        connection.execute(_INSERT_AUDIT, rows[0])
+        return
+    connection.execute("BEGIN IMMEDIATE")
+    try:
+        connection.executemany(_INSERT_AUDIT, rows)
+        connection.execute("COMMIT")
+    except BaseException:
+        connection.execute("ROLLBACK")
+        raise
 
 
 def _audit_record(row: tuple[Any, ...]) -> AuditRecord:

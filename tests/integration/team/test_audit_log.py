@@ -16,6 +16,7 @@ import stat
 import subprocess
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -162,6 +163,29 @@ async def test_concurrent_records_never_interleave_in_the_file(tmp_path: Path) -
 
     numbers = sorted(json.loads(line)["arguments"]["number"] for line in audit_file.read_text().splitlines())
     assert numbers == list(range(CONCURRENT_CALLS))
+
+
+async def test_concurrent_records_share_commits_in_the_sqlite_state(tmp_path: Path) -> None:
+    """Each commit of the SQLite state is a disk flush: records of calls made at once are
+    written in a few commits, not one each (the write-ahead log holds a frame per page a commit
+    wrote, so one commit per record would leave at least as many frames as records)."""
+    import sqlite3
+
+    path = tmp_path / "state.sqlite3"
+    state = await open_team_state(StateSettings(sqlite_path=path))
+    try:
+        with sqlite3.connect(path) as reader:
+            reader.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        log = AuditLog(AuditSettings(), state)
+        async with anyio.create_task_group() as calls:
+            for number in range(CONCURRENT_CALLS):
+                calls.start_soon(partial(call, log, number=number))
+        assert len(await state.audit_records()) == CONCURRENT_CALLS
+        with sqlite3.connect(path) as reader:
+            _, frames, _ = reader.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+        assert 0 < frames < CONCURRENT_CALLS / 2
+    finally:
+        await state.aclose()
 
 
 async def test_a_record_that_cannot_be_written_fails_the_call(state_settings: StateSettings) -> None:

@@ -14,9 +14,11 @@ finish, within a deadline:
   a call's ``notifications/cancelled``, the session's own calls) and a 2026-07-28 round that
   continues a call in flight (its ``requestState``);
 - every request being answered is held (``tracking``) for as long as its response runs: a POST
-  carrying a JSON-RPC request, and a GET that resumes a stream (``Last-Event-ID``), which ends
-  with its request's answer. A session's own event stream (a GET without ``Last-Event-ID``)
-  waits for nothing and is not held: it would keep a drain to its deadline;
+  carrying a JSON-RPC request, and a GET that resumes a request's stream (``Last-Event-ID``
+  naming an event of one: ``resumes_a_request``, which the server sets from its event store),
+  which ends with that request's answer. A session's own event stream (a GET without
+  ``Last-Event-ID``, or resuming that stream) waits for nothing and is not held: it would keep
+  every drain to its deadline;
 - ``drained()`` returns once the drain started and nothing is held, or at the deadline
   (``timeout_s``) with the number of requests still running; ``cut()`` then cancels their work,
   and the gate answers each that had no response yet with a JSON-RPC error saying the replica
@@ -29,7 +31,7 @@ No SDK here.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -66,6 +68,8 @@ class Drain:
         self._idle = anyio.Event()
         self._idle.set()
         self._held: set[anyio.CancelScope] = set()
+        self.resumes_a_request: Callable[[str], bool] = lambda event_id: False
+        """Whether a ``Last-Event-ID`` names an event of a request's stream (held while resumed)."""
 
     @property
     def draining(self) -> bool:
@@ -97,7 +101,8 @@ class Drain:
             return _is_request(message) or (
                 isinstance(message, list) and any(_is_request(item) for item in message)
             )
-        return scope["method"] == "GET" and _header(scope, RESUMPTION_HEADER) is not None
+        resumed = _header(scope, RESUMPTION_HEADER) if scope["method"] == "GET" else None
+        return resumed is not None and self.resumes_a_request(resumed.decode("latin-1"))
 
     @contextlib.contextmanager
     def tracking(self) -> Iterator[anyio.CancelScope]:

@@ -616,6 +616,8 @@ async def serve_http(
     (``gateway.draining``), serving ends once it has started and drained: new work refused,
     requests in flight answered or, at its deadline, cut; then the gateway stops as when cancelled.
     """
+    from mcp.server.streamable_http import GET_STREAM_KEY
+
     from mcpfleet.gateway.handlers import fast_path_of
     from mcpfleet.gateway.http_fast import FastCalls
     from mcpfleet.gateway.resumption import RETRY_INTERVAL_MS, BoundedEventStore
@@ -623,15 +625,22 @@ async def serve_http(
     with contextlib.closing(listener):
         guard = ConnectionGuard(bounds if bounds is not None else ListenerBounds.for_this_process())
         security = transport_security_for(listener.bind, listener.address, listener.port, public_url)
+        # A stream that breaks mid-call can be resumed (SEP-1699), from the recent past only.
+        event_store = BoundedEventStore()
         app: ASGIApp = server.streamable_http_app(
             streamable_http_path=MCP_PATH,
             transport_security=security,
             max_request_body_size=max_request_body_bytes,
             host=listener.bind.host,
-            # A stream that breaks mid-call can be resumed (SEP-1699), from the recent past only.
-            event_store=BoundedEventStore(),
+            event_store=event_store,
             retry_interval=RETRY_INTERVAL_MS,
         )
+        if drain is not None:
+            # A request's stream resumed is waited for; the session's own stream never is.
+            def resumes_a_request(event_id: str) -> bool:
+                return event_store.stream_of(event_id) not in (None, GET_STREAM_KEY)
+
+            drain.resumes_a_request = resumes_a_request
         fast_path = fast_path_of(server)
         if fast_path is not None:
             app = FastCalls(app, server, fast_path)

@@ -66,6 +66,11 @@ class BoundedEventStore(EventStore):
             self._bytes -= dropped.size
         return event_id
 
+    def stream_of(self, event_id: EventId) -> StreamId | None:
+        """The stream an event kept here belongs to (``None``: dropped, or never one of ours)."""
+        known = self._events.get(event_id)
+        return known.stream_id if known is not None else None
+
     async def replay_events_after(
         self, last_event_id: EventId, send_callback: EventCallback
     ) -> StreamId | None:

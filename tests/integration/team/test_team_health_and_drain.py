@@ -244,6 +244,8 @@ async def test_sigterm_drains_the_calls_in_flight_refuses_new_work_and_exits(
                 )
                 assert new_modern.status_code == 503
                 assert (await http.get(base_of(gateway) + "/healthz")).status_code == 200
+                # The session this replica holds is still served (its next call included).
+                assert text_of(await legacy.call_tool("slow_echo", {"message": "mine"})) == "mine"
                 # Both calls hold the replica: nothing has answered them, so it still runs.
                 assert gateway.process.poll() is None
 
@@ -256,6 +258,68 @@ async def test_sigterm_drains_the_calls_in_flight_refuses_new_work_and_exits(
         assert exit_code_of(gateway.process) == 0
         assert "drained: every request in flight was answered" in gateway.stderr
     assert not [pid for pid in backend_pids(pid_file) if is_running(pid)]
+
+
+async def test_a_call_whose_stream_is_resumed_while_draining_gets_its_answer(
+    tmp_path: Path, identity_provider: IdentityProvider
+) -> None:
+    """The call's own stream broke before SIGTERM and the client resumed it (``Last-Event-ID``):
+    the drain waits for that resumed stream, which carries the answer."""
+    team_file = team_file_for(
+        tmp_path, identity_provider.issuer, {"slow": slow_server(tmp_path / "slow.pid")}, drain_timeout=600
+    )
+    key = add_key(team_file, "ci")
+    release = tmp_path / "release"
+    with running_team_gateway(team_file, "--no-cache") as gateway:
+        async with httpx2.AsyncClient(timeout=httpx2.Timeout(WAIT_S)) as http:
+            await wait_for_readiness(http, gateway, 200)
+            headers = {"Authorization": f"Bearer {key}", "Accept": ACCEPT}
+            opened = await http.post(gateway.url, json=initialize_message(), headers=headers)
+            session = {
+                **headers,
+                "Mcp-Session-Id": opened.headers["mcp-session-id"],
+                "MCP-Protocol-Version": "2025-11-25",
+            }
+            initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+            await http.post(gateway.url, json=initialized, headers=session)
+            call = {
+                "jsonrpc": "2.0",
+                "id": 5,
+                "method": "tools/call",
+                "params": {"name": "slow_wait_for", "arguments": {"path": str(release)}},
+            }
+            prefers_stream = {**session, "Accept": "text/event-stream, application/json;q=0.5"}
+            async with http.stream("POST", gateway.url, json=call, headers=prefers_stream) as streamed:
+                priming = await _first_event_id(streamed)
+            # That stream is gone; the call runs on in its session. The client resumes it.
+            await wait_until(lambda: Path(f"{release}.started").exists(), timeout_s=WAIT_S)
+            resuming = {**session, "Accept": "text/event-stream", "Last-Event-ID": priming}
+            async with http.stream("GET", gateway.url, headers=resuming) as resumed:
+                assert resumed.status_code == 200
+                gateway.process.send_signal(signal.SIGTERM)
+                await wait_for_readiness(http, gateway, 503)
+                assert gateway.process.poll() is None  # the resumed stream holds the drain
+                release.touch()
+                answer = await _next_message(resumed)
+        assert answer["id"] == 5
+        assert answer["result"]["content"][0]["text"] == f"released by {release}"
+        assert exit_code_of(gateway.process) == 0
+        assert "drained: every request in flight was answered" in gateway.stderr
+
+
+async def _first_event_id(stream: httpx2.Response) -> str:
+    async for line in stream.aiter_lines():
+        if line.startswith("id:"):
+            return line[3:].strip()
+    raise AssertionError("the stream ended before its priming event")
+
+
+async def _next_message(stream: httpx2.Response) -> dict[str, Any]:
+    async for line in stream.aiter_lines():
+        if line.startswith("data:") and line[5:].strip():
+            message: dict[str, Any] = json.loads(line[5:])
+            return message
+    raise AssertionError("the resumed stream ended without a message")
 
 
 async def test_calls_longer_than_drain_timeout_are_cut_and_the_replica_exits(

@@ -26,7 +26,9 @@ what a gateway needs around it:
   and a ``retry``, and a client that lost one mid-call reconnects with ``Last-Event-ID``;
 - a lifetime inside the caller's task group: cancelling ``serve_http`` stops accepting,
   ends the open sessions, and lets uvicorn finish within a bound. Signals are the caller's:
-  uvicorn's own handlers are kept out, so SIGINT/SIGTERM reach the code that owns the fleet.
+  uvicorn's own handlers are kept out, so SIGINT/SIGTERM reach the code that owns the fleet;
+- a drain (``gateway.draining``, a team gateway's SIGTERM): new work refused with 503, the
+  requests in flight waited for within its deadline, the rest answered as cut, then the stop.
 
 In order: ``HttpListener.open(parse_bind(text))``, ``resolve_auth_token(…)`` (before any
 backend starts: it takes the token's variable out of the environment they inherit), then

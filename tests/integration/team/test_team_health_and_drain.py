@@ -256,6 +256,7 @@ async def test_sigterm_drains_the_calls_in_flight_refuses_new_work_and_exits(
                 "modern": f"released by {modern_release}",
             }
         assert exit_code_of(gateway.process) == 0
+        assert "Traceback" not in gateway.stderr
         assert "drained: every request in flight was answered" in gateway.stderr
     assert not [pid for pid in backend_pids(pid_file) if is_running(pid)]
 
@@ -304,6 +305,7 @@ async def test_a_call_whose_stream_is_resumed_while_draining_gets_its_answer(
         assert answer["id"] == 5
         assert answer["result"]["content"][0]["text"] == f"released by {release}"
         assert exit_code_of(gateway.process) == 0
+        assert "Traceback" not in gateway.stderr
         assert "drained: every request in flight was answered" in gateway.stderr
 
 
@@ -359,10 +361,44 @@ async def test_calls_longer_than_drain_timeout_are_cut_and_the_replica_exits(
                 await wait_until(lambda: all(path.exists() for path in started), timeout_s=WAIT_S)
                 gateway.process.send_signal(signal.SIGTERM)
         assert exit_code_of(gateway.process) == 0
+        assert "Traceback" not in gateway.stderr
         assert "drain_timeout (1 s) reached: cutting 2 request(s) still in flight" in gateway.stderr
     # Each is told why, neither got an answer of the tool's: the 2026-07-28 call as its JSON
     # answer, the session's call as the last event of its stream (begun with its priming event).
     cut = "the gateway replica stopped before this request finished"
     assert outcome["modern"].startswith(f"200: {cut}") and "drain_timeout (1 s)" in outcome["modern"]
     assert outcome["legacy"].startswith(f"failed: {cut}")
+    assert not [pid for pid in backend_pids(pid_file) if is_running(pid)]
+
+
+async def test_sigint_during_a_drain_stops_the_replica_at_once(
+    tmp_path: Path, identity_provider: IdentityProvider
+) -> None:
+    pid_file = tmp_path / "slow.pid"
+    team_file = team_file_for(
+        tmp_path, identity_provider.issuer, {"slow": slow_server(pid_file)}, drain_timeout=3600
+    )
+    key = add_key(team_file, "ci")
+    never = tmp_path / "never-released"
+    with running_team_gateway(team_file, "--no-cache") as gateway:
+        async with httpx2.AsyncClient(timeout=httpx2.Timeout(WAIT_S)) as http:
+            await wait_for_readiness(http, gateway, 200)
+            async with anyio.create_task_group() as calls:
+
+                async def held_call() -> None:
+                    message = modern_message("slow_wait_for", {"path": str(never)})
+                    with contextlib.suppress(httpx2.HTTPError):
+                        await http.post(
+                            gateway.url, json=message, headers=modern_headers(key, "slow_wait_for")
+                        )
+
+                calls.start_soon(held_call)
+                await wait_until(lambda: Path(f"{never}.started").exists(), timeout_s=WAIT_S)
+                gateway.process.send_signal(signal.SIGTERM)
+                await wait_for_readiness(http, gateway, 503)
+                # The drain would wait an hour for that call; Ctrl-C does not.
+                gateway.process.send_signal(signal.SIGINT)
+                exit_code_of(gateway.process)
+        assert "drained: every" not in gateway.stderr and "reached: cutting" not in gateway.stderr
+        assert "Traceback" not in gateway.stderr
     assert not [pid for pid in backend_pids(pid_file) if is_running(pid)]

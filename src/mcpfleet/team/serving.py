@@ -106,8 +106,12 @@ class TeamGateway:
         issuer's keys held or fetchable, the fleet's servers settled."""
         from mcpfleet.team.health import Readiness
 
-        checks = {"state": self.state.check, "issuer": self.identity.tokens.keys.check}
-        return Readiness(self.fleet, checks, drain)
+        keys = self.identity.tokens.keys
+
+        async def issuer() -> None:
+            keys.require_held()  # fetched in the background from the start (open_team_gateway)
+
+        return Readiness(self.fleet, {"state": self.state.check, "issuer": issuer}, drain)
 
     def around(self, drain: Drain | None = None) -> Callable[[ASGIApp], ASGIApp]:
         """Everything in front of the SDK's MCP application (``serve_http``'s ``around``):
@@ -188,9 +192,11 @@ async def open_team_gateway(
             guard.update(new.policies)
 
         live.follow(apply)
+        served = TeamGateway(gateway, guard, live, fleet, state, credentials)
         task_group = await stack.enter_async_context(anyio.create_task_group())
         task_group.start_soon(live.watch, name="mcpfleet team file watcher")
-        yield TeamGateway(gateway, guard, live, fleet, state, credentials)
+        task_group.start_soon(served.identity.tokens.keys.keep_fetching, name="mcpfleet issuer keys")
+        yield served
         task_group.cancel_scope.cancel()
 
 

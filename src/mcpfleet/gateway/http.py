@@ -618,8 +618,6 @@ async def serve_http(
     (``gateway.draining``), serving ends once it has started and drained: new work refused,
     requests in flight answered or, at its deadline, cut; then the gateway stops as when cancelled.
     """
-    from mcp.server.streamable_http import GET_STREAM_KEY
-
     from mcpfleet.gateway.handlers import fast_path_of
     from mcpfleet.gateway.http_fast import FastCalls
     from mcpfleet.gateway.resumption import RETRY_INTERVAL_MS, BoundedEventStore
@@ -637,12 +635,8 @@ async def serve_http(
             event_store=event_store,
             retry_interval=RETRY_INTERVAL_MS,
         )
-        if drain is not None:
-            # A request's stream resumed is waited for; the session's own stream never is.
-            def resumes_a_request(event_id: str) -> bool:
-                return event_store.stream_of(event_id) not in (None, GET_STREAM_KEY)
-
-            drain.resumes_a_request = resumes_a_request
+        if drain is not None:  # a request's stream resumed is waited for, a session's own never
+            drain.resumes_a_request = event_store.resumes_a_request
         fast_path = fast_path_of(server)
         if fast_path is not None:
             app = FastCalls(app, server, fast_path)

@@ -71,7 +71,7 @@ def test_a_draining_gateway_refuses_only_work_that_has_not_begun(
 async def test_a_resumed_request_stream_is_waited_for_the_sessions_own_stream_is_not() -> None:
     store = BoundedEventStore()
     drain = draining()
-    drain.resumes_a_request = lambda event_id: store.stream_of(event_id) not in (None, GET_STREAM_KEY)
+    drain.resumes_a_request = store.resumes_a_request  # as serve_http sets it
     ping = mcp_types.JSONRPCRequest(jsonrpc="2.0", id=1, method="ping")
     of_a_request = await store.store_event("request-7", ping)
     of_the_session = await store.store_event(GET_STREAM_KEY, ping)

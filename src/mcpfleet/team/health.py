@@ -5,7 +5,7 @@
   while the replica drains).
 - ``/readyz``: 200 ``{"ready": true}`` when this replica can take new work: not draining
   (``gateway.draining``), each named check passing within ``CHECK_TIMEOUT_S`` (the team state
-  answers, the issuer's signing keys are held or fetchable: ``team.serving`` names them), and
+  answers, the issuer's signing keys are held: ``team.serving`` names them), and
   the backends settled: every server of the fleet connected or failed its start, none still
   starting. Otherwise 503 ``{"ready": false, "not_ready": {WHAT: WHY}}``, one entry per failing
   part (``draining``, ``servers``, and the checks' names), each reason one line, so the probe's

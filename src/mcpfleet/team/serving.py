@@ -13,7 +13,7 @@
 4. the fleet (``TeamFleet``: the team file's servers) and the gateway over it with that guard;
 5. the watcher of the team file (``LiveTeamFile``), whose reloads reach the fleet (servers
    added, removed, changed) and the guard (policies: each session whose view changed hears
-   ``list_changed``).
+   ``list_changed``), and the fetch of the issuer's keys, until they are held (``/readyz``).
 
 ``TeamGateway.admission`` decides, from each request's headers and before any body is read,
 whether it is served (``serve_http``'s ``admission``): the identity check (``team.identity``),
@@ -103,7 +103,7 @@ class TeamGateway:
 
     def readiness(self, drain: Drain | None = None) -> Readiness:
         """What ``/readyz`` asks (``team.health``): not draining, the team state answering, the
-        issuer's keys held or fetchable, the fleet's servers settled."""
+        issuer's keys held (fetched in the background from the start), the servers settled."""
         from mcpfleet.team.health import Readiness
 
         keys = self.identity.tokens.keys

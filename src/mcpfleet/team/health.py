@@ -6,8 +6,10 @@
 - ``/readyz``: 200 ``{"ready": true}`` when this replica can take new work: not draining
   (``gateway.draining``), each named check passing within ``CHECK_TIMEOUT_S`` (the team state
   answers, the issuer's signing keys are held: ``team.serving`` names them), and
-  the backends settled: every server of the fleet connected or failed its start, none still
-  starting. Otherwise 503 ``{"ready": false, "not_ready": {WHAT: WHY}}``, one entry per failing
+  the backends settled: every server the replica started with connected or failed its start,
+  none still starting (once settled, a server that a reload of the team file adds is not waited
+  for: every replica reloads at once, and all of them leaving the balancer together would be an
+  outage). Otherwise 503 ``{"ready": false, "not_ready": {WHAT: WHY}}``, one entry per failing
   part (``draining``, ``servers``, and the checks' names), each reason one line, so the probe's
   output in ``kubectl describe pod`` says what to fix.
 
@@ -48,16 +50,21 @@ class Readiness:
         self.fleet = fleet
         self.checks = dict(checks)
         self.drain = drain
+        self.settled = False
+        """Every server the replica started with has connected or failed: from then on a server
+        a reload adds is not waited for (every replica would leave the balancer at once)."""
 
     async def not_ready(self) -> dict[str, str]:
         """Each part that is not ready, with why; empty when the replica is ready."""
         problems: dict[str, str] = {}
         if self.drain is not None and self.drain.draining:
             problems["draining"] = "the replica is shutting down (SIGTERM): it takes no new sessions"
-        servers = self.fleet.servers.items()
-        starting = sorted(name for name, state in servers if state.state == Phase.CONNECTING)
-        if starting:
-            problems["servers"] = f"still starting: {', '.join(starting)}"
+        if not self.settled:
+            servers = self.fleet.servers.items()
+            starting = sorted(name for name, state in servers if state.state == Phase.CONNECTING)
+            if starting:
+                problems["servers"] = f"still starting: {', '.join(starting)}"
+            self.settled = not starting
         async with anyio.create_task_group() as task_group:
             for name, check in self.checks.items():
                 task_group.start_soon(_run_check, name, check, problems)

@@ -153,6 +153,17 @@ async def test_healthz_and_readyz_need_no_token_and_ready_means_every_part_answe
             refused = await http.post(base_of(gateway) + "/readyz")
             assert refused.status_code == 405
 
+            # A server a reload adds is not waited for: every replica reloads at once, and all
+            # of them leaving the balancer together would be an outage.
+            added_pid = tmp_path / "added.pid"
+            added = fake("added", "echo")
+            held_back = ["--pid-file", str(added_pid), "--start-when-exists", str(tmp_path / "never")]
+            added["args"] = [*added["args"], *held_back]
+            document = json.loads(team_file.read_text())
+            write_team_file(team_file, {**document, "servers": {**document["servers"], "added": added}})
+            await wait_until(added_pid.exists, timeout_s=WAIT_S)  # started, its handshake held back
+            assert await readiness(http, gateway) == (200, {"ready": True})
+
 
 async def test_readyz_names_an_issuer_whose_keys_cannot_be_fetched(tmp_path: Path) -> None:
     team_file = team_file_for(tmp_path, "http://127.0.0.1:1", {"slow": slow_server(tmp_path / "slow.pid")})

@@ -19,12 +19,14 @@ Tools (all by default; ``--tool NAME`` keeps only the named ones, repeatable):
   crash {code=1}            the process exits at once with that code
   env {name}                structuredContent {"value": os.environ.get(name), "cwd": os.getcwd()}
   roots {}                  asks the client for roots/list and returns its answer as text
-``--tool log``, ``--tool refuse`` and ``--tool request_id`` (only when named) add:
+``--tool log``, ``--tool refuse``, ``--tool request_id`` and ``--tool wait_for`` (only when named) add:
   log {level=info, message} sends notifications/message (logger "fake-internal") then answers
   refuse {code, message, data?}
                             answers with that JSON-RPC error (its own refusal, not a failure)
   request_id {}             text: the JSON-RPC id the call came under, as JSON (which client
                             code sent it: the SDK's ids are integers)
+  wait_for {path}           creates PATH.started, then answers once PATH exists (a call that
+                            lasts until the test says so)
 ``--tools N`` adds N more echo-like tools ``tool_0`` … ``tool_<N-1>``.
 ``--hostile-tools`` adds three that misbehave:
   big {bytes}               a text result of that many bytes ("x" repeated)
@@ -151,6 +153,10 @@ OPT_IN_TOOL_SCHEMAS: dict[str, dict[str, Any]] = {
     "request_id": {
         "description": "Answer with the JSON-RPC id of this call",
         "inputSchema": {"type": "object", "properties": {}},
+    },
+    "wait_for": {
+        "description": "Create PATH.started, then answer once PATH exists",
+        "inputSchema": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]},
     },
 }
 UNUSABLE_TOOLS: list[dict[str, Any]] = [
@@ -325,6 +331,13 @@ class FakeServer:
                 self.reply_error(request_id, code, message, arguments.get("data"))
             elif name == "request_id":
                 self.reply(request_id, {"content": [{"type": "text", "text": json.dumps(request_id)}]})
+            elif name == "wait_for":
+                path = str(arguments["path"])
+                open(f"{path}.started", "w").close()
+                while not os.path.exists(path):
+                    if cancelled.wait(0.02):
+                        return  # a cancelled request gets no answer
+                self.reply(request_id, {"content": [{"type": "text", "text": f"released by {path}"}]})
             elif name == RICH_TOOL["name"]:
                 self.reply(
                     request_id,

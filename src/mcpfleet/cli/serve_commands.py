@@ -5,7 +5,8 @@ mcpfleet.cli.main serve`` run. The console script sends a plain ``mcpfleet serve
 user's daemon through the shim instead (``mcpfleet.cli.entry``).
 
 stdout carries the protocol (stdio) and nothing else: every log line goes to stderr.
-SIGINT and SIGTERM stop the gateway; every backend is closed before it exits.
+SIGINT and SIGTERM stop the gateway (a team gateway drains first on SIGTERM); every backend is
+closed before it exits.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
 
     from mcpfleet.fleet.manager import MCPManager
     from mcpfleet.gateway.assembly import GatewayOptions
+    from mcpfleet.gateway.draining import Drain
     from mcpfleet.gateway.http import HttpListener
     from mcpfleet.gateway.relay import Relay
     from mcpfleet.team.model import TeamFile
@@ -179,7 +181,9 @@ async def _serve(args: argparse.Namespace, options: GatewayOptions) -> None:
 
 async def _serve_http(args: argparse.Namespace, options: GatewayOptions) -> int:
     """Serve until SIGINT (exit 130, as Ctrl-C does elsewhere) or SIGTERM (exit 0: asked to stop,
-    stopped cleanly), every backend closed either way.
+    stopped cleanly), every backend closed either way. A team gateway drains on SIGTERM
+    (``gateway.draining``: no new work, calls in flight finish within ``drain_timeout``) and
+    stops then; a SIGINT during the drain stops it at once.
 
     The port is taken and the token settled before any backend starts, so a port in use or an
     unwritable token file costs no process. A signal cancels the serving scope from the event
@@ -193,6 +197,7 @@ async def _serve_http(args: argparse.Namespace, options: GatewayOptions) -> int:
 
     from mcpfleet.config.gateway_entry import announce_gateway_endpoint, mark_gateway_environment
     from mcpfleet.gateway.assembly import open_gateway
+    from mcpfleet.gateway.draining import Drain
     from mcpfleet.gateway.http import HttpListener, parse_bind, resolve_auth_token, serve_http, stderr_notice
     from mcpfleet.team.loading import load_team_file
 
@@ -216,13 +221,19 @@ async def _serve_http(args: argparse.Namespace, options: GatewayOptions) -> int:
 
         received: list[int] = []
         loop = asyncio.get_running_loop()
+        drain = Drain(team.drain_timeout_s) if team is not None else None
         with anyio.CancelScope() as serving:
 
             def stop(signal_number: int) -> None:
+                received.append(signal_number)
+                if drain is not None and signal_number == signal.SIGTERM:
+                    # A team replica drains (its calls in flight finish) and then stops by itself.
+                    logger.info("mcpfleet serve --team: SIGTERM received; draining")
+                    drain.start()
+                    return
                 logger.info(
                     "mcpfleet serve: %s received; closing every server", signal.Signals(signal_number).name
                 )
-                received.append(signal_number)
                 serving.cancel()
 
             for signal_number in STOP_SIGNALS:
@@ -231,7 +242,8 @@ async def _serve_http(args: argparse.Namespace, options: GatewayOptions) -> int:
                 # Discovery here and on this machine recognises this URL as the gateway's own.
                 mark_gateway_environment(os.environ, url=listener.url)
                 if team is not None:
-                    await _serve_team(args, options, team, listener)
+                    assert drain is not None
+                    await _serve_team(args, options, team, listener, drain)
                 else:
                     with announce_gateway_endpoint(listener.url):
                         async with open_gateway(_own_fleet(args, options), options) as gateway:
@@ -243,9 +255,10 @@ async def _serve_http(args: argparse.Namespace, options: GatewayOptions) -> int:
 
 
 async def _serve_team(
-    args: argparse.Namespace, options: GatewayOptions, team: TeamFile, listener: HttpListener
+    args: argparse.Namespace, options: GatewayOptions, team: TeamFile, listener: HttpListener, drain: Drain
 ) -> None:
-    """The team gateway of ``team`` on ``listener`` (``mcpfleet.team.serving``), until cancelled."""
+    """The team gateway of ``team`` on ``listener`` (``mcpfleet.team.serving``), until cancelled
+    or drained (SIGTERM: ``drain`` started)."""
     from mcpfleet.gateway.handlers import build_server
     from mcpfleet.gateway.http import serve_http
     from mcpfleet.team.serving import open_team_gateway
@@ -257,7 +270,8 @@ async def _serve_team(
             build_server(served.gateway),
             listener,
             auth_token=None,
-            around=served.connect_pages,
+            around=served.around(drain),
             admission=served.admission,
             public_url=team.public_url,
+            drain=drain,
         )

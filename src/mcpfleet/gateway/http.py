@@ -26,7 +26,9 @@ what a gateway needs around it:
   and a ``retry``, and a client that lost one mid-call reconnects with ``Last-Event-ID``;
 - a lifetime inside the caller's task group: cancelling ``serve_http`` stops accepting,
   ends the open sessions, and lets uvicorn finish within a bound. Signals are the caller's:
-  uvicorn's own handlers are kept out, so SIGINT/SIGTERM reach the code that owns the fleet.
+  uvicorn's own handlers are kept out, so SIGINT/SIGTERM reach the code that owns the fleet;
+- a drain (``gateway.draining``, a team gateway's SIGTERM): new work refused with 503, the
+  requests in flight waited for within its deadline, the rest answered as cut, then the stop.
 
 In order: ``HttpListener.open(parse_bind(text))``, ``resolve_auth_token(…)`` (before any
 backend starts: it takes the token's variable out of the environment they inherit), then
@@ -59,6 +61,7 @@ from mcpfleet import paths
 from mcpfleet.contract.environment import GATEWAY_TOKEN_VARIABLE as TOKEN_VARIABLE
 from mcpfleet.errors import MCPFleetError, ServeAddressError
 from mcpfleet.gateway.connections import ACCEPT_BURST, ConnectionGuard, ListenerBounds, bounded_protocol
+from mcpfleet.gateway.draining import CUT_ERROR_CODE, REFUSAL_HEADERS, REFUSAL_TEXT, Drain, cut_message
 from mcpfleet.gateway.http_fast import PARSED_BODY
 
 if TYPE_CHECKING:
@@ -401,6 +404,7 @@ class BearerGate:
         security: TransportSecuritySettings | None = None,
         max_body_bytes: int = MAX_REQUEST_BODY_BYTES,
         admission: Admission | None = None,
+        drain: Drain | None = None,
     ) -> None:
         from mcp.server.transport_security import TransportSecurityMiddleware
 
@@ -409,6 +413,7 @@ class BearerGate:
         self.security = TransportSecurityMiddleware(security) if security is not None else None
         self.max_body_bytes = max_body_bytes
         self.admission = admission
+        self.drain = drain
         self.stopping = False
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -444,6 +449,7 @@ class BearerGate:
             if refusal is not None:
                 await refusal(scope, receive, send)
                 return
+        message: Any = None
         if scope["method"] == "POST":
             try:
                 body = await _read_body(receive, self.max_body_bytes)
@@ -458,6 +464,14 @@ class BearerGate:
                 return
             scope = {**scope, PARSED_BODY: message}
             receive = _replay(body, receive)
+        drain = self.drain
+        if drain is not None and scope["path"].startswith(MCP_PATH):
+            if drain.refuses(scope, message):
+                await _plain_response(send, 503, REFUSAL_TEXT, REFUSAL_HEADERS)
+                return
+            if drain.holds(scope, message):
+                await _serve_held(self.app, drain, scope, receive, send, message)
+                return
         await self.app(scope, receive, send)
 
     def _matches(self, header: bytes) -> bool:
@@ -586,6 +600,7 @@ async def serve_http(
     around: Callable[[ASGIApp], ASGIApp] | None = None,
     admission: Admission | None = None,
     public_url: str | None = None,
+    drain: Drain | None = None,
     task_status: TaskStatus[str] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve ``server`` over streamable HTTP on ``listener`` until cancelled, then close it.
@@ -599,7 +614,9 @@ async def serve_http(
     request-id checks and the 503 of a gateway stopping; ``admission`` decides from each request's
     headers, before its body is read, whether it is served (a team gateway's identity check, with
     ``auth_token=None``; see ``Admission``); ``public_url`` is the URL clients of a
-    team gateway address (its ``Host`` is accepted besides this machine's names).
+    team gateway address (its ``Host`` is accepted besides this machine's names). With a ``drain``
+    (``gateway.draining``), serving ends once it has started and drained: new work refused,
+    requests in flight answered or, at its deadline, cut; then the gateway stops as when cancelled.
     """
     from mcpfleet.gateway.handlers import fast_path_of
     from mcpfleet.gateway.http_fast import FastCalls
@@ -608,15 +625,18 @@ async def serve_http(
     with contextlib.closing(listener):
         guard = ConnectionGuard(bounds if bounds is not None else ListenerBounds.for_this_process())
         security = transport_security_for(listener.bind, listener.address, listener.port, public_url)
+        # A stream that breaks mid-call can be resumed (SEP-1699), from the recent past only.
+        event_store = BoundedEventStore()
         app: ASGIApp = server.streamable_http_app(
             streamable_http_path=MCP_PATH,
             transport_security=security,
             max_request_body_size=max_request_body_bytes,
             host=listener.bind.host,
-            # A stream that breaks mid-call can be resumed (SEP-1699), from the recent past only.
-            event_store=BoundedEventStore(),
+            event_store=event_store,
             retry_interval=RETRY_INTERVAL_MS,
         )
+        if drain is not None:  # a request's stream resumed is waited for, a session's own never
+            drain.resumes_a_request = event_store.resumes_a_request
         fast_path = fast_path_of(server)
         if fast_path is not None:
             app = FastCalls(app, server, fast_path)
@@ -626,6 +646,7 @@ async def serve_http(
             security=security,
             max_body_bytes=max_request_body_bytes,
             admission=admission,
+            drain=drain,
         )
         http_server = _GatewayUvicorn(
             uvicorn.Config(
@@ -654,7 +675,10 @@ async def serve_http(
                         await http_server.listening.wait()
                         notice(f"serving on {listener.url}")
                         task_status.started(listener.url)
-                        await anyio.sleep_forever()
+                        if drain is None:
+                            await anyio.sleep_forever()
+                        else:
+                            await _drained(drain, notice)
                     finally:
                         # New requests get 503 from here on; ending every session (and so
                         # every open event stream) lets uvicorn finish well within its grace.
@@ -662,6 +686,57 @@ async def serve_http(
                         await _end_sessions(server)
             finally:
                 stop_serving()  # the session manager could not even start
+
+
+async def _serve_held(
+    app: ASGIApp, drain: Drain, scope: Scope, receive: Receive, send: Send, message: Any
+) -> None:
+    """Serve one request a drain waits for. Cut at its deadline, it is answered with a JSON-RPC
+    error saying so: as the response itself when none had begun, as the last event of its
+    stream when that had (a stream of another kind is just ended)."""
+    begun = ended = streamed = False
+
+    async def watched(event: MutableMapping[str, Any]) -> None:
+        nonlocal begun, ended, streamed
+        if event["type"] == "http.response.start":
+            begun = True
+            streamed = any(
+                name == b"content-type" and value.startswith(b"text/event-stream")
+                for name, value in event.get("headers", [])
+            )
+        ended = event["type"] == "http.response.body" and not event.get("more_body", False)
+        await send(event)
+
+    with drain.tracking() as cut:
+        with cut:
+            await app(scope, receive, watched)
+        if not cut.cancelled_caught or ended:
+            return
+        request_id = message.get("id") if isinstance(message, dict) else None
+        error = {"code": CUT_ERROR_CODE, "message": cut_message(drain.timeout_s)}
+        answer = {"jsonrpc": "2.0", "id": request_id, "error": error}
+        if not begun:
+            await _json_response(send, 200, answer)
+            return
+        last = b""
+        if streamed and request_id is not None:
+            last = f"event: message\ndata: {json.dumps(answer)}\n\n".encode()
+        await send({"type": "http.response.body", "body": last, "more_body": False})
+
+
+async def _drained(drain: Drain, notice: Callable[[str], None]) -> None:
+    """Once the drain starts, wait for the requests in flight (within its deadline), saying how it went."""
+    await drain.started()
+    notice(
+        f"draining: {drain.in_flight} request(s) in flight get up to {drain.timeout_s:g} s "
+        "(drain_timeout); new sessions and requests are refused with 503"
+    )
+    left = await drain.drained()
+    if left:
+        notice(f"drain_timeout ({drain.timeout_s:g} s) reached: cutting {left} request(s) still in flight")
+        await drain.cut(within_s=SHUTDOWN_GRACE_S)
+    else:
+        notice("drained: every request in flight was answered")
 
 
 async def _end_sessions(server: Server[Any]) -> None:

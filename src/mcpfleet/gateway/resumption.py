@@ -21,7 +21,14 @@ import secrets
 from collections import OrderedDict
 from dataclasses import dataclass
 
-from mcp.server.streamable_http import EventCallback, EventId, EventMessage, EventStore, StreamId
+from mcp.server.streamable_http import (
+    GET_STREAM_KEY,
+    EventCallback,
+    EventId,
+    EventMessage,
+    EventStore,
+    StreamId,
+)
 from mcp_types import JSONRPCMessage
 
 MAX_EVENTS = 1024
@@ -65,6 +72,12 @@ class BoundedEventStore(EventStore):
             _, dropped = self._events.popitem(last=False)
             self._bytes -= dropped.size
         return event_id
+
+    def resumes_a_request(self, event_id: EventId) -> bool:
+        """Whether ``event_id`` is an event kept here of a request's stream, not of a session's
+        own (GET) stream: what a drain waits for when a client resumes from it."""
+        known = self._events.get(event_id)
+        return known is not None and known.stream_id != GET_STREAM_KEY
 
     async def replay_events_after(
         self, last_event_id: EventId, send_callback: EventCallback

@@ -165,9 +165,26 @@ class IssuerKeys:
         return built
 
     async def check(self) -> None:
-        """Have a key set now (``IssuerUnavailable`` when none can be had): for ``/readyz``."""
+        """Have a key set now (``IssuerUnavailable`` when none can be had)."""
         if self._key_set is None:
             await self._fetch_once(self._attempts)
+
+    def require_held(self) -> None:
+        """Raise ``IssuerUnavailable`` (the last fetch's error) unless a key set is held. For
+        ``/readyz``, which never fetches itself: a probe's deadline cancelling a fetch half-way
+        would count as an attempt and hold the next one back for ``refresh_interval_s``."""
+        if self._key_set is None:
+            raise IssuerUnavailable(str(self._last_error or f"{self.issuer}: the key set is not fetched yet"))
+
+    async def keep_fetching(self) -> None:
+        """Fetch until a key set is held: now, then once per ``refresh_interval_s`` (a team
+        gateway runs this from its start, so it is ready without waiting for a first token)."""
+        while self._key_set is None:
+            try:
+                await self._fetch_once(self._attempts)
+            except IssuerUnavailable as error:
+                logger.warning("%s; trying again in %g s", error, self.refresh_interval_s)
+                await anyio.sleep(self.refresh_interval_s)
 
     def _may_fetch_now(self) -> bool:
         last = self._last_attempt

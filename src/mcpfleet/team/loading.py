@@ -33,6 +33,7 @@ from mcpfleet.config.substitution import NOT_SECRET_VARIABLES
 from mcpfleet.errors import ConfigError
 from mcpfleet.redaction import remember_secret
 from mcpfleet.team.model import (
+    DEFAULT_DRAIN_TIMEOUT_S,
     DEFAULT_GROUPS_CLAIM,
     AuditSettings,
     IdentitySettings,
@@ -43,9 +44,13 @@ from mcpfleet.team.model import (
 from mcpfleet.team.stores import DEFAULT_SQLITE_NAME
 
 CREDENTIALS_MODES = ("shared", "per-user")
+MAX_DRAIN_TIMEOUT_S = 3600.0
+"""A drain longer than an hour is a replica nobody can replace: more is a mistake, not a need."""
 
 _VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
-_TOP_LEVEL = frozenset({"public_url", "servers", "identity", "policies", "state", "audit", "metrics"})
+_TOP_LEVEL = frozenset(
+    {"public_url", "servers", "identity", "policies", "state", "audit", "metrics", "drain_timeout"}
+)
 _IDENTITY_KEYS = frozenset({"issuer", "audience", "groups_claim", "api_keys", "scopes"})
 _POLICY_KEYS = frozenset({"name", "users", "groups", "allow", "deny"})
 _STATE_KEYS = frozenset({"sqlite", "postgres", "redis"})
@@ -144,6 +149,7 @@ class _Reader:
             state=self.state(document.get("state")),
             audit=self.audit(document.get("audit")),
             metrics=metrics,
+            drain_timeout_s=self.drain_timeout(document.get("drain_timeout", DEFAULT_DRAIN_TIMEOUT_S)),
         )
 
     def substituted(self, value: Any, key: str) -> Any:
@@ -293,6 +299,18 @@ class _Reader:
             fail_closed=on_failure == "closed",
             sync="each" if sync == "each" else "background",
         )
+
+    def drain_timeout(self, value: Any) -> float:
+        """Seconds, more than 0 and at most an hour (a number: ``30``, ``2.5``)."""
+        number = isinstance(value, int | float) and not isinstance(value, bool)
+        if not (number and 0 < value <= MAX_DRAIN_TIMEOUT_S):
+            raise self.fail(
+                "drain_timeout",
+                f"must be a number of seconds above 0 and at most {MAX_DRAIN_TIMEOUT_S:.0f}, not "
+                f"{value!r} (the default is {DEFAULT_DRAIN_TIMEOUT_S:.0f}); keep the orchestrator's "
+                "grace period longer than it",
+            )
+        return float(value)
 
     # -- values -------------------------------------------------------------------------------------------
 

@@ -1,8 +1,8 @@
 """The team file (``mcpfleet serve --team FILE``) as typed records.
 
 The shape is the contract of DESIGN.md, "Team mode": ``public_url``, ``servers``,
-``identity``, ``policies``, ``state``, ``audit``, ``metrics``. These records are what the
-loader (``team.loading``) builds from JSON or YAML after ``${VAR}`` substitution and path
+``identity``, ``policies``, ``state``, ``audit``, ``metrics``, ``drain_timeout``. These records
+are what the loader (``team.loading``) builds from JSON or YAML after ``${VAR}`` substitution and path
 resolution (relative paths against the file's folder), and what every other team module
 reads; they hold no behaviour beyond small derived values.
 """
@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 DEFAULT_GROUPS_CLAIM = "groups"
+DEFAULT_DRAIN_TIMEOUT_S = 30.0
+"""How long calls in flight get to finish once a replica is told to stop (``drain_timeout``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +98,8 @@ class TeamFile:
     state: StateSettings
     audit: AuditSettings = field(default_factory=AuditSettings)
     metrics: Literal["private", "public"] = "private"
+    drain_timeout_s: float = DEFAULT_DRAIN_TIMEOUT_S
+    """``drain_timeout``: after SIGTERM, the seconds calls in flight get to finish before they are cut."""
 
     def per_user_servers(self) -> frozenset[str]:
         """The servers whose calls use the caller's own upstream credentials."""

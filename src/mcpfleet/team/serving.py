@@ -13,19 +13,22 @@
 4. the fleet (``TeamFleet``: the team file's servers) and the gateway over it with that guard;
 5. the watcher of the team file (``LiveTeamFile``), whose reloads reach the fleet (servers
    added, removed, changed) and the guard (policies: each session whose view changed hears
-   ``list_changed``).
+   ``list_changed``), and the fetch of the issuer's keys, until they are held (``/readyz``).
 
 ``TeamGateway.admission`` decides, from each request's headers and before any body is read,
 whether it is served (``serve_http``'s ``admission``): the identity check (``team.identity``),
-which puts each request's ``Principal`` in its scope. ``TeamGateway.connect_pages`` stands in
-front of the SDK's MCP application (``serve_http``'s ``around``) when a server is per-user: the
-pages where users connect their own accounts. The guard refuses any request that reaches the MCP
-endpoint without a principal.
+which puts each request's ``Principal`` in its scope. ``TeamGateway.around(drain)`` stands in
+front of the SDK's MCP application (``serve_http``'s ``around``): ``/healthz`` and ``/readyz``
+(``team.health``: ready when not draining, the state and the issuer answer and the servers have
+settled), then, when a server is per-user, the pages where users connect their own accounts
+(``connect_pages``). The guard refuses any request that reaches the MCP endpoint without a
+principal.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 from collections.abc import AsyncIterator, Callable
@@ -48,8 +51,11 @@ if TYPE_CHECKING:
     from starlette.types import ASGIApp
 
     from mcpfleet.gateway.core import Gateway
+    from mcpfleet.gateway.draining import Drain
     from mcpfleet.gateway.http import Admission
     from mcpfleet.gateway.relay import Relay
+    from mcpfleet.team.health import Readiness
+    from mcpfleet.team.identity import IdentityCheck
     from mcpfleet.team.model import TeamFile
     from mcpfleet.team.per_user import PerUserCredentials
     from mcpfleet.team.principal import Principal
@@ -69,12 +75,17 @@ class TeamGateway:
     state: TeamState
     credentials: PerUserCredentials | None
 
+    @functools.cached_property
+    def identity(self) -> IdentityCheck:
+        """The identity check, made once: its issuer's keys are the ones ``/readyz`` checks."""
+        from mcpfleet.team.identity import identity_check
+
+        return identity_check(self.live.current)
+
     @property
     def admission(self) -> Admission:
         """The identity check every request passes before it is served (see the module)."""
-        from mcpfleet.team.identity import identity_check
-
-        admit = identity_check(self.live.current).admit
+        admit = self.identity.admit
         # A browser opening a connect link carries its pass (or then its cookie), not a token.
         return self.credentials.passes.admission(admit) if self.credentials is not None else admit
 
@@ -91,6 +102,31 @@ class TeamGateway:
             return ConnectLayer(app, credentials)
 
         return around
+
+    def readiness(self, drain: Drain | None = None) -> Readiness:
+        """What ``/readyz`` asks (``team.health``): not draining, the team state answering, the
+        issuer's keys held (fetched in the background from the start), the servers settled."""
+        from mcpfleet.team.health import Readiness
+
+        keys = self.identity.tokens.keys
+
+        async def issuer() -> None:
+            keys.require_held()  # fetched in the background from the start (open_team_gateway)
+
+        return Readiness(self.fleet, {"state": self.state.check, "issuer": issuer}, drain)
+
+    def around(self, drain: Drain | None = None) -> Callable[[ASGIApp], ASGIApp]:
+        """Everything in front of the SDK's MCP application (``serve_http``'s ``around``):
+        ``/healthz`` and ``/readyz``, then the connect pages when a server is per-user."""
+        from mcpfleet.team.health import HealthRoutes
+
+        readiness = self.readiness(drain)
+        pages = self.connect_pages
+
+        def wrap(app: ASGIApp) -> ASGIApp:
+            return HealthRoutes(pages(app) if pages is not None else app, readiness)
+
+        return wrap
 
 
 class PerUserHooks:
@@ -158,9 +194,11 @@ async def open_team_gateway(
             guard.update(new.policies)
 
         live.follow(apply)
+        served = TeamGateway(gateway, guard, live, fleet, state, credentials)
         task_group = await stack.enter_async_context(anyio.create_task_group())
         task_group.start_soon(live.watch, name="mcpfleet team file watcher")
-        yield TeamGateway(gateway, guard, live, fleet, state, credentials)
+        task_group.start_soon(served.identity.tokens.keys.keep_fetching, name="mcpfleet issuer keys")
+        yield served
         task_group.cancel_scope.cancel()
 
 

@@ -131,6 +131,11 @@ def test_a_variable_with_a_default_and_an_unset_one(tmp_path: Path) -> None:
         ),
         ({"metrics": "open"}, "metrics", "private, public"),
         ({"state": {"postgres": "mysql://db"}}, "state.postgres", "postgresql://"),
+        ({"drain_timeout": "30s"}, "drain_timeout", "number of seconds"),
+        ({"drain_timeout": 0}, "drain_timeout", "above 0"),
+        ({"drain_timeout": -5}, "drain_timeout", "above 0"),
+        ({"drain_timeout": 86400}, "drain_timeout", "at most 3600"),
+        ({"drain_timeout": True}, "drain_timeout", "number of seconds"),
     ],
 )
 def test_each_mistake_is_one_line_naming_the_key_and_the_fix(
@@ -138,6 +143,14 @@ def test_each_mistake_is_one_line_naming_the_key_and_the_fix(
 ) -> None:
     message = error_of(write(tmp_path, {**MINIMAL, **change}))
     assert f": {key}: " in message and fix in message
+
+
+def test_drain_timeout_defaults_to_30_seconds_and_takes_a_number(tmp_path: Path) -> None:
+    assert load_team_file(write(tmp_path, MINIMAL), {}).drain_timeout_s == 30.0
+    assert load_team_file(write(tmp_path, {**MINIMAL, "drain_timeout": 2.5}), {}).drain_timeout_s == 2.5
+    yaml_text = "public_url: https://mcp.example.com/mcp\nidentity: {issuer: https://idp.example.com}\n"
+    team = load_team_file(write(tmp_path, yaml_text + "drain_timeout: 120\n", "team.yaml"), {})
+    assert team.drain_timeout_s == 120.0
 
 
 def test_an_http_issuer_and_url_are_accepted_on_loopback(tmp_path: Path) -> None:

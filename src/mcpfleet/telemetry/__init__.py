@@ -1,0 +1,86 @@
+"""Telemetry (B18, docs/telemetry.md): OpenTelemetry traces and metrics of the calls a gateway
+serves, and the Prometheus text of ``/metrics``. Off, and free, unless asked for.
+
+Each serving process (``mcpfleet serve``, the daemon, a team gateway) calls ``start(role)`` once
+when it starts: the standard ``OTEL_*`` variables (``settings``) decide whether OpenTelemetry is
+set up (``otel``, which imports the SDK and its OTLP exporter only then). A process that serves
+``/metrics`` calls ``serve_prometheus()`` (``prometheus``, which imports ``prometheus_client``
+only then). Either one makes ``active()`` a ``Telemetry`` (``calls``), which the gateway, the fast
+paths and the client connection ask once per call; with neither, ``active()`` is ``None`` and a
+call pays for that one look-up, and nothing of OpenTelemetry or ``prometheus_client`` is
+imported by mcpfleet (the ``mcp`` SDK itself imports the OpenTelemetry API, whose no-op tracer
+it calls whatever mcpfleet does).
+
+This module imports the standard library only.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from mcpfleet.errors import ConfigError
+from mcpfleet.telemetry.settings import EXTRA_HINT, TelemetrySettings
+
+if TYPE_CHECKING:
+    from mcpfleet.telemetry.calls import Telemetry
+
+_active: Telemetry | None = None
+
+
+def active() -> Telemetry | None:
+    """This process's telemetry, ``None`` while nothing asked for any."""
+    return _active
+
+
+def start(role: str, environ: Mapping[str, str] | None = None) -> Telemetry | None:
+    """Set up what the ``OTEL_*`` variables of ``environ`` (this process's by default) ask for,
+    once per process; ``role`` (``gateway``, ``daemon``, ``team-gateway``) names the service when
+    ``OTEL_SERVICE_NAME`` does not. ``ConfigError`` naming the variable for a value mcpfleet
+    cannot honour, or the extra to install when ``mcpfleet[otel]`` is not."""
+    global _active
+    settings = TelemetrySettings.from_environment(os.environ if environ is None else environ)
+    if not settings.exporting:
+        return _active
+    telemetry = _telemetry()
+    if telemetry.otel is None:
+        try:
+            from mcpfleet.telemetry.otel import OtelExport
+        except ModuleNotFoundError as error:
+            raise ConfigError(
+                f"the OTEL_* variables ask for telemetry, but {error.name} is not installed: "
+                f"{EXTRA_HINT}, or unset them"
+            ) from error
+
+        telemetry.attach_otel(OtelExport.start(settings, service=f"mcpfleet-{role}"))
+    _active = telemetry
+    return telemetry
+
+
+def serve_prometheus() -> Telemetry:
+    """Record the calls for ``/metrics`` from now on (``prometheus.metrics_app`` serves them)."""
+    global _active
+    telemetry = _telemetry()
+    if telemetry.prometheus is None:
+        try:
+            from mcpfleet.telemetry.prometheus import PrometheusMeters
+        except ModuleNotFoundError as error:
+            raise ConfigError(
+                f"/metrics needs {error.name}, which is not installed: {EXTRA_HINT}"
+            ) from error
+
+        telemetry.attach_prometheus(PrometheusMeters(telemetry))
+    _active = telemetry
+    return telemetry
+
+
+def _telemetry() -> Telemetry:
+    if _active is not None:
+        return _active
+    from mcpfleet.telemetry.calls import Telemetry
+
+    return Telemetry()
+
+
+__all__ = ["EXTRA_HINT", "TelemetrySettings", "active", "serve_prometheus", "start"]

@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from contextlib import AbstractContextManager, nullcontext
+from typing import TYPE_CHECKING, Any
 
 from mcpfleet.errors import ConfigError
 from mcpfleet.telemetry.settings import EXTRA_HINT, TelemetrySettings
@@ -32,6 +33,15 @@ _active: Telemetry | None = None
 def active() -> Telemetry | None:
     """This process's telemetry, ``None`` while nothing asked for any."""
     return _active
+
+
+def parented_on(meta: Any) -> AbstractContextManager[object]:
+    """While tracing: the client's trace context in a request's ``_meta`` current for the block
+    (for a request the SDK's server, whose span does that, does not see); else nothing."""
+    telemetry = _active
+    if telemetry is None or telemetry.otel is None or not telemetry.tracing:
+        return nullcontext()
+    return telemetry.otel.parented_on(meta if isinstance(meta, Mapping) else None)
 
 
 def start(role: str, environ: Mapping[str, str] | None = None) -> Telemetry | None:
@@ -66,9 +76,7 @@ def serve_prometheus() -> Telemetry:
         try:
             from mcpfleet.telemetry.prometheus import PrometheusMeters
         except ModuleNotFoundError as error:
-            raise ConfigError(
-                f"/metrics needs {error.name}, which is not installed: {EXTRA_HINT}"
-            ) from error
+            raise ConfigError(f"/metrics needs {error.name}, which is not installed: {EXTRA_HINT}") from error
 
         telemetry.attach_prometheus(PrometheusMeters(telemetry))
     _active = telemetry
@@ -83,4 +91,4 @@ def _telemetry() -> Telemetry:
     return Telemetry()
 
 
-__all__ = ["EXTRA_HINT", "TelemetrySettings", "active", "serve_prometheus", "start"]
+__all__ = ["EXTRA_HINT", "TelemetrySettings", "active", "parented_on", "serve_prometheus", "start"]

@@ -42,6 +42,7 @@ from mcpfleet.team.audited_guard import AuditedGuard
 from mcpfleet.team.fleet import LiveTeamFile, TeamFleet
 from mcpfleet.team.guard import CallHooks, TeamGuard
 from mcpfleet.team.loading import server_configs
+from mcpfleet.team.metrics import record_for_metrics
 from mcpfleet.team.stores import open_team_state
 
 if TYPE_CHECKING:
@@ -90,6 +91,14 @@ class TeamGateway:
 
         return around
 
+    @property
+    def pages(self) -> Callable[[ASGIApp], ASGIApp]:
+        """Everything in front of the MCP application: ``/metrics`` (``team.metrics``), then
+        the connect pages."""
+        from mcpfleet.team.metrics import with_metrics
+
+        return with_metrics(self.connect_pages)
+
 
 class PerUserHooks:
     """The per-user servers' part of the guard (``CallHooks``): their requests go to the caller's
@@ -124,6 +133,7 @@ async def open_team_gateway(
 ) -> AsyncIterator[TeamGateway]:
     """The team gateway of ``team``, connected and watching its file (see the module)."""
     live = LiveTeamFile(team) if watch_interval_s is None else LiveTeamFile(team, interval_s=watch_interval_s)
+    record_for_metrics()  # before the gateway opens: its fleet is watched for the gauges
     async with AsyncExitStack() as stack:
         state = await open_team_state(team.state)
         stack.push_async_callback(state.aclose)

@@ -140,7 +140,10 @@ class Telemetry:
         pids: set[int] = set()
         sessions = 0
         for source in list(self._fleets.values()):
-            snapshot = source()
+            try:
+                snapshot = source()
+            except RuntimeError:
+                continue  # read from the metric reader's thread while the fleet changed: next time
             states.update(snapshot.states)
             pids.update(snapshot.pids)
             sessions += snapshot.sessions

@@ -6,8 +6,8 @@
 Import: ``python -c "import mcpfleet"``, and ``import mcpfleet.telemetry`` then
 ``telemetry.start("gateway")`` (what ``mcpfleet serve`` does before it serves), each run
 ``IMPORT_RUNS`` times in a fresh interpreter with no ``OTEL_*`` variable and with
-``OTEL_EXPORTER_OTLP_ENDPOINT`` set (traces and metrics on); the figure is the median wall time
-less that of ``python -c pass``.
+``OTEL_EXPORTER_OTLP_ENDPOINT`` set (traces and metrics on), each run beside a ``python -c pass``;
+the figure is the median of the wall time less that of the bare interpreter.
 
 Calls: two real ``mcpfleet serve --no-daemon`` processes on stdio, the same fake stdio backend
 (``tests/servers/fake_server.py``, its ``echo`` tool) behind each, one SDK client each (handshake
@@ -36,7 +36,7 @@ from typing import Any
 
 import anyio
 
-IMPORT_RUNS = 15
+IMPORT_RUNS = 21
 CALLS = 1000
 WARMUP = 100
 SMOKE = {"import_runs": 3, "calls": 50}
@@ -53,23 +53,24 @@ def _environment(endpoint: str | None) -> dict[str, str]:
     return environ if endpoint is None else {**environ, "OTEL_EXPORTER_OTLP_ENDPOINT": endpoint}
 
 
-def _median_run_ms(code: str, environ: dict[str, str], runs: int) -> float:
-    times: list[float] = []
-    for _ in range(runs):
-        started = time.perf_counter()
-        subprocess.run([sys.executable, "-c", code], env=environ, check=True, stdin=subprocess.DEVNULL)
-        times.append((time.perf_counter() - started) * 1000)
-    return statistics.median(times)
+def _run_ms(code: str, environ: dict[str, str]) -> float:
+    started = time.perf_counter()
+    subprocess.run([sys.executable, "-c", code], env=environ, check=True, stdin=subprocess.DEVNULL)
+    return (time.perf_counter() - started) * 1000
 
 
 def import_costs(endpoint: str, runs: int) -> dict[str, tuple[float, float]]:
-    """Per probe: (off, on) milliseconds above a bare interpreter."""
+    """Per probe: the median (off, on) milliseconds above a bare interpreter. Each run starts a
+    bare interpreter, then the probe off, then on, so the machine's load moves all three alike."""
     off, on = _environment(None), _environment(endpoint)
     costs: dict[str, tuple[float, float]] = {}
     for label, code in PROBES.items():
-        # Interleaved with the baseline, so the machine's load moves all three alike.
-        bare = _median_run_ms("pass", off, runs)
-        costs[label] = (_median_run_ms(code, off, runs) - bare, _median_run_ms(code, on, runs) - bare)
+        above: dict[str, list[float]] = {"off": [], "on": []}
+        for _ in range(runs):
+            bare = _run_ms("pass", off)
+            above["off"].append(_run_ms(code, off) - bare)
+            above["on"].append(_run_ms(code, on) - bare)
+        costs[label] = (statistics.median(above["off"]), statistics.median(above["on"]))
     return costs
 
 
@@ -103,7 +104,6 @@ def _dropping_receiver() -> Iterator[str]:
 async def _gateways(home: Path, endpoint: str) -> AsyncIterator[dict[str, Any]]:
     from mcp import Client, StdioServerParameters
     from mcp.client.stdio import stdio_client
-
     from tests.integration.gateway.gateway_harness import fake, serve_command, write_config
 
     config = write_config(home, {"bench": fake("bench", "--tool", "echo")})
@@ -153,8 +153,9 @@ def report(costs: dict[str, tuple[float, float]], latencies: dict[str, list[floa
         p90 = statistics.quantiles(latencies[name], n=10)[-1]
         lines.append(f"{'telemetry ' + name:<28} {statistics.median(latencies[name]):>8.3f} {p90:>8.3f}")
     lines.append(
-        f"added per call with tracing on: {(on_p50 - off_p50) * 1000:+.0f} µs (on/off {on_p50 / off_p50:.2f}x); "
-        f"{len(latencies['off'])} calls each, interleaved; load {os.getloadavg()[0]:.1f}"
+        f"added per call with tracing on: {(on_p50 - off_p50) * 1000:+.0f} µs "
+        f"(on/off {on_p50 / off_p50:.2f}x); {len(latencies['off'])} calls each, interleaved; "
+        f"load {os.getloadavg()[0]:.1f}"
     )
     return lines
 

@@ -23,7 +23,11 @@ from typing import Any
 TRACE_KEYS = ("traceparent", "tracestate", "baggage")
 HEADER_KEYS = ("traceparent", "tracestate")
 SESSION_ID = "trace-session"
-TOOL = {"name": "trace", "description": "what trace context the call came with", "inputSchema": {"type": "object"}}
+TOOL = {
+    "name": "trace",
+    "description": "what trace context the call came with",
+    "inputSchema": {"type": "object"},
+}
 
 
 def answer(message: dict[str, Any], name: str, headers: dict[str, str]) -> dict[str, Any] | None:
@@ -50,7 +54,11 @@ def answer(message: dict[str, Any], name: str, headers: dict[str, str]) -> dict[
         }
         result = {"content": [{"type": "text", "text": json.dumps(seen)}]}
     else:
-        return {"jsonrpc": "2.0", "id": message["id"], "error": {"code": -32601, "message": "Method not found"}}
+        return {
+            "jsonrpc": "2.0",
+            "id": message["id"],
+            "error": {"code": -32601, "message": "Method not found"},
+        }
     return {"jsonrpc": "2.0", "id": message["id"], "result": result}
 
 
@@ -106,7 +114,9 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--http", action="store_true")
     parser.add_argument("--name", default="trace")
-    parser.add_argument("--transport", default="streamable-http", help="streamable HTTP only (fixtures pass it)")
+    parser.add_argument(
+        "--transport", default="streamable-http", help="streamable HTTP only (fixtures pass it)"
+    )
     options = parser.parse_args()
     if options.http:
         serve_http(options.name)

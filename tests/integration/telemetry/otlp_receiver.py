@@ -70,7 +70,8 @@ class Receiver:
                                 kind=span.kind,
                                 service=service,
                                 attributes={
-                                    attribute.key: attribute.value.string_value for attribute in span.attributes
+                                    attribute.key: attribute.value.string_value
+                                    for attribute in span.attributes
                                 },
                             )
                         )

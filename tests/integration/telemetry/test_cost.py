@@ -60,13 +60,19 @@ async def served_call_loads(home: Path, environ: dict[str, str]) -> list[str]:
     return loaded
 
 
-async def test_a_gateway_call_with_telemetry_off_loads_no_sdk_exporter_or_prometheus(isolated_home: Path) -> None:
+async def test_a_gateway_call_with_telemetry_off_loads_no_sdk_exporter_or_prometheus(
+    isolated_home: Path,
+) -> None:
     loaded = await served_call_loads(isolated_home, without_otel())
     assert [name for name in loaded if name.startswith(HEAVY)] == []
 
 
 async def test_with_an_endpoint_the_same_call_loads_the_sdk_and_the_exporter(isolated_home: Path) -> None:
-    environ = {**without_otel(), "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:1", "OTEL_METRICS_EXPORTER": "none"}
+    environ = {
+        **without_otel(),
+        "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:1",
+        "OTEL_METRICS_EXPORTER": "none",
+    }
     loaded = await served_call_loads(isolated_home, environ)
     assert "opentelemetry.sdk.trace" in loaded
     assert "opentelemetry.exporter.otlp.proto.http.trace_exporter" in loaded

@@ -10,7 +10,13 @@ from pathlib import Path
 import httpx2
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
-from tests.integration.team.team_gateway import add_key, fake, running_team_gateway, team_document, write_team_file
+from tests.integration.team.team_gateway import (
+    add_key,
+    fake,
+    running_team_gateway,
+    team_document,
+    write_team_file,
+)
 from tests.integration.team.test_team_gateway import client_of, listed_when_ready, text_of
 
 pytestmark = pytest.mark.anyio

@@ -14,9 +14,10 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
+from mcp_types import RequestParamsMeta
 from tests.integration.gateway.gateway_harness import open_gateway, wait_until
 from tests.integration.telemetry.otlp_receiver import ReceivedSpan, Receiver, running_receiver
 from tests.servers.fixtures import SERVERS_DIR, first_text, start_http_server
@@ -81,9 +82,9 @@ async def test_one_call_is_traced_from_the_client_through_the_gateway_to_each_ba
                 await wait_until(both_listed, timeout_s=30)
                 received: dict[str, dict[str, Any]] = {}
                 for server, client_span in CLIENT_SPAN_IDS.items():
-                    result = await run.client.call_tool(
-                        f"{server}_trace", {}, meta={"traceparent": traceparent(CLIENT_TRACE_ID, client_span)}
-                    )
+                    # RequestParamsMeta takes extra keys (PEP 728's extra_items), which mypy does not read.
+                    meta = cast(RequestParamsMeta, {"traceparent": traceparent(CLIENT_TRACE_ID, client_span)})
+                    result = await run.client.call_tool(f"{server}_trace", {}, meta=meta)
                     received[server] = json.loads(first_text(result))
 
                 def backend_parent(server: str) -> str:
@@ -119,11 +120,15 @@ async def test_one_call_is_traced_from_the_client_through_the_gateway_to_each_ba
                         assert span.attributes["mcpfleet.server"] == server
                         assert span.attributes["mcpfleet.tool"] == "trace"
                         assert span.service == "gateway-under-test"
-                    assert connection.attributes["mcpfleet.transport"] == ("stdio" if server == "pipe" else "http")
+                    assert connection.attributes["mcpfleet.transport"] == (
+                        "stdio" if server == "pipe" else "http"
+                    )
                 # The stdio backend's call took the fast path: no SDK server span between the
                 # client's span and the gateway's, nor an SDK client span under the connection's.
                 pipe_chain = ancestry(spans, backend_parent("pipe"))
                 assert [span.name for span in pipe_chain] == ["connection tools/call", "gateway tools/call"]
-                receiver.wait_for(lambda got: {"mcpfleet.calls", "mcpfleet.call.duration"} <= got.metric_names)
+                receiver.wait_for(
+                    lambda got: {"mcpfleet.calls", "mcpfleet.call.duration"} <= got.metric_names
+                )
     finally:
         web.stop()

@@ -16,7 +16,9 @@ PARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 
 
 def body(meta: Any) -> bytes:
-    return json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "t", "_meta": meta}}).encode()
+    return json.dumps(
+        {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "t", "_meta": meta}}
+    ).encode()
 
 
 def test_the_headers_are_the_meta_s_trace_context() -> None:
@@ -29,7 +31,7 @@ def test_the_headers_are_the_meta_s_trace_context() -> None:
 @pytest.mark.parametrize(
     "raw",
     [
-        b"not json but \"traceparent\"",
+        b'not json but "traceparent"',
         b'[{"params": {"_meta": {"traceparent": "x"}}}]',
         body({"traceparent": 7}),
         body("traceparent"),

@@ -24,7 +24,7 @@ from mcpfleet.gateway.core import Gateway, first_list_cap_ms
 from mcpfleet.gateway.naming import NamingPolicy, PrefixMode
 from mcpfleet.gateway.relay import ANSWER_TIMEOUT_S, Relay
 from mcpfleet.gateway.sessions import ClientSessions
-from mcpfleet.telemetry import active
+from mcpfleet.telemetry import watch_fleet
 from mcpfleet.telemetry.calls import FleetSnapshot
 
 if TYPE_CHECKING:
@@ -94,13 +94,11 @@ async def open_gateway(fleet: FleetOpener, options: GatewayOptions) -> AsyncIter
             guard=options.guard,
         ) as gateway,
     ):
-        telemetry = active()
-        unwatch = telemetry.watch(partial(fleet_snapshot, gateway)) if telemetry is not None else None
+        unwatch = watch_fleet(partial(fleet_snapshot, gateway))
         try:
             yield gateway
         finally:
-            if unwatch is not None:
-                unwatch()
+            unwatch()
 
 
 def fleet_snapshot(gateway: Gateway) -> FleetSnapshot:

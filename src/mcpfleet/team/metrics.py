@@ -25,8 +25,8 @@ METRICS_PATH = "/metrics"
 
 
 def record_for_metrics() -> bool:
-    """Count calls for ``/metrics`` from now on (before the gateway opens, so that its fleet is
-    watched too); ``False`` (logged) when ``prometheus_client`` is not installed."""
+    """Count calls for ``/metrics`` from now on; ``False`` (logged) when ``prometheus_client``
+    is not installed."""
     try:
         telemetry.serve_prometheus()
     except ConfigError as error:
@@ -44,9 +44,9 @@ def with_metrics(around: Callable[[ASGIApp], ASGIApp] | None) -> Callable[[ASGIA
         active = telemetry.active()
         if active is None or active.prometheus is None:
             return _Unavailable(inner)
-        from mcpfleet.telemetry.prometheus import MetricsRoute, metrics_app
+        from mcpfleet.telemetry.prometheus import MetricsRoute
 
-        return MetricsRoute(inner, metrics_app(active))
+        return MetricsRoute(inner, telemetry.metrics_app())
 
     return wrapped
 

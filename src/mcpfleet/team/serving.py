@@ -133,7 +133,7 @@ async def open_team_gateway(
 ) -> AsyncIterator[TeamGateway]:
     """The team gateway of ``team``, connected and watching its file (see the module)."""
     live = LiveTeamFile(team) if watch_interval_s is None else LiveTeamFile(team, interval_s=watch_interval_s)
-    record_for_metrics()  # before the gateway opens: its fleet is watched for the gauges
+    record_for_metrics()
     async with AsyncExitStack() as stack:
         state = await open_team_state(team.state)
         stack.push_async_callback(state.aclose)

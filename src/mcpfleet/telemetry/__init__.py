@@ -5,8 +5,10 @@ Each serving process (``mcpfleet serve``, the daemon, a team gateway) calls ``st
 when it starts: the standard ``OTEL_*`` variables (``settings``) decide whether OpenTelemetry is
 set up (``otel``, which imports the SDK and its OTLP exporter only then). A process that serves
 ``/metrics`` calls ``serve_prometheus()`` (``prometheus``, which imports ``prometheus_client``
-only then). Either one makes ``active()`` a ``Telemetry`` (``calls``), which the gateway, the fast
-paths and the client connection ask once per call; with neither, ``active()`` is ``None`` and a
+only then; ``metrics_app()`` is its ASGI application). Either one makes ``active()`` a
+``Telemetry`` (``calls``), which the gateway, the fast paths and the client connection ask once
+per call; each open gateway lets the gauges read its fleet (``watch_fleet``, telemetry on or
+not). With neither, ``active()`` is ``None`` and a
 call pays for that one look-up, and nothing of OpenTelemetry or ``prometheus_client`` is
 imported by mcpfleet (the ``mcp`` SDK itself imports the OpenTelemetry API, whose no-op tracer
 it calls whatever mcpfleet does).
@@ -17,7 +19,7 @@ This module imports the standard library only.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING, Any
 
@@ -25,14 +27,37 @@ from mcpfleet.errors import ConfigError
 from mcpfleet.telemetry.settings import EXTRA_HINT, TelemetrySettings
 
 if TYPE_CHECKING:
-    from mcpfleet.telemetry.calls import Telemetry
+    from starlette.types import ASGIApp
+
+    from mcpfleet.telemetry.calls import FleetSource, FleetSources, Telemetry
 
 _active: Telemetry | None = None
+_fleets: FleetSources | None = None
 
 
 def active() -> Telemetry | None:
     """This process's telemetry, ``None`` while nothing asked for any."""
     return _active
+
+
+def watch_fleet(source: FleetSource) -> Callable[[], None]:
+    """Let the gauges read ``source`` (one open gateway's fleet) until the returned function is
+    called; cheap, and done whether or not telemetry is on."""
+    global _fleets
+    if _fleets is None:
+        from mcpfleet.telemetry.calls import FleetSources
+
+        _fleets = FleetSources()
+    return _fleets.watch(source)
+
+
+def metrics_app() -> ASGIApp:
+    """The ASGI application of ``/metrics`` (Prometheus text) for this process, which records
+    calls for it from now on (``serve_prometheus``): what the dashboard and the team gateway
+    mount. Who may read it is the mounting side's decision."""
+    from mcpfleet.telemetry.prometheus import metrics_app as prometheus_app
+
+    return prometheus_app(serve_prometheus())
 
 
 def parented_on(meta: Any) -> AbstractContextManager[object]:
@@ -84,11 +109,23 @@ def serve_prometheus() -> Telemetry:
 
 
 def _telemetry() -> Telemetry:
+    global _fleets
     if _active is not None:
         return _active
-    from mcpfleet.telemetry.calls import Telemetry
+    from mcpfleet.telemetry.calls import FleetSources, Telemetry
 
-    return Telemetry()
+    if _fleets is None:
+        _fleets = FleetSources()
+    return Telemetry(_fleets)
 
 
-__all__ = ["EXTRA_HINT", "TelemetrySettings", "active", "parented_on", "serve_prometheus", "start"]
+__all__ = [
+    "EXTRA_HINT",
+    "TelemetrySettings",
+    "active",
+    "metrics_app",
+    "parented_on",
+    "serve_prometheus",
+    "start",
+    "watch_fleet",
+]

@@ -8,9 +8,10 @@ path's, whose spans are never current: its answer arrives in another task), and 
 call's metrics when they end. A client connection's call is ``connection_call``'s span, under
 whichever span is current.
 
-Each open gateway registers its fleet (``watch``); the gauges (servers by state, sessions,
-processes) read every registered fleet when they are collected, a server counted once by name
-and a process once by pid (a daemon's sessions are gateways over views of one fleet).
+Each open gateway registers its fleet (``FleetSources.watch``, telemetry on or not); the gauges
+(servers by state, sessions, processes) read every registered fleet when they are collected, a
+server counted once by name and a process once by pid (a daemon's sessions are gateways over
+views of one fleet).
 
 Standard library only: the exports are imported by ``mcpfleet.telemetry`` when they are set up.
 """
@@ -66,10 +67,10 @@ class CallOutcome:
 class Telemetry:
     """The process's telemetry: an OpenTelemetry export, a Prometheus registry, or both."""
 
-    def __init__(self) -> None:
+    def __init__(self, fleets: FleetSources | None = None) -> None:
         self.otel: OtelExport | None = None
         self.prometheus: PrometheusMeters | None = None
-        self._fleets: dict[int, FleetSource] = {}
+        self.fleets = fleets if fleets is not None else FleetSources()
 
     def attach_otel(self, export: OtelExport) -> None:
         self.otel = export
@@ -123,23 +124,32 @@ class Telemetry:
         if self.otel is not None:
             self.otel.record(server, tool, seconds, error)
 
-    # -- fleets ----------------------------------------------------------------------------------------
+    def fleet_totals(self) -> FleetTotals:
+        return self.fleets.totals()
+
+
+class FleetSources:
+    """The fleets of the open gateways of this process, whether or not telemetry is on yet (a
+    dashboard that starts recording later sees every gateway opened before it)."""
+
+    def __init__(self) -> None:
+        self._sources: dict[int, FleetSource] = {}
 
     def watch(self, source: FleetSource) -> Callable[[], None]:
         """Read ``source`` for the gauges until the returned function is called."""
         key = id(source)
-        self._fleets[key] = source
+        self._sources[key] = source
 
         def unwatch() -> None:
-            self._fleets.pop(key, None)
+            self._sources.pop(key, None)
 
         return unwatch
 
-    def fleet_totals(self) -> FleetTotals:
+    def totals(self) -> FleetTotals:
         states: dict[str, str] = {}
         pids: set[int] = set()
         sessions = 0
-        for source in list(self._fleets.values()):
+        for source in list(self._sources.values()):
             try:
                 snapshot = source()
             except RuntimeError:

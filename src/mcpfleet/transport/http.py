@@ -2,7 +2,9 @@
 
 The SDK turns an HTTP error answer into a generic JSON-RPC error and loses the status code,
 so the ``httpx2`` client used here records every response status: the connection reads it
-back to tell "needs a login" (401) from "wrong URL" (404) in its error messages.
+back to tell "needs a login" (401) from "wrong URL" (404) in its error messages. While
+telemetry traces (``mcpfleet.telemetry``), each request also carries the call's W3C trace
+context as ``traceparent``/``tracestate`` headers.
 Imported only when an HTTP server is contacted (it imports ``httpx2`` and ``mcp``).
 """
 

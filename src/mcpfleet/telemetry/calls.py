@@ -18,6 +18,7 @@ Standard library only: the exports are imported by ``mcpfleet.telemetry`` when t
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
@@ -99,7 +100,7 @@ class Telemetry:
                 try:
                     yield outcome
                 except BaseException as error:
-                    outcome.error = outcome.error or type(error).__name__
+                    outcome.error = outcome.error or error_kind(error)
                     raise
                 finally:
                     if span is not None and self.otel is not None:
@@ -158,6 +159,15 @@ class FleetSources:
             pids.update(snapshot.pids)
             sessions += snapshot.sessions
         return FleetTotals(dict(Counter(states.values())), sessions, len(pids))
+
+
+def error_kind(error: BaseException) -> str:
+    """``error.type`` of a call that raised ``error``: ``cancelled``, the JSON-RPC code of a
+    backend's own error (as the fast path records it), or the exception's type."""
+    if isinstance(error, asyncio.CancelledError):
+        return "cancelled"
+    code = getattr(error, "code", None)
+    return str(code) if isinstance(code, int) else type(error).__name__
 
 
 class RawCall:

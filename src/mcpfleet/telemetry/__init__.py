@@ -8,10 +8,9 @@ set up (``otel``, which imports the SDK and its OTLP exporter only then). A proc
 only then; ``metrics_app()`` is its ASGI application). Either one makes ``active()`` a
 ``Telemetry`` (``calls``), which the gateway, the fast paths and the client connection ask once
 per call; each open gateway lets the gauges read its fleet (``watch_fleet``, telemetry on or
-not). With neither, ``active()`` is ``None`` and a
-call pays for that one look-up, and nothing of OpenTelemetry or ``prometheus_client`` is
-imported by mcpfleet (the ``mcp`` SDK itself imports the OpenTelemetry API, whose no-op tracer
-it calls whatever mcpfleet does).
+not). With neither, ``active()`` is ``None`` and a call pays for that one look-up, and nothing
+of OpenTelemetry or ``prometheus_client`` is imported by mcpfleet (the ``mcp`` SDK itself
+imports the OpenTelemetry API, whose no-op tracer it calls whatever mcpfleet does).
 
 This module imports the standard library only.
 """

@@ -61,8 +61,12 @@ def serve_command(args: argparse.Namespace) -> int:
         raise ConfigError(f"{given} applies to --http only: add --http [HOST:]PORT, or drop it")
     if args.team is not None:
         _check_team_options(args)
-    # Before anything starts: an unknown profile or a broken user config is a usage error.
+    # Before anything starts: an unknown profile or a broken user config is a usage error, and
+    # so is an OTEL_* variable telemetry cannot honour (docs/telemetry.md).
     options = _gateway_options(args)
+    from mcpfleet import telemetry
+
+    telemetry.start("team-gateway" if args.team is not None else "gateway")
 
     refusal = nested_gateway_refusal()
     if refusal is not None:

@@ -25,8 +25,8 @@ import math
 import time
 import warnings
 from collections.abc import Awaitable, Callable
-from functools import partial
-from typing import TYPE_CHECKING, Any, TypeVar
+from functools import partial, wraps
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
 import anyio
 import anyio.abc
@@ -68,6 +68,7 @@ from mcpfleet.client.raw import RawExchange
 from mcpfleet.client.screening import ToolScreen
 from mcpfleet.contract import notifications
 from mcpfleet.errors import EraMismatchError
+from mcpfleet.telemetry import active
 
 if TYPE_CHECKING:
     from mcpfleet.client.options import ConnectionOptions
@@ -80,8 +81,27 @@ CLOSE_BOUND_S = 5.0
 """Bound of the transport teardown beyond the stdio kill ladder (HTTP session DELETE, streams)."""
 
 _T = TypeVar("_T")
+_P = ParamSpec("_P")
 
 _INPUT_RESPONSES: TypeAdapter[mcp_types.InputResponses] = TypeAdapter(mcp_types.InputResponses)
+
+
+def _traced(
+    call_tool: Callable[Concatenate[ServerConnection, str, _P], Awaitable[_T]],
+) -> Callable[Concatenate[ServerConnection, str, _P], Awaitable[_T]]:
+    """``call_tool`` in the connection's span of the call while telemetry traces
+    (``mcpfleet.telemetry``): the SDK's request goes out under it, its trace context in the
+    request's ``_meta`` (and, over HTTP, its ``traceparent`` header: ``transport.http``)."""
+
+    @wraps(call_tool)
+    async def traced(connection: ServerConnection, tool: str, /, *args: _P.args, **kwargs: _P.kwargs) -> _T:
+        telemetry = active()
+        if telemetry is None or not telemetry.tracing:
+            return await call_tool(connection, tool, *args, **kwargs)
+        with telemetry.connection_call(connection.name, tool, connection.config.transport):
+            return await call_tool(connection, tool, *args, **kwargs)
+
+    return traced
 
 
 class ServerConnection:
@@ -190,8 +210,7 @@ class ServerConnection:
         return [_dump(template) for page in pages for template in page.resource_templates]
 
     async def read_resource(self, uri: str) -> dict[str, Any]:
-        """``resources/read``; sent for a caller (``behalf.py``), an ``input_required`` answer is
-        returned as it is, like ``call_tool``'s."""
+        """``resources/read``; for a caller (``behalf.py``), ``input_required`` is returned as is."""
         client = self._live_client()
         caller = self._relayed_for()
         if caller is not None:
@@ -241,8 +260,7 @@ class ServerConnection:
         return [_dump(prompt) for page in pages for prompt in page.prompts]
 
     async def get_prompt(self, name: str, arguments: dict[str, str] | None = None) -> dict[str, Any]:
-        """``prompts/get``; sent for a caller (``behalf.py``), an ``input_required`` answer is
-        returned as it is, like ``call_tool``'s."""
+        """``prompts/get``; for a caller (``behalf.py``), ``input_required`` is returned as is."""
         client = self._live_client()
         caller = self._relayed_for()
         if caller is not None:
@@ -288,6 +306,7 @@ class ServerConnection:
         else:
             await self._request("ping", lambda: client.session.send_ping())
 
+    @_traced
     async def call_tool(
         self,
         tool: str,
@@ -300,12 +319,10 @@ class ServerConnection:
         else 10 minutes; 0 for none) is re-armed by each progress notification, up to
         ``PROGRESS_CEILING_FACTOR`` times the timeout. A deadline that passes, like a cancelled
         caller, cancels the request on the server too (``notifications/cancelled``); the
-        connection stays up.
-
-        A 2026-07-28 server's ``input_required`` answer is answered here, round after round
-        (the SDK ``Client`` asks the inbound handlers), and only the final result returned;
-        sent for a caller (``behalf.py``), it is returned as it is, for that caller to answer
-        and retry with its ``inputResponses`` and ``requestState``."""
+        connection stays up. A 2026-07-28 server's ``input_required`` answer is answered here,
+        round after round (the SDK ``Client`` asks the inbound handlers), and only the final
+        result returned; sent for a caller (``behalf.py``), it is returned as it is, for that
+        caller to answer and retry with its ``inputResponses`` and ``requestState``."""
         client = self._live_client()
         caller = self._relayed_for()
         bound_ms = self.config.effective_tool_timeout_ms if timeout_ms is None else timeout_ms

@@ -682,11 +682,28 @@ def run_daemon(options: DaemonOptions) -> None:
     # Backends inherit the mark: a `mcpfleet serve` that one of them starts refuses to serve
     # this fleet back into itself.
     mark_gateway_environment(os.environ)
+    _start_telemetry()
     try:
         anyio.run(_run, daemon_socket, options)
     finally:
         daemon_socket.close()
         logger.info("daemon (pid %d) stopped", os.getpid())
+
+
+def _start_telemetry() -> None:
+    """The telemetry the ``OTEL_*`` variables ask for (``mcpfleet.telemetry``), then those
+    variables out of the environment: an exporter's headers may hold a key, no backend's
+    business. A value it cannot honour is logged, and the daemon serves without telemetry
+    rather than not at all (its hosts' servers matter more)."""
+    from mcpfleet import telemetry
+    from mcpfleet.daemon_client.launch import OTEL_PREFIX
+
+    try:
+        telemetry.start("daemon")
+    except ConfigError as error:
+        logger.error("telemetry off: %s", error)
+    for name in [name for name in os.environ if name.startswith(OTEL_PREFIX)]:
+        del os.environ[name]
 
 
 def scrub_environment(environ: MutableMapping[str, str]) -> None:

@@ -39,6 +39,8 @@ from mcpfleet.errors import DaemonError
 NO_DAEMON_ENV = "MCPFLEET_NO_DAEMON"
 """Set to ``1`` (``true``, ``yes``): nothing uses or starts the daemon; ``serve`` serves in
 its own process, as with ``--no-daemon``."""
+OTEL_PREFIX = "OTEL_"
+"""The standard OpenTelemetry variables, which the daemon's telemetry is configured by."""
 START_TIMEOUT_S = 10.0
 """How long a spawned daemon has to accept its first connection."""
 LOCK_TIMEOUT_S = START_TIMEOUT_S + 5.0
@@ -91,14 +93,17 @@ def daemon_environment(environ: Mapping[str, str] | None = None) -> dict[str, st
     """The environment the daemon runs with, taken from ``environ`` (this process's by
     default): the fixed base (``wire.BASE_ENVIRONMENT``), the variables that locate config
     files (the daemon reads the same files as its sessions) and the runtime folder's
-    override and the sandbox's back-end choice (settings of the machine, not of a host). Nothing
-    else of the host that started it: no API key or token of one host's environment ever
-    reaches a server that another host's session uses."""
+    override and the sandbox's back-end choice (settings of the machine, not of a host), and
+    the ``OTEL_*`` variables of its telemetry (``mcpfleet.telemetry``: the daemon reads them
+    once at start and takes them out of its environment, so no backend inherits an exporter's
+    headers). Nothing else of the host that started it: no API key or token of one host's
+    environment ever reaches a server that another host's session uses."""
     source = os.environ if environ is None else environ
     kept = wire.hello_environment(source)
     for machine_setting in (paths.RUNTIME_DIR_ENV, user_paths.SANDBOX_BACKEND_ENV):
         if machine_setting in source:
             kept[machine_setting] = source[machine_setting]
+    kept.update((name, value) for name, value in source.items() if name.startswith(OTEL_PREFIX))
     return kept
 
 

@@ -13,15 +13,19 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING, TypeVar, get_args
 
 from mcpfleet.contract.defaults import STARTUP_TIMEOUT_MS
 from mcpfleet.errors import ConfigError
+from mcpfleet.fleet.registry import Phase
 from mcpfleet.gateway.budget import ToolBudget, ToolMode, tool_budget
 from mcpfleet.gateway.core import Gateway, first_list_cap_ms
 from mcpfleet.gateway.naming import NamingPolicy, PrefixMode
 from mcpfleet.gateway.relay import ANSWER_TIMEOUT_S, Relay
 from mcpfleet.gateway.sessions import ClientSessions
+from mcpfleet.telemetry import watch_fleet
+from mcpfleet.telemetry.calls import FleetSnapshot
 
 if TYPE_CHECKING:
     from mcpfleet.gateway.guard import RequestGuard
@@ -90,7 +94,25 @@ async def open_gateway(fleet: FleetOpener, options: GatewayOptions) -> AsyncIter
             guard=options.guard,
         ) as gateway,
     ):
-        yield gateway
+        unwatch = watch_fleet(partial(fleet_snapshot, gateway))
+        try:
+            yield gateway
+        finally:
+            unwatch()
+
+
+def fleet_snapshot(gateway: Gateway) -> FleetSnapshot:
+    """What the telemetry's gauges read of ``gateway`` (``mcpfleet.telemetry.calls``): each
+    server's state, the client sessions, the processes of the servers connected now."""
+    fleet = gateway.fleet
+    states: dict[str, str] = {}
+    pids: set[int] = set()
+    for name in fleet.get_all_server_names():
+        state = fleet.get_server_state(name)
+        states[name] = str(state.state)
+        if state.pid is not None and state.state == Phase.CONNECTED:
+            pids.add(state.pid)
+    return FleetSnapshot(states, len(gateway.sessions), frozenset(pids))
 
 
 def _choice(value: str, choices: tuple[Choice, ...], option: str) -> Choice:

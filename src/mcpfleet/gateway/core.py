@@ -22,7 +22,8 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Self
+from functools import wraps
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, Self
 
 import anyio
 import anyio.abc
@@ -43,6 +44,7 @@ from mcpfleet.gateway.server_logs import server_log_delivery
 from mcpfleet.gateway.sessions import ClientSession, ClientSessions
 from mcpfleet.gateway.views import Views
 from mcpfleet.redaction import redact_text
+from mcpfleet.telemetry import active
 
 if TYPE_CHECKING:
     from mcpfleet.config.model import DiscoveryResult
@@ -53,6 +55,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 ListChangedListener = Callable[[ListKind], Awaitable[None]]
+_P = ParamSpec("_P")
 
 SERVER_NAME = "mcpfleet"
 """The gateway's own name in ``serverInfo``."""
@@ -95,6 +98,26 @@ class UnknownNameError(MCPFleetError):
         super().__init__(f"Unknown {kind}: {name}; list them again for the current names")
         self.kind = kind
         self.name = name
+
+
+def _observed(
+    call_tool: Callable[Concatenate[Gateway, Forward, _P], Awaitable[Any]],
+) -> Callable[Concatenate[Gateway, Forward, _P], Awaitable[Any]]:
+    """``Gateway.call_tool`` recorded by the process's telemetry, when it has any
+    (``mcpfleet.telemetry``: the gateway's span of the call, its count, errors and latency)."""
+
+    @wraps(call_tool)
+    async def observed(gateway: Gateway, forward: Forward, /, *args: _P.args, **kwargs: _P.kwargs) -> Any:
+        telemetry = active()
+        if telemetry is None or forward.server is None:
+            return await call_tool(gateway, forward, *args, **kwargs)
+        with telemetry.gateway_call(forward.server, forward.backend_name) as outcome:
+            result = await call_tool(gateway, forward, *args, **kwargs)
+            if is_error_result(result):
+                outcome.error = "tool_error"
+            return result
+
+    return observed
 
 
 class Gateway(anyio.AsyncContextManagerMixin):
@@ -365,6 +388,7 @@ class Gateway(anyio.AsyncContextManagerMixin):
         except GuardRefusal as refusal:
             return replace(forward, answer=error_result(str(refusal)))
 
+    @_observed
     async def call_tool(
         self, forward: Forward, flight: InFlight | None, *, on_progress: ProgressRelay | None = None
     ) -> Any:

@@ -58,13 +58,15 @@ from mcpfleet.contract import notifications
 from mcpfleet.errors import ConnectionClosedError, MCPFleetError
 from mcpfleet.fleet.manager import lost_during_call
 from mcpfleet.gateway.budget import CALL_TOOL, FIND_TOOLS
-from mcpfleet.gateway.core import LOG_FLUSH_TIMEOUT_S, Gateway, call_failure
+from mcpfleet.gateway.core import LOG_FLUSH_TIMEOUT_S, Gateway, call_failure, is_error_result
 from mcpfleet.gateway.forward import Forward, InFlight
 from mcpfleet.gateway.handlers import call_scoped_logs, jsonrpc_error
+from mcpfleet.telemetry import active
 
 if TYPE_CHECKING:
     from mcpfleet.client.connection import ServerConnection
     from mcpfleet.gateway.sessions import ClientSession
+    from mcpfleet.telemetry.calls import RawCall
 
 logger = logging.getLogger(__name__)
 
@@ -154,7 +156,7 @@ class FastPath:
         if not connection.raw.ready(forward.backend_name):
             return False
         call = _FastCall(self, key, forward, connection, client, request.id, reply)
-        if not await call.send():
+        if not await call.send(params.get("_meta")):
             return False
         self.taken += 1
         return True
@@ -233,6 +235,8 @@ class _FastCall:
         )
         self.done = False
         self.backend_id: str | None = None
+        self.record: RawCall | None = None
+        """Its telemetry (``mcpfleet.telemetry``), from when it is sent until it ends."""
         self._logs_before = connection.raw.logs_seen
         config = connection.config
         self.timeout_ms = config.effective_tool_timeout_ms
@@ -243,17 +247,25 @@ class _FastCall:
 
     # -- sending ---------------------------------------------------------------------------------------
 
-    async def send(self) -> bool:
+    async def send(self, client_meta: Any) -> bool:
+        """Send the call on; ``client_meta``, the client's ``_meta``, may carry its trace context."""
         fast_path = self._fast_path
         fast_path._calls[self._key] = self
         flights = fast_path.gateway.relay.flights
         flights.enter(self.flight)
         fast_path._deadlines.arm(self)
-        params = {"name": self.tool, "arguments": dict(self.forward.arguments)}
+        params: dict[str, Any] = {"name": self.tool, "arguments": dict(self.forward.arguments)}
+        telemetry = active()
+        if telemetry is not None:
+            self.record = telemetry.raw_call(self.server, self.tool, client_meta)
+            backend_meta = self.record.backend_meta()
+            if backend_meta:
+                params["_meta"] = backend_meta
         try:
             self.backend_id = await self.connection.raw.send(TOOLS_CALL, params, self)
         finally:
             if self.backend_id is None and not self.done:
+                self.record = None  # not sent: the SDK's path answers (and records) the call
                 self._settle()
         return self.backend_id is not None
 
@@ -265,6 +277,12 @@ class _FastCall:
             del fast_path._calls[self._key]
         fast_path.gateway.relay.flights.leave(self.flight)
         fast_path._deadlines.disarm(self)
+
+    def _recorded(self, error: str | None) -> None:
+        """The call's telemetry ends: ``error`` says how it failed (``None``: it did not)."""
+        if self.record is not None:
+            self.record.end(error)
+            self.record = None
 
     # -- what the backend says (its transport's reading task) ------------------------------------------
 
@@ -301,14 +319,17 @@ class _FastCall:
 
     def _answer(self, message: Any) -> None:
         self._settle()
-        self._reply(self._answer_bytes(lambda: self._outcome(message)))
+        answer, error = self._answer_bytes(lambda: self._outcome(message))
+        self._recorded(error)
+        self._reply(answer)
 
-    def _answer_bytes(self, outcome: Callable[[], Any]) -> bytes:
+    def _answer_bytes(self, outcome: Callable[[], Any]) -> tuple[bytes, str | None]:
         """The answer the SDK path gives the client for the call's ``outcome()``: its result,
-        or what ``Gateway.call_tool`` raises."""
+        or what ``Gateway.call_tool`` raises; and how it failed, for telemetry."""
         failure: Exception
         try:
-            return self._result_bytes(outcome())
+            result = outcome()
+            return self._result_bytes(result), ("tool_error" if is_error_result(result) else None)
         except MCPFleetError as error:
             failure = jsonrpc_error(error)  # the handler's ``_as_jsonrpc_errors``
         except Exception as error:
@@ -318,7 +339,7 @@ class _FastCall:
         if error_data is None:
             logger.error("handler for %r raised", TOOLS_CALL, exc_info=failure)
             error_data = mcp_types.ErrorData(code=0, message=str(failure))
-        return self._error_bytes(error_data)
+        return self._error_bytes(error_data), str(error_data.code)
 
     def _outcome(self, message: Any) -> Any:
         """The call's result (``Gateway.call_tool``'s), or what it raises."""
@@ -350,6 +371,7 @@ class _FastCall:
         if self.done:
             return
         self._settle()
+        self._recorded("cancelled")
         if self.backend_id is not None:
             await self.connection.raw.abandon(self.backend_id, ABANDONED)
 
@@ -365,7 +387,9 @@ class _FastCall:
             server=self.server, tool=self.tool, timeout_ms=self.timeout_ms, started=self._started
         )
         gateway = self._fast_path.gateway
-        self._reply(self._answer_bytes(lambda: call_failure(gateway, self.server, expired, self.flight)))
+        answer, _ = self._answer_bytes(lambda: call_failure(gateway, self.server, expired, self.flight))
+        self._recorded("timeout")
+        self._reply(answer)
 
 
 class _Deadlines:

@@ -55,6 +55,7 @@ from mcpfleet.gateway.rejections import BackendRejection
 from mcpfleet.gateway.served_catalog import ListKind, ServedCatalog
 from mcpfleet.gateway.sessions import LOG_LEVELS, ClientSession
 from mcpfleet.redaction import redact_text
+from mcpfleet.telemetry import parented_on
 
 Context = ServerRequestContext[Any, Any]
 
@@ -245,7 +246,12 @@ class GatewayHandlers:
         (``gateway.http_fast``): resolved and sent on as ``call_tool`` does. A handshake-era
         client's call is in flight with no request of the SDK's to ride: its backend's questions
         and logs go to the client's session (its standalone stream, which the fast path
-        requires); a 2026-07-28 client that declared nothing to be asked has none to receive."""
+        requires); a 2026-07-28 client that declared nothing to be asked has none to receive.
+        No SDK server span is current here: the call's span is parented on its ``_meta``."""
+        with parented_on(call.params.get("_meta")):
+            return await self._fast_call(call)
+
+    async def _fast_call(self, call: FastCall) -> Any:
         client = call.client
         with _as_jsonrpc_errors():
             asker = self.gateway.views.asker(call.scope, client)

@@ -45,6 +45,7 @@ from mcpfleet.team.audited_guard import AuditedGuard
 from mcpfleet.team.fleet import LiveTeamFile, TeamFleet
 from mcpfleet.team.guard import CallHooks, TeamGuard
 from mcpfleet.team.loading import server_configs
+from mcpfleet.team.metrics import record_for_metrics
 from mcpfleet.team.stores import open_team_state
 
 if TYPE_CHECKING:
@@ -117,14 +118,16 @@ class TeamGateway:
 
     def around(self, drain: Drain | None = None) -> Callable[[ASGIApp], ASGIApp]:
         """Everything in front of the SDK's MCP application (``serve_http``'s ``around``):
-        ``/healthz`` and ``/readyz``, then the connect pages when a server is per-user."""
+        ``/healthz`` and ``/readyz``, ``/metrics`` (``team.metrics``), then the connect pages
+        when a server is per-user."""
         from mcpfleet.team.health import HealthRoutes
+        from mcpfleet.team.metrics import with_metrics
 
         readiness = self.readiness(drain)
-        pages = self.connect_pages
+        pages = with_metrics(self.connect_pages)
 
         def wrap(app: ASGIApp) -> ASGIApp:
-            return HealthRoutes(pages(app) if pages is not None else app, readiness)
+            return HealthRoutes(pages(app), readiness)
 
         return wrap
 
@@ -162,6 +165,7 @@ async def open_team_gateway(
 ) -> AsyncIterator[TeamGateway]:
     """The team gateway of ``team``, connected and watching its file (see the module)."""
     live = LiveTeamFile(team) if watch_interval_s is None else LiveTeamFile(team, interval_s=watch_interval_s)
+    record_for_metrics()
     async with AsyncExitStack() as stack:
         state = await open_team_state(team.state, sync_each_write=team.audit.sync == "each")
         stack.push_async_callback(state.aclose)

@@ -2,7 +2,9 @@
 
 The SDK turns an HTTP error answer into a generic JSON-RPC error and loses the status code,
 so the ``httpx2`` client used here records every response status: the connection reads it
-back to tell "needs a login" (401) from "wrong URL" (404) in its error messages.
+back to tell "needs a login" (401) from "wrong URL" (404) in its error messages. While
+telemetry traces (``mcpfleet.telemetry``), each request also carries the call's W3C trace
+context as ``traceparent``/``tracestate`` headers.
 Imported only when an HTTP server is contacted (it imports ``httpx2`` and ``mcp``).
 """
 
@@ -16,6 +18,8 @@ import anyio
 import httpx2
 
 from mcpfleet.redaction import remember_credentials
+from mcpfleet.telemetry import active
+from mcpfleet.telemetry.headers import trace_headers
 
 if TYPE_CHECKING:
     from mcp.client._transport import TransportStreams
@@ -60,8 +64,15 @@ class HttpTransport(anyio.AsyncContextManagerMixin):
             headers=headers if headers is not None else self.headers,
             timeout=timeout or httpx2.Timeout(CONNECT_TIMEOUT_S, read=SSE_READ_TIMEOUT_S),
             auth=auth if auth is not None else self.auth,
-            event_hooks={"response": [self._record_status]},
+            event_hooks=self._event_hooks(),
         )
+
+    def _event_hooks(self) -> dict[str, list[Any]]:
+        hooks: dict[str, list[Any]] = {"response": [self._record_status]}
+        telemetry = active()
+        if telemetry is not None and telemetry.tracing:
+            hooks["request"] = [_send_trace_context]
+        return hooks
 
     @asynccontextmanager
     async def __asynccontextmanager__(self) -> AsyncIterator[TransportStreams]:
@@ -85,3 +96,13 @@ class HttpTransport(anyio.AsyncContextManagerMixin):
                 streamable_http_client(self.url, http_client=client) as streams,
             ):
                 yield streams
+
+
+async def _send_trace_context(request: httpx2.Request) -> None:
+    """While telemetry traces: the call's trace context, which the SDK wrote into the message's
+    ``_meta``, in the request's ``traceparent``/``tracestate`` headers too (W3C trace context)."""
+    try:
+        body = request.content
+    except httpx2.RequestNotRead:
+        return  # a streamed body: no message to read it from
+    request.headers.update(trace_headers(body))

@@ -298,6 +298,10 @@ async def _watch(operation: Operation) -> dict[str, Any]:
             stop_listening()
 
 
+async def _ui(operation: Operation) -> dict[str, Any]:
+    return {"url": await operation.service.dashboard.login_link()}
+
+
 async def _cancel(operation: Operation) -> dict[str, Any]:
     target = operation.request.get("request")
     if isinstance(target, bool) or not isinstance(target, int | str):
@@ -318,5 +322,6 @@ OPERATIONS: dict[str, OperationHandler] = {
     "call": _call,
     "watch": _watch,
     "cancel": _cancel,
+    "ui": _ui,
 }
 assert OPERATIONS.keys() == wire.CONTROL_OPS.keys(), "every op of the wire is served, and only those"

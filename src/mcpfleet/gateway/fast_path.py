@@ -58,7 +58,7 @@ from mcpfleet.contract import notifications
 from mcpfleet.errors import ConnectionClosedError, MCPFleetError
 from mcpfleet.fleet.manager import lost_during_call
 from mcpfleet.gateway.budget import CALL_TOOL, FIND_TOOLS
-from mcpfleet.gateway.core import LOG_FLUSH_TIMEOUT_S, Gateway, call_failure
+from mcpfleet.gateway.core import LOG_FLUSH_TIMEOUT_S, Gateway, call_failure, is_error_result
 from mcpfleet.gateway.forward import Forward, InFlight
 from mcpfleet.gateway.handlers import call_scoped_logs, jsonrpc_error
 
@@ -310,8 +310,9 @@ class _FastCall:
             self._answer(message)
 
     def _answer(self, message: Any) -> None:
-        self._settle()
-        self._reply(self._answer_bytes(lambda: self._outcome(message)))
+        answer = self._answer_bytes(lambda: self._outcome(message))
+        self._settle()  # after the outcome, which says whether it failed (``flight.failed``)
+        self._reply(answer)
 
     def _answer_bytes(self, outcome: Callable[[], Any]) -> bytes:
         """The answer the SDK path gives the client for the call's ``outcome()``: its result,
@@ -333,13 +334,16 @@ class _FastCall:
     def _outcome(self, message: Any) -> Any:
         """The call's result (``Gateway.call_tool``'s), or what it raises."""
         gateway = self._fast_path.gateway
+        result: Any
         try:
             try:
-                return self.connection.raw.tool_result(self.tool, message)
+                result = self.connection.raw.tool_result(self.tool, message)
             except ConnectionClosedError as error:
                 raise lost_during_call(self.connection, self.tool) from error
         except MCPFleetError as error:
-            return call_failure(gateway, self.server, error, self.flight)
+            result = call_failure(gateway, self.server, error, self.flight)
+        self.flight.failed = is_error_result(result)
+        return result
 
     def _result_bytes(self, result: Any) -> bytes:
         if isinstance(result, dict):
@@ -368,6 +372,7 @@ class _FastCall:
         if self.done:
             return
         backend_id = self.backend_id
+        self.flight.failed = True
         self._settle()
         if backend_id is not None:
             await self.connection.raw.abandon(backend_id, ABANDONED)

@@ -82,7 +82,8 @@ class Pages:
         response = HTMLResponse(page, status_code=status_code)
         response.headers["content-security-policy"] = CONTENT_SECURITY_POLICY
         response.headers["cache-control"] = "no-store"
-        response.headers["referrer-policy"] = "no-referrer"
+        # Not "no-referrer": a form posted under it says ``Origin: null``, which the gate refuses.
+        response.headers["referrer-policy"] = "same-origin"
         return response
 
     # -- signing in ---------------------------------------------------------------------------------

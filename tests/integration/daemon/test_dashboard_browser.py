@@ -29,7 +29,9 @@ def project(tmp_path: Path) -> Path:
     root.mkdir()
     user_config(
         {
-            "good": fake("good", "--tool", "echo", "--tool", "add", "--stderr-lines", "2"),
+            "good": fake(
+                "good", "--tool", "echo", "--tool", "add", "--tool", "picture", "--stderr-lines", "2"
+            ),
             "broken": fake("broken", "--exit-before-handshake", "--stderr-lines", "3", "--exit-code", "3"),
         }
     )
@@ -59,7 +61,7 @@ def test_the_fleet_the_playground_and_an_approval_seen_in_the_browser(
         page.goto(page.url.split("/servers/")[0] + "/")
         page.locator("tr[data-server=good] a").click()
         expect(page.locator("pre.log")).to_contain_text("stderr line 1")
-        expect(page.locator("details.tool")).to_have_count(2)
+        expect(page.locator("details.tool")).to_have_count(3)
         page.locator("details.tool summary").first.click()
         expect(page.locator("details.tool pre").first).to_contain_text('"required"')
         screenshot(page, shots, "server")
@@ -74,6 +76,13 @@ def test_the_fleet_the_playground_and_an_approval_seen_in_the_browser(
         expect(page.locator("#result")).to_contain_text("hello from the dashboard")
         expect(page.locator("#result")).to_contain_text("Structured content")
         screenshot(page, shots, "playground")
+        # An image block is shown as the image itself (a data: URL: nothing is fetched).
+        page.locator("select[name=tool]").select_option("picture")
+        page.get_by_role("button", name="Show").click()
+        page.get_by_role("button", name="Call").click()
+        expect(page.locator("#result")).to_contain_text("a 2x2 picture")
+        loaded = page.locator("#result img").evaluate("image => image.complete && image.naturalWidth")
+        assert loaded == 2
 
         # The fleet page stays open (a mark in its window shows it is never reloaded) while
         # another tab approves the pending project server: its row arrives, then connects.
@@ -95,7 +104,7 @@ def test_the_fleet_the_playground_and_an_approval_seen_in_the_browser(
         answer = host.call_tool("good_add", {"a": 2, "b": 3})
         assert answer["result"]["structuredContent"] == {"sum": 5}, answer
         page.goto(page.url.split("/approvals")[0] + "/plots")
-        expect(page.locator("main p").first).to_contain_text("The last 2 calls")
+        expect(page.locator("main p").first).to_contain_text("The last 3 calls")
         expect(page.locator("figure.chart svg")).to_have_count(2)
         screenshot(page, shots, "plots")
 

@@ -1,11 +1,13 @@
 """The plots of the calls the fleet served: drawn as SVG here, by pygal, with no script.
 
-pygal's SVG links its tooltip script from the web by default: ``js=[]`` keeps every chart
-self-contained (the dashboard fetches nothing from anywhere).
+pygal's SVG links its tooltip script from the web by default: ``js=[]`` leaves it out (the
+dashboard fetches nothing from anywhere), and the inline script pygal still writes (its
+tooltips' settings) is taken out too, which the pages' Content-Security-Policy would refuse.
 """
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Iterable
 from typing import Any
@@ -15,6 +17,11 @@ from mcpfleet.dashboard.source import CallRecord
 BUCKETS = 12
 """Columns of the calls-over-time plot."""
 PERCENTILES = (50, 90, 99)
+_SCRIPT = re.compile(r"<script\b.*?</script>", re.DOTALL)
+
+
+def _svg(chart: Any) -> str:
+    return _SCRIPT.sub("", str(chart.render(is_unicode=True)))
 
 
 def _chart_options() -> dict[str, Any]:
@@ -56,7 +63,7 @@ def calls_over_time(records: Iterable[CallRecord], *, now: float | None = None) 
             (errors if record.failed else calls)[column] += 1
         chart.add(f"{server} calls", calls)
         chart.add(f"{server} errors", errors)
-    return str(chart.render(is_unicode=True))
+    return _svg(chart)
 
 
 def percentile(sorted_values: list[float], percent: int) -> float:
@@ -80,4 +87,4 @@ def latency_percentiles(records: Iterable[CallRecord]) -> str:
             f"p{percent}",
             [round(percentile(sorted(by_server[server]), percent), 2) for server in servers],
         )
-    return str(chart.render(is_unicode=True))
+    return _svg(chart)

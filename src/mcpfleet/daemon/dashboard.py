@@ -45,6 +45,9 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
+RESTART_WAIT_S = 10.0
+"""How long a restart's answer waits for the backend to be back (it goes on after that)."""
+
 
 class DashboardActionError(DaemonError):
     """An action of the dashboard that cannot be done; the page shows the message."""
@@ -195,16 +198,26 @@ class DaemonFleet:
         return f"approved {', '.join(approved) or 'nothing'} of {name}: served from now on"
 
     async def restart(self, key: str) -> str:
+        """Reconnect the backend (``/mcp reconnect``: its crash breaker is cleared too), in the
+        daemon's task group; answered once it is back, or after ``RESTART_WAIT_S``."""
         _, manager, name = self._find(key)
+        back = anyio.Event()
 
         async def reconnect() -> None:
             try:
                 await manager.reconnect_server(name)
             except Exception as error:
                 logger.warning("the dashboard's restart of %s failed: %s", name, error)
+            finally:
+                back.set()
 
         self.service.spawn(reconnect)
-        return f"restarting {name}: its state here follows"
+        with anyio.move_on_after(RESTART_WAIT_S):
+            await back.wait()
+        state = manager.get_server_state(name) if name in manager.get_all_server_names() else None
+        if state is None or state.state == "connecting":
+            return f"restarting {name}: it is still connecting"
+        return f"restarted {name}: {state.state}"
 
     async def disable(self, key: str) -> str:
         from mcpfleet.config.writer import set_server_enabled

@@ -22,6 +22,8 @@ from tests.integration.daemon.conftest import StartDaemon
 from tests.integration.daemon.daemon_harness import fake, fleet_spec, project_config, session, user_config
 from tests.integration.daemon.dashboard_browser import login_link, screenshot
 
+from mcpfleet.paths import user_config_file
+
 
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
@@ -65,6 +67,12 @@ def test_the_fleet_the_playground_and_an_approval_seen_in_the_browser(
         page.locator("details.tool summary").first.click()
         expect(page.locator("details.tool pre").first).to_contain_text('"required"')
         screenshot(page, shots, "server")
+        # Restart: a new process, shown in place by the page's live part.
+        first_pid = page.locator("#server dd").nth(3).inner_text()
+        page.get_by_role("button", name="Restart").click()
+        expect(page.locator(".said")).to_contain_text("good")
+        expect(page.locator("#server dd").nth(3)).not_to_have_text(first_pid)
+        expect(page.locator("#server .state")).to_have_text("connected")
         expect(page.locator("details.tool summary").first).to_contain_text("add")
 
         # The playground: a form from the tool's schema, a field per property, "Call".
@@ -202,3 +210,11 @@ def test_without_the_link_nothing_is_served_and_the_link_works_once(
         assert forged == 403
         page.goto(base + "/")
         expect(page.locator("tr[data-server=good] td").nth(4)).to_have_text(pid)
+
+        # Disable, with the dashboard's own form: written as `mcpfleet disable` writes it, and
+        # the server leaves the fleet.
+        page.goto(base + good_page)
+        page.get_by_role("button", name="Disable").click()
+        expect(page.locator(".said")).to_contain_text("disabled good")
+        expect(page.locator("tr[data-server=good]")).to_have_count(0)
+        assert '"good"' in user_config_file().read_text()

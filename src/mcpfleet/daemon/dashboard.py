@@ -159,7 +159,8 @@ class DaemonFleet:
                 )
                 for row in document["withheld"]
             )
-        return changes
+        # A changed tool first: what was approved now says something else.
+        return sorted(changes, key=lambda change: (change.reason != "changed", change.server, change.tool))
 
     @asynccontextmanager
     async def hold(self) -> AsyncIterator[None]:

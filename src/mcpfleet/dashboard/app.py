@@ -243,6 +243,7 @@ def dashboard_app(source: FleetSource, access: Access) -> Starlette:
             Route("/plots", pages.plots),
             Route("/events/fleet", live.fleet),
             Route("/events/servers/{key}", live.server),
+            Route("/events/approvals", live.approvals),
             Mount("/static", app=static),
         ]
     )

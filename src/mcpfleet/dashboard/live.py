@@ -1,6 +1,6 @@
 """The live parts of the pages, pushed as server-sent events (sse-starlette).
 
-A page's live part (the fleet table, a server's state and log tail) has an ``data-live``
+A page's live part (the fleet table, a server's state and log tail, the approvals waiting) has an ``data-live``
 address; the page's script (``static/dashboard.js``) opens it and puts each event's HTML in
 place. The stream renders the part from the fleet as it is every ``LOOK_INTERVAL_S`` and
 sends it when it differs from what it sent last: a state change reaches the page without a
@@ -38,6 +38,14 @@ class LiveStreams:
         key = request.path_params["key"]
         template = self.templates.get_template("_server_live.html")
         return self._stream(lambda: template.render(detail=self.source.server(key)))
+
+    async def approvals(self, request: Request) -> EventSourceResponse:
+        # Its forms carry the session's CSRF token, as the page's own do.
+        csrf = request.scope["state"]["dashboard_session"].csrf
+        template = self.templates.get_template("_approvals_live.html")
+        return self._stream(
+            lambda: template.render(csrf=csrf, pending=self.source.pending(), withheld=self.source.withheld())
+        )
 
     def _stream(self, render: Callable[[], str]) -> EventSourceResponse:
         async def events() -> AsyncIterator[ServerSentEvent]:

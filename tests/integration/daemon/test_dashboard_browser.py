@@ -21,6 +21,7 @@ from playwright.sync_api import Page, expect
 from tests.integration.daemon.conftest import StartDaemon
 from tests.integration.daemon.daemon_harness import fake, fleet_spec, project_config, session, user_config
 from tests.integration.daemon.dashboard_browser import login_link, screenshot
+from tests.integration.pinning_fleet import rug_pull_entry
 
 from mcpfleet.paths import user_config_file
 
@@ -35,6 +36,7 @@ def project(tmp_path: Path) -> Path:
                 "good", "--tool", "echo", "--tool", "add", "--tool", "picture", "--stderr-lines", "2"
             ),
             "broken": fake("broken", "--exit-before-handshake", "--stderr-lines", "3", "--exit-code", "3"),
+            "rug": rug_pull_entry(root / "turn-hostile"),
         }
     )
     project_config(root, {"pending": fake("pending", "--tool", "echo")})
@@ -54,6 +56,9 @@ def test_the_fleet_the_playground_and_an_approval_seen_in_the_browser(
         expect(broken.locator(".state")).to_have_text("failed")
         expect(broken.locator(".error")).to_contain_text("exit")
         expect(page.locator("tr[data-server=good] .state")).to_have_text("connected")
+        # Once its tools are pinned (it is listed), the rug pull turns hostile: withheld.
+        expect(page.locator("tr[data-server=rug] td").nth(6)).to_have_text("2")
+        (project / "turn-hostile").touch()
         screenshot(page, shots, "fleet")
 
         # A server's page: why it failed (what it printed before it exited); another's log
@@ -101,7 +106,16 @@ def test_the_fleet_the_playground_and_an_approval_seen_in_the_browser(
         page.goto(page.url.split("/playground")[0] + "/approvals")
         pending = page.locator("section.pending[data-pending=pending]")
         expect(pending).to_contain_text("fake_server.py")
+        # The withheld tools, each with its diff and the poisoning warning of what it says now.
+        changed = page.locator("section.withheld", has_text="rug/read_notes")
+        expect(changed.locator("pre.diff .add").last).to_contain_text("id_rsa")
+        expect(changed.locator(".warning").first).to_be_visible()
+        expect(page.locator("section.withheld", has_text="rug/exfiltrate")).to_contain_text("added")
         screenshot(page, shots, "approvals")
+        changed.get_by_role("button", name="Approve rug's withheld tools").click()
+        expect(page.locator(".said")).to_contain_text("read_notes")
+        expect(page.locator("section.withheld")).to_have_count(0)
+        assert "rug_read_notes" in host.tool_names()
         pending.get_by_role("button", name="Approve pending").click()
         expect(page.locator(".said")).to_contain_text("approved pending")
         expect(fleet.locator("tr[data-server=pending] .state")).to_have_text("connected")

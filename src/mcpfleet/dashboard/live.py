@@ -1,8 +1,8 @@
 """The live parts of the pages, pushed as server-sent events (sse-starlette).
 
-A page's live part (the fleet table, a server's state and log tail, the approvals waiting) has an ``data-live``
-address; the page's script (``static/dashboard.js``) opens it and puts each event's HTML in
-place. The stream renders the part from the fleet as it is every ``LOOK_INTERVAL_S`` and
+A page's live part (the fleet table, a server's state and log tail, the approvals waiting)
+has a ``data-live`` address; the page's script (``static/dashboard.js``) opens it and puts
+each event's HTML in place. The stream renders the part from the fleet as it is every ``LOOK_INTERVAL_S`` and
 sends it when it differs from what it sent last: a state change reaches the page without a
 reload, and nothing is sent while nothing changes. A stream open holds the daemon as a
 connection does (``FleetSource.hold``): a dashboard being watched is not idle.

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import http.server
 import threading
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -20,7 +21,7 @@ import pytest
 from playwright.sync_api import Page, expect
 from tests.integration.daemon.conftest import StartDaemon
 from tests.integration.daemon.daemon_harness import fake, fleet_spec, project_config, session, user_config
-from tests.integration.daemon.dashboard_browser import login_link, screenshot
+from tests.integration.daemon.dashboard_browser import WAIT_MS, login_link, screenshot
 from tests.integration.pinning_fleet import rug_pull_entry
 
 from mcpfleet.paths import user_config_file
@@ -115,7 +116,11 @@ def test_the_fleet_the_playground_and_an_approval_seen_in_the_browser(
         changed.get_by_role("button", name="Approve rug's withheld tools").click()
         expect(page.locator(".said")).to_contain_text("read_notes")
         expect(page.locator("section.withheld")).to_have_count(0)
-        assert "rug_read_notes" in host.tool_names()
+        # The fleet follows the pin store's write (it watches it): the session gets the tools.
+        deadline = time.monotonic() + WAIT_MS / 1000
+        while "rug_read_notes" not in host.tool_names():
+            assert time.monotonic() < deadline, "the approved tools never reached the session"
+            time.sleep(0.05)
         pending.get_by_role("button", name="Approve pending").click()
         expect(page.locator(".said")).to_contain_text("approved pending")
         expect(fleet.locator("tr[data-server=pending] .state")).to_have_text("connected")

@@ -6,12 +6,18 @@ peer is checked to be that user) and opens it. Its token works once, for
 ``LOGIN_TOKEN_TTL_S``, and is exchanged for a session: an HttpOnly, SameSite=Strict cookie
 holding a random id, and a CSRF token bound to that session that every form carries.
 
+Every page lives under a secret path (``Access.root``, random per dashboard), and the cookie
+is bound to it (``Path=<root>/``): a browser sends a cookie of 127.0.0.1 to every port of
+127.0.0.1, so a server another local user runs on another port would otherwise be handed it
+by any page of theirs the user opens.
+
 ``AccessGate`` (an ASGI layer in front of every route) refuses, in this order:
 
 * a ``Host`` that is not this listener's own (``127.0.0.1:PORT`` or ``localhost:PORT``): a
   page of another site whose name was re-pointed at 127.0.0.1 (DNS rebinding) is 403;
 * a ``POST`` whose ``Origin`` (or, without one, ``Referer``) is another site's: 403;
-* any request but the link's without a live session cookie: 401;
+* a path outside the secret root, and any request but the link's without a live session
+  cookie: 401;
 * a ``POST`` whose form field ``csrf`` is not the session's token: 403 (checked by the
   route, which reads the form: ``require_csrf``).
 """
@@ -30,6 +36,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 SESSION_COOKIE = "mcpfleet_dashboard"
 LOGIN_PATH = "/login"
+"""Under the root, as every page."""
 LOGIN_TOKEN_TTL_S = 300.0
 """How long a login link works when nobody opens it: long enough to find the browser."""
 MAX_SESSIONS = 64
@@ -48,6 +55,8 @@ class Access:
     (a restarted daemon forgets them: `mcpfleet ui` again)."""
 
     def __init__(self) -> None:
+        self.root = f"/{secrets.token_urlsafe(16)}"
+        """The secret path every page is under."""
         self._tokens: dict[str, float] = {}
         self._sessions: dict[str, DashboardSession] = {}
 
@@ -111,7 +120,10 @@ class AccessGate:
             return 403, "not this dashboard's address (Host): open the link `mcpfleet ui` prints"
         if request.method == "POST" and not self._same_origin(request):
             return 403, "a request from another site is refused"
-        if request.url.path == LOGIN_PATH and request.method == "GET":
+        path = request.url.path
+        if path != self.access.root and not path.startswith(self.access.root + "/"):
+            return 401, "sign in with the link `mcpfleet ui` prints (each link works once)"
+        if path == self.access.root + LOGIN_PATH and request.method == "GET":
             return None
         if self.access.session_of(request) is None:
             return 401, "sign in with the link `mcpfleet ui` prints (each link works once)"

@@ -37,7 +37,8 @@ CONTENT_SECURITY_POLICY = (
 tool's result come as ``data:`` URLs."""
 
 
-def templates() -> jinja2.Environment:
+def templates(root: str) -> jinja2.Environment:
+    """The pages' templates; ``root`` is the secret path every address of theirs starts with."""
     environment = jinja2.Environment(
         loader=jinja2.PackageLoader("mcpfleet.dashboard", "templates"),
         autoescape=True,
@@ -46,6 +47,7 @@ def templates() -> jinja2.Environment:
     environment.filters["megabytes"] = lambda value: "" if value is None else f"{value / 1048576:.1f} MB"
     environment.filters["pretty_json"] = lambda value: json.dumps(value, indent=2, ensure_ascii=False)
     environment.globals["grouped"] = grouped
+    environment.globals["root"] = root
     return environment
 
 
@@ -69,7 +71,8 @@ class Pages:
     def __init__(self, source: FleetSource, access: Access) -> None:
         self.source = source
         self.access = access
-        self.templates = templates()
+        self.root = access.root
+        self.templates = templates(self.root)
 
     def render(self, request: Request, name: str, status_code: int = 200, **context: Any) -> HTMLResponse:
         session = request.scope["state"]["dashboard_session"]
@@ -96,8 +99,10 @@ class Pages:
                 status_code=401,
                 media_type="text/plain",
             )
-        response = RedirectResponse("/", status_code=303)
-        response.set_cookie(SESSION_COOKIE, session.id, httponly=True, samesite="strict", path="/")
+        response = RedirectResponse(f"{self.root}/", status_code=303)
+        response.set_cookie(
+            SESSION_COOKIE, session.id, httponly=True, samesite="strict", path=f"{self.root}/"
+        )
         response.headers["referrer-policy"] = "no-referrer"
         return response
 
@@ -167,13 +172,13 @@ class Pages:
             return taken
         action = request.path_params["action"]
         key = request.path_params["key"]
-        back = f"/servers/{quote(key, safe='')}"
+        back = f"{self.root}/servers/{quote(key, safe='')}"
         try:
             if action == "restart":
                 said = await self.source.restart(key)
             elif action == "disable":
                 said = await self.source.disable(key)
-                back = "/"
+                back = f"{self.root}/"
             else:
                 return Response(f"no action {action!r}: restart or disable", status_code=404)
         except MCPFleetError as error:
@@ -191,7 +196,7 @@ class Pages:
             )
         except MCPFleetError as error:
             said = str(error)
-        return RedirectResponse(f"/approvals?{urlencode({'said': said})}", status_code=303)
+        return RedirectResponse(f"{self.root}/approvals?{urlencode({'said': said})}", status_code=303)
 
     async def approve_tools(self, request: Request) -> Response:
         taken = await self._form(request)
@@ -202,7 +207,7 @@ class Pages:
             said = await self.source.approve_tools(str(form.get("key", "")))
         except MCPFleetError as error:
             said = str(error)
-        return RedirectResponse(f"/approvals?{urlencode({'said': said})}", status_code=303)
+        return RedirectResponse(f"{self.root}/approvals?{urlencode({'said': said})}", status_code=303)
 
     async def call(self, request: Request) -> Response:
         taken = await self._form(request)
@@ -229,7 +234,8 @@ def dashboard_app(source: FleetSource, access: Access) -> Starlette:
     pages = Pages(source, access)
     live = LiveStreams(source, pages.templates)
     static = StaticFiles(directory=str(resources.files("mcpfleet.dashboard") / "static"))
-    return Starlette(
+    routes = Mount(
+        access.root,
         routes=[
             Route(LOGIN_PATH, pages.login),
             Route("/", pages.fleet),
@@ -245,5 +251,6 @@ def dashboard_app(source: FleetSource, access: Access) -> Starlette:
             Route("/events/servers/{key}", live.server),
             Route("/events/approvals", live.approvals),
             Mount("/static", app=static),
-        ]
+        ],
     )
+    return Starlette(routes=[routes])

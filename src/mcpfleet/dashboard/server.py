@@ -52,11 +52,12 @@ class Dashboard:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/"
+        return f"http://127.0.0.1:{self.port}{self.access.root}/"
 
     def login_link(self) -> str:
         """A new link that signs one browser in, once."""
-        return f"http://127.0.0.1:{self.port}{LOGIN_PATH}?token={self.access.new_login_token()}"
+        root = self.access.root
+        return f"http://127.0.0.1:{self.port}{root}{LOGIN_PATH}?token={self.access.new_login_token()}"
 
 
 async def serve_dashboard(

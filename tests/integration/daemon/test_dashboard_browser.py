@@ -137,14 +137,15 @@ def test_the_fleet_the_playground_and_an_approval_seen_in_the_browser(
 
 
 @pytest.fixture
-def other_site() -> Iterator[tuple[str, list[str]]]:
-    """Another site on loopback whose page posts a form to the dashboard (its address is the
-    page's ``?target=``): the cross-site request a hostile page would make."""
-    asked: list[str] = []
+def other_site() -> Iterator[tuple[str, list[tuple[str, str]]]]:
+    """Another server on loopback (another local user's, say) whose page posts a form to the
+    dashboard (its address is the page's ``?target=``): the request a hostile page would make.
+    It keeps each path asked and the cookies the browser sent with it."""
+    asked: list[tuple[str, str]] = []
 
     class Handler(http.server.BaseHTTPRequestHandler):
         def do_GET(self) -> None:
-            asked.append(self.path)
+            asked.append((self.path, self.headers.get("cookie", "")))
             target = self.path.partition("?target=")[2]
             body = (
                 f'<form id="f" method="post" action="{target}"><input name="csrf" value="guess"></form>'
@@ -179,18 +180,21 @@ def _status(url: str, *, data: bytes | None = None, headers: dict[str, str] | No
 
 
 def test_without_the_link_nothing_is_served_and_the_link_works_once(
-    start_daemon: StartDaemon, project: Path, page: Page, other_site: tuple[str, list[str]]
+    start_daemon: StartDaemon, project: Path, page: Page, other_site: tuple[str, list[tuple[str, str]]]
 ) -> None:
     start_daemon()
     with session(fleet_spec(project)):
         link = login_link()
-        base = link.split("/login")[0]
+        base = link.split("/login")[0]  # the dashboard's secret root
+        site_of_dashboard = base.rsplit("/", 1)[0]
         # Without a session: every page, stream and file is 401, every action too.
         for path in ("/", "/approvals", "/playground", "/plots", "/events/fleet", "/static/dashboard.js"):
             assert _status(base + path) == 401, path
-        origin = {"origin": base}
+        origin = {"origin": site_of_dashboard}
         for path in ("/servers/good/restart", "/approvals/server", "/approvals/tools", "/playground"):
             assert _status(base + path, data=b"csrf=x", headers=origin) == 401, path
+        # Outside the link's secret root nothing is served at all, nor is the cookie sent there.
+        assert _status(site_of_dashboard + "/") == 401 and _status(site_of_dashboard + "/plots") == 401
         # Another name for this address (DNS rebinding) is refused even with the link.
         assert _status(link, headers={"host": "attacker.example:80"}) == 403
 
@@ -216,15 +220,21 @@ def test_without_the_link_nothing_is_served_and_the_link_works_once(
         # with it: the Origin check is what refuses it.
         site, asked = other_site
         with page.expect_response(lambda response: response.url.startswith(base)) as refused:
-            page.goto(f"{site}?target={base}{good_page}/restart")
+            page.goto(f"{site}?target={site_of_dashboard}{good_page}/restart")
         assert refused.value.status == 403
         assert asked, "the other site's page was served"
+        # Nor did that server get the session cookie, at any address of its own: the cookie is
+        # bound to the dashboard's secret root (a cookie of 127.0.0.1 goes to every port of it).
+        page.goto(f"{site}plots")
+        assert [cookies for path, cookies in asked if "favicon" not in path] == ["", ""]
         # The dashboard's own form with a forged CSRF token: 403 too; the server kept its process.
         cookie = {c["name"]: c["value"] for c in page.context.cookies()}
         assert cookie, "signed in: the session cookie is set"
         header = "; ".join(f"{name}={value}" for name, value in cookie.items())
         forged = _status(
-            f"{base}{good_page}/restart", data=b"csrf=forged", headers={"cookie": header, "origin": base}
+            f"{site_of_dashboard}{good_page}/restart",
+            data=b"csrf=forged",
+            headers={"cookie": header, "origin": site_of_dashboard},
         )
         assert forged == 403
         page.goto(base + "/")
@@ -232,7 +242,7 @@ def test_without_the_link_nothing_is_served_and_the_link_works_once(
 
         # Disable, with the dashboard's own form: written as `mcpfleet disable` writes it, and
         # the server leaves the fleet.
-        page.goto(base + good_page)
+        page.goto(site_of_dashboard + good_page)
         page.get_by_role("button", name="Disable").click()
         expect(page.locator(".said")).to_contain_text("disabled good")
         expect(page.locator("tr[data-server=good]")).to_have_count(0)

@@ -48,8 +48,8 @@ def _client(access: Access) -> TestClient:
     async def ok(request: Request) -> PlainTextResponse:
         return PlainTextResponse("ok")
 
-    app = Starlette(routes=[Route("/", ok, methods=["GET", "POST"]), Route("/login", ok)])
-    return TestClient(AccessGate(app, access, PORT), base_url=f"http://127.0.0.1:{PORT}")
+    routes = [Route("/{path:path}", ok, methods=["GET", "POST"])]
+    return TestClient(AccessGate(Starlette(routes=routes), access, PORT), base_url=f"http://127.0.0.1:{PORT}")
 
 
 @pytest.mark.parametrize(
@@ -77,11 +77,25 @@ def test_the_gate(method: str, headers: dict[str, str], signed_in: bool, status:
         assert session is not None
         cookies = {SESSION_COOKIE: session.id}
     client.cookies.update(cookies)
-    assert client.request(method, "/", headers=headers).status_code == status
+    assert client.request(method, f"{access.root}/", headers=headers).status_code == status
+
+
+def test_every_page_is_under_the_secret_root() -> None:
+    access = Access()
+    assert len(access.root) > 16 and Access().root != access.root
+    client = _client(access)
+    session = access.redeem(access.new_login_token())
+    assert session is not None
+    client.cookies.update({SESSION_COOKIE: session.id})
+    assert client.get(f"{access.root}/plots").status_code == 200
+    for outside in ("/", "/plots", "/login", f"{access.root}x/plots"):
+        assert client.get(outside).status_code == 401, outside
 
 
 def test_the_login_path_is_open_to_a_get_from_this_address_only() -> None:
-    client = _client(Access())
-    assert client.get("/login").status_code == 200  # the route itself judges the token
-    assert client.get("/login", headers={"host": "elsewhere:80"}).status_code == 403
-    assert client.post("/login", headers={"origin": f"http://127.0.0.1:{PORT}"}).status_code == 401
+    access = Access()
+    client = _client(access)
+    login = f"{access.root}/login"
+    assert client.get(login).status_code == 200  # the route itself judges the token
+    assert client.get(login, headers={"host": "elsewhere:80"}).status_code == 403
+    assert client.post(login, headers={"origin": f"http://127.0.0.1:{PORT}"}).status_code == 401

@@ -33,7 +33,6 @@ def _chart_options() -> dict[str, Any]:
         "explicit_size": True,
         "legend_at_bottom": True,
         "print_values": False,
-        "show_minor_x_labels": False,
         "x_label_rotation": 0,
     }
 
@@ -48,7 +47,12 @@ def calls_over_time(records: Iterable[CallRecord], *, now: float | None = None) 
     span = max(end - start, 60.0)
     width = span / BUCKETS
     servers = sorted({record.server for record in kept})
-    chart = pygal.StackedBar(title="Calls per server (errors apart)", **_chart_options())
+    chart = pygal.StackedBar(
+        title="Calls per server (errors apart)",
+        show_minor_x_labels=False,
+        truncate_label=-1,
+        **_chart_options(),
+    )
     chart.x_labels = [
         time.strftime("%H:%M:%S", time.localtime(end - span + width * (i + 1))) for i in range(BUCKETS)
     ]

@@ -14,7 +14,12 @@ def test_without_the_daemon_ui_says_so_and_exits_2(
     isolated_home: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     opened: list[str] = []
-    monkeypatch.setattr(webbrowser, "open", lambda url, *args, **kwargs: bool(opened.append(url)))
+
+    def record(url: str, *args: object, **kwargs: object) -> bool:
+        opened.append(url)
+        return True
+
+    monkeypatch.setattr(webbrowser, "open", record)
     monkeypatch.setenv("MCPFLEET_NO_DAEMON", "1")
     assert main(["ui"]) == 2
     captured = capsys.readouterr()

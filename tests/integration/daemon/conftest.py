@@ -8,8 +8,9 @@ after 10 s) and fails the test if any process started under the test's home is s
 process's own watchdog, which in-process fleets share for the whole run), after killing them.
 
 ``start_daemon`` starts ``mcpfleet daemon run`` with the given options and waits until it
-accepts. ``browser`` (one per test run) and ``page`` (in a new context, so with no cookie of
-another test) are Debian's Chromium under Playwright, for the dashboard's tests.
+accepts. ``browser`` (started once, for the one file of browser tests) and ``page`` (in a new
+context, so with no cookie of another test) are Debian's Chromium under Playwright, for the
+dashboard's tests.
 """
 
 from __future__ import annotations
@@ -76,9 +77,12 @@ def start_daemon(isolated_home: Path) -> Iterator[StartDaemon]:
                 daemon.process.wait()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
-    """Debian's Chromium, started once per test run (Playwright gives it a new, empty profile)."""
+    """Debian's Chromium (Playwright gives it a new, empty profile), started once for the file
+    of browser tests, the only one that uses it: so once per test run. Not session-scoped:
+    while Playwright's sync API runs, its event loop is the running loop of the thread, and
+    every later test of the same xdist worker that runs an event loop of its own would fail."""
     from playwright.sync_api import sync_playwright
     from tests.integration.daemon.dashboard_browser import CHROMIUM, CHROMIUM_ARGS
 

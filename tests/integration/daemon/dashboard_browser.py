@@ -1,5 +1,5 @@
 """What the dashboard's browser tests share: how Debian's Chromium is launched (the fixtures
-``browser``, one per test run, and ``page``, a new context per test, are in conftest.py), the
+``browser``, once for their file, and ``page``, a new context per test, are in conftest.py), the
 one-time login link ``mcpfleet ui --no-browser`` prints, and the screenshots they save.
 
 The browser is the system's (``make chromium`` installs it): Playwright never downloads one.

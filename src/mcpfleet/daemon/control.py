@@ -15,7 +15,8 @@ discovery does (Exa servers): the CLI prints what it is given.
 "id": <the watch's id>}`` after each change of that fleet's tools (a burst of changes
 gives one event: the reader lists the tools again anyway). ``cancel`` ends one request of
 the same connection (a ``call``, a ``watch``), which is answered with an error (``exit``
-130) if it was still running.
+130) if it was still running. ``ui`` answers a one-time login link of the daemon's dashboard
+(``daemon.dashboard``), which the first ``ui`` starts.
 """
 
 from __future__ import annotations

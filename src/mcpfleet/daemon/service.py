@@ -30,6 +30,9 @@ is stopped, every connection made to the socket:
   with the reason instead of accepted and dropped.
 * **A control connection** carries the operations of ``wire.CONTROL_OPS``
   (``daemon.control``), each answered by id, concurrently.
+* **The dashboard** (``daemon.dashboard``, docs/ui.md) starts on the first ``ui`` operation,
+  in the daemon's task group, on a loopback port, and serves until the daemon stops; every
+  session's gateway tells it of each call that leaves it (for its plots).
 
 It stops, closing every server within the fleet's shutdown deadline, on SIGTERM or SIGINT,
 on the ``stop`` operation, after ``daemon_idle_timeout_s`` with no connection at all, or,

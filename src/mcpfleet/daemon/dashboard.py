@@ -31,6 +31,7 @@ from mcpfleet.dashboard.source import (
     CallRecord,
     PendingServer,
     ServerDetail,
+    SessionRow,
     ToolInfo,
     WithheldChange,
 )
@@ -104,6 +105,13 @@ class DaemonFleet:
 
     def backends(self) -> list[BackendRow]:
         return [self._row(*held) for held in self._held()]
+
+    def sessions(self) -> list[SessionRow]:
+        """The host sessions, as ``daemon status`` lists them."""
+        return [
+            SessionRow(row["id"], row["host"], row["project"], row["since"])
+            for row in (client.to_json() for client in self.service.sessions)
+        ]
 
     def server(self, key: str) -> ServerDetail | None:
         try:

@@ -109,7 +109,9 @@ class Pages:
     # -- pages --------------------------------------------------------------------------------------
 
     async def fleet(self, request: Request) -> Response:
-        return self.render(request, "fleet.html", rows=self.source.backends())
+        return self.render(
+            request, "fleet.html", rows=self.source.backends(), sessions=self.source.sessions()
+        )
 
     async def server(self, request: Request) -> Response:
         detail = self.source.server(request.path_params["key"])

@@ -32,7 +32,9 @@ class LiveStreams:
 
     async def fleet(self, request: Request) -> EventSourceResponse:
         template = self.templates.get_template("_fleet_table.html")
-        return self._stream(lambda: template.render(rows=self.source.backends()))
+        return self._stream(
+            lambda: template.render(rows=self.source.backends(), sessions=self.source.sessions())
+        )
 
     async def server(self, request: Request) -> EventSourceResponse:
         key = request.path_params["key"]

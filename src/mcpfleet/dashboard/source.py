@@ -35,6 +35,16 @@ class BackendRow:
 
 
 @dataclass(frozen=True)
+class SessionRow:
+    """One host session the fleet serves: who is using it, from where."""
+
+    id: str
+    host: str | None
+    project: str | None
+    since: str
+
+
+@dataclass(frozen=True)
 class ToolInfo:
     name: str
     description: str
@@ -99,6 +109,8 @@ class FleetSource(Protocol):
     calls: CallLog
 
     def backends(self) -> list[BackendRow]: ...
+
+    def sessions(self) -> list[SessionRow]: ...
 
     def hold(self) -> AbstractAsyncContextManager[None]:
         """Count as a connection of the fleet's owner while a live page is open."""

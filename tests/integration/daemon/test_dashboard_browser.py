@@ -57,6 +57,7 @@ def test_the_fleet_the_playground_and_an_approval_seen_in_the_browser(
         expect(broken.locator(".state")).to_have_text("failed")
         expect(broken.locator(".error")).to_contain_text("exit")
         expect(page.locator("tr[data-server=good] .state")).to_have_text("connected")
+        expect(page.locator("table.sessions")).to_contain_text(str(project.resolve()))
         # Once its tools are pinned (it is listed), the rug pull turns hostile: withheld.
         expect(page.locator("tr[data-server=rug] td").nth(6)).to_have_text("2")
         (project / "turn-hostile").touch()

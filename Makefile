@@ -76,7 +76,7 @@ demo: $(CORE_STAMP)
 # The npm tools download while the venv installs and mypy runs (-j: none depends on another, and
 # none prints much; mypy needs ~30 s of CPU on a cold cache, npm mostly waits on the network). Then
 # the suite, on its own.
-test: bubblewrap postgresql
+test: bubblewrap postgresql chromium
 	@$(MAKE) --no-print-directory -j5 lint typecheck npm-tools
 	@$(MAKE) --no-print-directory pytest
 
@@ -99,6 +99,16 @@ postgresql:
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null 2>&1 || \
 		{ apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null; } || \
 		echo "PostgreSQL not installed: the team state's PostgreSQL tests will fail (run make postgresql as root)"
+
+# Debian's Chromium, for the dashboard's browser tests (tests/integration/daemon/test_dashboard_browser.py):
+# Playwright drives it at /usr/bin/chromium and never downloads a browser of its own. Installed like
+# bubblewrap; without it those tests fail and say to run this rule as root.
+.PHONY: chromium
+chromium:
+	@[ -x /usr/bin/chromium ] || [ "$$(id -u)" != 0 ] || ! command -v apt-get >/dev/null || \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null 2>&1 || \
+		{ apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } || \
+		echo "Chromium not installed: the dashboard's browser tests will fail (run make chromium as root)"
 
 # ruff, then the rooms' import contracts (pyproject.toml, [tool.importlinter]).
 lint: $(STAMP)

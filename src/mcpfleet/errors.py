@@ -55,6 +55,7 @@ is in the tree and named here::
     │   ├── ControlError                    daemon/control.py
     │   ├── Ambiguous                       daemon/routing.py
     │   ├── Untied                          daemon/routing.py
+    │   ├── DashboardActionError            daemon/dashboard.py
     │   └── NoDaemon                        cli/daemon_commands.py
     ├── AddServerUsageError                 cli/add_server.py
     ├── _CommandLineError                   cli/entry.py
@@ -73,6 +74,7 @@ is in the tree and named here::
     ├── BackendRejection                    gateway/rejections.py
     ├── GuardRefusal                        gateway/guard.py
     ├── InvalidCursor + ValueError          gateway/paging.py
+    ├── ArgumentError + ValueError          dashboard/forms.py
     ├── _ClientGone                         gateway/http.py
     ├── TeamStateError                      team/state.py
     ├── IssuerUnavailable                   team/jwks.py

@@ -19,7 +19,8 @@ Tools (all by default; ``--tool NAME`` keeps only the named ones, repeatable):
   crash {code=1}            the process exits at once with that code
   env {name}                structuredContent {"value": os.environ.get(name), "cwd": os.getcwd()}
   roots {}                  asks the client for roots/list and returns its answer as text
-``--tool log``, ``--tool refuse``, ``--tool request_id`` and ``--tool wait_for`` (only when named) add:
+``--tool log``, ``--tool refuse``, ``--tool request_id``, ``--tool wait_for`` and ``--tool picture``
+(only when named) add:
   log {level=info, message} sends notifications/message (logger "fake-internal") then answers
   refuse {code, message, data?}
                             answers with that JSON-RPC error (its own refusal, not a failure)
@@ -27,6 +28,7 @@ Tools (all by default; ``--tool NAME`` keeps only the named ones, repeatable):
                             code sent it: the SDK's ids are integers)
   wait_for {path}           creates PATH.started, then answers once PATH exists (a call that
                             lasts until the test says so)
+  picture {}                an image block (``PICTURE_PNG``, a 2x2 PNG) and a caption
 ``--tools N`` adds N more echo-like tools ``tool_0`` … ``tool_<N-1>``.
 ``--hostile-tools`` adds three that misbehave:
   big {bytes}               a text result of that many bytes ("x" repeated)
@@ -158,7 +160,15 @@ OPT_IN_TOOL_SCHEMAS: dict[str, dict[str, Any]] = {
         "description": "Create PATH.started, then answer once PATH exists",
         "inputSchema": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]},
     },
+    "picture": {
+        "description": "Answer with a small picture",
+        "inputSchema": {"type": "object", "properties": {}},
+    },
 }
+PICTURE_PNG = (
+    "iVBORw0KGgoAAAANSUhEUgAAAAIAAAACCAIAAAD91JpzAAAAEklEQVR4nGP4H8DAUPGfAUIBACZqBY2p8lalAAAAAElFTkSuQmCC"
+)
+"""A 2x2 PNG, base64: what ``picture`` answers."""
 UNUSABLE_TOOLS: list[dict[str, Any]] = [
     {"name": "lone\ud800surrogate", "inputSchema": {"type": "object"}},
     {"name": "surrogate_text", "description": "text \udfff here", "inputSchema": {"type": "object"}},
@@ -329,6 +339,9 @@ class FakeServer:
             elif name == "refuse":
                 code, message = int(arguments["code"]), str(arguments["message"])
                 self.reply_error(request_id, code, message, arguments.get("data"))
+            elif name == "picture":
+                image = {"type": "image", "data": PICTURE_PNG, "mimeType": "image/png"}
+                self.reply(request_id, {"content": [image, {"type": "text", "text": "a 2x2 picture"}]})
             elif name == "request_id":
                 self.reply(request_id, {"content": [{"type": "text", "text": json.dumps(request_id)}]})
             elif name == "wait_for":

@@ -156,6 +156,12 @@ COMMAND_HELP: dict[tuple[str, ...], tuple[str, tuple[str, ...]]] = {
         "daemon runs (it says so).",
         ("mcpfleet daemon status", "mcpfleet daemon status --json"),
     ),
+    ("ui",): (
+        "Open the fleet's dashboard: the daemon (started if none runs) serves it on a loopback "
+        "port; this prints a one-time login link alone on stdout and opens it in your browser, "
+        "then returns. The link works once; without it every page is refused (docs/ui.md).",
+        ("mcpfleet ui", "mcpfleet ui --no-browser"),
+    ),
     ("daemon", "logs"): (
         "Print the last lines of the daemon's log; -f then prints new lines as they come. With "
         '--json: {"log", "lines"}, or with -f one {"line"} document per line (JSON Lines).',

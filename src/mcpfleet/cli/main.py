@@ -38,6 +38,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "mcpfleet.cli.serve_commands",
     "mcpfleet.cli.hosts_commands",
     "mcpfleet.cli.daemon_commands",
+    "mcpfleet.cli.ui_commands",
     "mcpfleet.cli.team_commands",
     "mcpfleet.cli.audit_commands",
 )

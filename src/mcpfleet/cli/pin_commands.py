@@ -9,14 +9,13 @@ announcing ``list_changed`` to its clients (``fleet.pinning``).
 from __future__ import annotations
 
 import argparse
-import difflib
-import json
 from typing import Any
 
 from mcpfleet.cli.options import FleetOptions
 from mcpfleet.cli.output import EXIT_FAILED, EXIT_OK, EXIT_USAGE, emit_json, error_line, output_line
 from mcpfleet.config.model import DiscoveryResult, ServerConfig, SourceInfo
 from mcpfleet.config.pins import PinKey, PinStore, pin_key
+from mcpfleet.reports.pins import definition_diff, withheld_document
 
 
 def pin_command(args: argparse.Namespace) -> int:
@@ -56,47 +55,6 @@ def _server_keys(
     return {name: declared[name]}, declared, None
 
 
-def withheld_document(
-    keys: dict[str, PinKey], store: PinStore, *, fleet: dict[str, PinKey] | None = None
-) -> dict[str, Any]:
-    """``tools review --json``: every tool kept pending in the store for the servers of
-    ``keys``, each with the poisoning warnings of its current definition, read against its
-    server's other tools and the tool names of every server of ``fleet`` (default: ``keys``)."""
-    from mcpfleet.fleet.pinning import fleet_warnings
-
-    rows: list[dict[str, Any]] = []
-    current: dict[str, list[dict[str, Any]]] = {}
-    for server, key in (fleet if fleet is not None else keys).items():
-        pins = store.read(key)
-        if pins is None:
-            continue
-        # What the server lists now, as far as the store knows: its approved tools, with the
-        # definitions it changed to in their place.
-        tools = {name: tool.definition for name, tool in pins.approved.items()}
-        tools.update({name: tool.definition for name, tool in pins.pending.items()})
-        current[server] = [
-            definition if definition is not None else {"name": name} for name, definition in tools.items()
-        ]
-    warnings = fleet_warnings(current)
-    for server, key in keys.items():
-        pins = store.read(key)
-        if pins is None:
-            continue
-        for tool, pending in sorted(pins.pending.items()):
-            approved = pins.approved.get(tool)
-            rows.append(
-                {
-                    "server": server,
-                    "tool": tool,
-                    "reason": "changed" if approved is not None else "added",
-                    "approved": approved.definition if approved is not None else None,
-                    "current": pending.definition if pending.definition is not None else {"name": tool},
-                    "warnings": [warning.to_json() for warning in warnings.get((server, tool), [])],
-                }
-            )
-    return {"withheld": rows}
-
-
 _NOUNS = {"prompts": "prompt", "resources": "resource", "resourceTemplates": "resource template"}
 
 
@@ -126,19 +84,6 @@ def withheld_catalog(
                     )
                 )
     return found
-
-
-def definition_diff(approved: dict[str, Any] | None, current: dict[str, Any]) -> list[str]:
-    """A unified diff of the two definitions as indented JSON, approved first."""
-
-    def lines(definition: dict[str, Any] | None) -> list[str]:
-        if definition is None:
-            return []
-        return json.dumps(definition, indent=2, sort_keys=True, ensure_ascii=False).splitlines()
-
-    return list(
-        difflib.unified_diff(lines(approved), lines(current), "approved", "current", lineterm="", n=3)
-    )
 
 
 def review_command(args: argparse.Namespace) -> int:

@@ -100,6 +100,7 @@ CONTROL_OPS: dict[str, str] = {
     "call": "{fleet, tool, arguments} -> the `call --json` document",
     "watch": '{fleet} -> {} then {"event": "tools_changed"} whenever that fleet\'s tools change',
     "cancel": "{request} -> {} and request `request` of this connection (a call) is cancelled",
+    "ui": "-> {url}: a one-time login link of the daemon's dashboard (started by the first `ui`)",
 }
 
 

@@ -15,7 +15,8 @@ discovery does (Exa servers): the CLI prints what it is given.
 "id": <the watch's id>}`` after each change of that fleet's tools (a burst of changes
 gives one event: the reader lists the tools again anyway). ``cancel`` ends one request of
 the same connection (a ``call``, a ``watch``), which is answered with an error (``exit``
-130) if it was still running.
+130) if it was still running. ``ui`` answers a one-time login link of the daemon's dashboard
+(``daemon.dashboard``), which the first ``ui`` starts.
 """
 
 from __future__ import annotations
@@ -298,6 +299,10 @@ async def _watch(operation: Operation) -> dict[str, Any]:
             stop_listening()
 
 
+async def _ui(operation: Operation) -> dict[str, Any]:
+    return {"url": await operation.service.dashboard.login_link()}
+
+
 async def _cancel(operation: Operation) -> dict[str, Any]:
     target = operation.request.get("request")
     if isinstance(target, bool) or not isinstance(target, int | str):
@@ -318,5 +323,6 @@ OPERATIONS: dict[str, OperationHandler] = {
     "call": _call,
     "watch": _watch,
     "cancel": _cancel,
+    "ui": _ui,
 }
 assert OPERATIONS.keys() == wire.CONTROL_OPS.keys(), "every op of the wire is served, and only those"

@@ -450,6 +450,13 @@ class SharedFleet(anyio.AsyncContextManagerMixin):
         """The ``servers`` rows of ``daemon status --json``: one per backend the daemon holds."""
         return backend_rows(self._scopes())
 
+    def scopes(self) -> list[Scope]:
+        """Every scope running or about to (the dashboard's rows, ``daemon.dashboard``)."""
+        return list(self._scopes())
+
+    def projects_in_use(self) -> list[Project]:
+        return list(self._discoveries.projects.values())
+
 
 def backend_rows(scopes: Iterable[Scope]) -> list[dict[str, Any]]:
     """One status row per backend the ``scopes`` run: its state, share, sessions, memory, idle time."""

@@ -30,6 +30,9 @@ is stopped, every connection made to the socket:
   with the reason instead of accepted and dropped.
 * **A control connection** carries the operations of ``wire.CONTROL_OPS``
   (``daemon.control``), each answered by id, concurrently.
+* **The dashboard** (``daemon.dashboard``, docs/ui.md) starts on the first ``ui`` operation,
+  in the daemon's task group, on a loopback port, and serves until the daemon stops; every
+  session's gateway tells it of each call that leaves it (for its plots).
 
 It stops, closing every server within the fleet's shutdown deadline, on SIGTERM or SIGINT,
 on the ``stop`` operation, after ``daemon_idle_timeout_s`` with no connection at all, or,
@@ -51,7 +54,7 @@ import signal
 import socket
 import stat
 import time
-from collections.abc import AsyncIterator, Callable, MutableMapping
+from collections.abc import AsyncIterator, Callable, Coroutine, MutableMapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -64,6 +67,7 @@ import anyio.to_thread
 
 from mcpfleet import __version__
 from mcpfleet.contract import wire
+from mcpfleet.daemon.dashboard import DaemonDashboard
 from mcpfleet.daemon.memory import process_tree, resident_bytes
 from mcpfleet.daemon.socket_io import receive, send_all
 from mcpfleet.daemon_client import paths
@@ -263,12 +267,15 @@ class DaemonService:
         """Since when no connection is open (the daemon's idle clock)."""
         self._accepting: anyio.CancelScope | None = None
         self._read_settings: Callable[[], DaemonSettings] | None = None
+        self._task_group: anyio.abc.TaskGroup | None = None
+        self.dashboard = DaemonDashboard(self)
 
     # -- lifetime -----------------------------------------------------------------------------------
 
     async def serve(self) -> None:
         """Accept and serve connections until the daemon stops; every connection is closed then."""
         async with anyio.create_task_group() as task_group:
+            self._task_group = task_group
             task_group.start_soon(self._accept_loop, task_group)
             task_group.start_soon(self._stop_when_idle)
             task_group.start_soon(self._stop_on_signal)
@@ -402,6 +409,19 @@ class DaemonService:
         watcher = ConfigWatcher(defaults.WATCH_INTERVAL_S)
         watcher.watch([str(user_config_file())])
         await watcher.run(reread)
+
+    def spawn(self, function: Callable[..., Coroutine[Any, Any, object]], *args: object) -> None:
+        """Run ``function(*args)`` in the daemon's task group (an action of its dashboard)."""
+        assert self._task_group is not None, "the daemon serves"
+        self._task_group.start_soon(function, *args)
+
+    async def start_task(self, function: Callable[..., Coroutine[Any, Any, object]], *args: object) -> Any:
+        assert self._task_group is not None, "the daemon serves"
+        return await self._task_group.start(function, *args)
+
+    def held_by(self, host: str) -> contextlib.AbstractAsyncContextManager[Client]:
+        """A connection of the daemon's own (an open dashboard page): the daemon is not idle."""
+        return self._registered(Client(number=next(self._ids), pid=self.pid, kind="control", host=host))
 
     @asynccontextmanager
     async def _registered(self, client: Client) -> AsyncIterator[Client]:
@@ -614,6 +634,7 @@ class DaemonService:
             )
 
         async with open_gateway(session_view, options) as gateway:
+            gateway.relay.flights.observer = self.dashboard.source.record_flight
             yield gateway
 
 

@@ -413,6 +413,7 @@ class Gateway(anyio.AsyncContextManagerMixin):
         except MCPFleetError as error:
             result = call_failure(self, server, error, flight)
         if flight is not None:
+            flight.failed = is_error_result(result)
             # The backend's logs of this call arrived before its answer: they go out first.
             with anyio.move_on_after(LOG_FLUSH_TIMEOUT_S):
                 for delivered in flight.log_deliveries:

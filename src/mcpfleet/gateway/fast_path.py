@@ -318,8 +318,8 @@ class _FastCall:
             self._answer(message)
 
     def _answer(self, message: Any) -> None:
-        self._settle()
         answer, error = self._answer_bytes(lambda: self._outcome(message))
+        self._settle()  # after the outcome, which says whether it failed (``flight.failed``)
         self._recorded(error)
         self._reply(answer)
 
@@ -344,13 +344,16 @@ class _FastCall:
     def _outcome(self, message: Any) -> Any:
         """The call's result (``Gateway.call_tool``'s), or what it raises."""
         gateway = self._fast_path.gateway
+        result: Any
         try:
             try:
-                return self.connection.raw.tool_result(self.tool, message)
+                result = self.connection.raw.tool_result(self.tool, message)
             except ConnectionClosedError as error:
                 raise lost_during_call(self.connection, self.tool) from error
         except MCPFleetError as error:
-            return call_failure(gateway, self.server, error, self.flight)
+            result = call_failure(gateway, self.server, error, self.flight)
+        self.flight.failed = is_error_result(result)
+        return result
 
     def _result_bytes(self, result: Any) -> bytes:
         if isinstance(result, dict):
@@ -380,6 +383,7 @@ class _FastCall:
         if self.done:
             return
         backend_id = self.backend_id
+        self.flight.failed = True
         self._settle()
         if backend_id is not None:
             await self.connection.raw.abandon(backend_id, ABANDONED)

@@ -18,6 +18,7 @@ No SDK here.
 from __future__ import annotations
 
 import contextvars
+import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -107,6 +108,10 @@ class InFlight:
     log_deliveries: list[anyio.Event] = field(default_factory=list)
     """One per log message being relayed with this request: its answer waits for them, or
     it would close the stream they ride on."""
+    started: float = field(default_factory=time.monotonic)
+    failed: bool = False
+    """Its answer reported a failure (an error result, or the gateway's own error): set by
+    whichever path answered, for the registry's ``observer``."""
 
     @property
     def client(self) -> ClientSession:
@@ -118,6 +123,9 @@ class InFlightRegistry:
 
     def __init__(self) -> None:
         self._by_server: dict[str, list[InFlight]] = {}
+        self.observer: Callable[[InFlight], None] | None = None
+        """Told of each request as it leaves, answered (the daemon's record of calls for its
+        dashboard's plots); ``None``: nobody."""
 
     @contextmanager
     def flying(self, flight: InFlight) -> Iterator[InFlight]:
@@ -136,6 +144,8 @@ class InFlightRegistry:
         self._by_server.setdefault(flight.server, []).append(flight)
 
     def leave(self, flight: InFlight) -> None:
+        if not flight.done and self.observer is not None:
+            self.observer(flight)
         flight.done = True
         flights = self._by_server.get(flight.server)
         if flights is None or flight not in flights:

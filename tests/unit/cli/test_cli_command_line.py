@@ -37,6 +37,7 @@ COMMAND_LINES: dict[tuple[str, ...], list[str]] = {
     ("daemon", "stop"): ["daemon", "stop"],
     ("daemon", "status"): ["daemon", "status"],
     ("daemon", "logs"): ["daemon", "logs", "-n", "5"],
+    ("ui",): ["ui", "--no-browser"],
     ("team", "check"): ["team", "check", "team.yaml"],
     ("team", "key", "add"): ["team", "key", "add", "ci", "--team", "team.yaml"],
     ("team", "key", "revoke"): ["team", "key", "revoke", "ci", "--team", "team.yaml"],

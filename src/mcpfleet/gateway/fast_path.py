@@ -59,7 +59,7 @@ from mcpfleet.errors import ConnectionClosedError, MCPFleetError
 from mcpfleet.fleet.manager import lost_during_call
 from mcpfleet.gateway.budget import CALL_TOOL, FIND_TOOLS
 from mcpfleet.gateway.core import LOG_FLUSH_TIMEOUT_S, Gateway, call_failure, is_error_result
-from mcpfleet.gateway.forward import Forward, InFlight
+from mcpfleet.gateway.forward import Forward, InFlight, LogRelay
 from mcpfleet.gateway.handlers import call_scoped_logs, jsonrpc_error
 from mcpfleet.telemetry import active
 
@@ -93,6 +93,9 @@ class FastCaller:
     client: ClientSession | None = None
     """The client's session; ``None``: the gateway's one handshake-era client (a stdio
     gateway, a daemon session), and no fast path while it has none or several."""
+    on_log: LogRelay | None = None
+    """Where the backend's logs of the call go, when not on the client's own channel (the
+    HTTP fast path's response, which must carry them before the answer)."""
 
 
 ANY_CALLER = FastCaller()
@@ -155,7 +158,7 @@ class FastPath:
         connection = forward.connection
         if not connection.raw.ready(forward.backend_name):
             return False
-        call = _FastCall(self, key, forward, connection, client, request.id, reply)
+        call = _FastCall(self, key, forward, connection, client, request.id, reply, caller)
         if not await call.send(params.get("_meta")):
             return False
         self.taken += 1
@@ -215,6 +218,7 @@ class _FastCall:
         client: ClientSession,
         request_id: Any,
         reply: Reply,
+        caller: FastCaller,
     ) -> None:
         assert forward.server is not None
         self._fast_path = fast_path
@@ -230,9 +234,8 @@ class _FastCall:
         # call go on the client's (the one stream of stdio and of a daemon session's socket).
         session = client.sdk_session
         assert session is not None, "a handshake-era client is registered, with its SDK session"
-        self.flight = InFlight(
-            forward.server, forward, session, None, on_log=call_scoped_logs(session, None, client)
-        )
+        on_log = caller.on_log if caller.on_log is not None else call_scoped_logs(session, None, client)
+        self.flight = InFlight(forward.server, forward, session, None, on_log=on_log)
         self.done = False
         self.backend_id: str | None = None
         self.record: RawCall | None = None

@@ -264,7 +264,7 @@ class GatewayHandlers:
                     with on_behalf_of(Caller(capabilities=client.capabilities)):
                         return await self.gateway.call_tool(forward, None)
                 return await self.gateway.call_tool(forward, None)
-            flight = InFlight(forward.server, forward, client.sdk_session, None)
+            flight = InFlight(forward.server, forward, client.sdk_session, None, on_log=call.on_log)
             with self.relay.flights.flying(flight):
                 return await self.gateway.call_tool(forward, flight)
 

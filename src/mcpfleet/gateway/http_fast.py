@@ -17,9 +17,11 @@ the SDK's app, and answers such a call itself:
   2026-07-28 client that declared nothing a backend could ask of it (``relay.can_be_asked``);
 - a handshake-era request names a session the SDK serves (``Mcp-Session-Id``), created with
   the same credential (``scope["user"]``), whose client is registered with the gateway and
-  holds its standalone GET stream open: the backend's log messages and questions of the call
-  then reach it there (``InFlight`` with no request id), which is what a client reads anyway;
-  a session without that stream gets the SDK's answer, whose stream carries them;
+  holds its standalone GET stream open: the backend's questions of the call then reach it
+  there (``InFlight`` with no request id), which is what a client reads anyway, and its log
+  messages ride the call's own response, which turns into a stream when one comes before the
+  answer (``_CallResponse``: the answer stays last); a session without that stream gets the
+  SDK's answer, whose stream carries them;
 - a 2026-07-28 request carries its envelope (``_meta`` and the ``MCP-Protocol-Version``,
   ``Mcp-Method`` and ``Mcp-Name`` headers, checked by the SDK's own ladder).
 
@@ -38,7 +40,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -52,6 +54,7 @@ if TYPE_CHECKING:
     from starlette.types import ASGIApp, Receive, Scope, Send
 
     from mcpfleet.gateway.fast_path import FastPath
+    from mcpfleet.gateway.forward import LogRelay
     from mcpfleet.gateway.sessions import ClientSessions
 
 logger = logging.getLogger(__name__)
@@ -76,6 +79,9 @@ class FastCall:
     params: Mapping[str, Any]
     scope: Scope
     """The request's ASGI scope: who asks, as the gateway's guard reads it (team mode's principal)."""
+    on_log: LogRelay | None = None
+    """Where the backend's logs of the call go (its response, ``_CallResponse``); ``None``: the
+    client's own channel."""
 
 
 CallAnswer = Callable[[FastCall], Awaitable[Any]]
@@ -219,8 +225,11 @@ class FastCalls:
         self, call: FastCall, session_id: str, scope: Scope, send: Send, version: str | None
     ) -> None:
         """Answer a handshake-era call: through the backend's pipe when the fast path takes it,
-        else from the gateway's handler; either way as JSON, cancellable by the client."""
+        else from the gateway's handler; as JSON, or as a stream when the backend logs first
+        (``_CallResponse``); cancellable by the client."""
         key = (session_id, call.request_id)
+        response = _CallResponse(send, call.client, [(b"mcp-session-id", session_id.encode())])
+        call = replace(call, on_log=response.log)
         body = await self._through_the_pipes(call, key)
         if body is None:
             with anyio.CancelScope() as cancel:
@@ -235,7 +244,7 @@ class FastCalls:
                     self._in_flight.pop(key, None)
             if cancel.cancelled_caught or body is None:
                 body = _cancelled_body(call.request_id)
-        await _send_json(send, 200, body, [(b"mcp-session-id", session_id.encode())])
+        await response.answer(body)
 
     async def _through_the_pipes(self, call: FastCall, key: tuple[str, str | int]) -> bytes | None:
         """The answer of the fast path to the backend's pipe (``gateway.fast_path``), or ``None``
@@ -254,7 +263,7 @@ class FastCalls:
         request = mcp_types.JSONRPCRequest.model_construct(
             jsonrpc="2.0", id=call.request_id, method="tools/call", params=dict(call.params)
         )
-        if not await self.pipes.take(request, reply, FastCaller(call.client)):
+        if not await self.pipes.take(request, reply, FastCaller(call.client, call.on_log)):
             return None
 
         async def cancelled() -> None:
@@ -396,6 +405,42 @@ def _error_body(request_id: str | int, code: int, message: str, data: Any = None
     if data is not None:
         error["data"] = data
     return pydantic_core.to_json({"jsonrpc": "2.0", "id": request_id, "error": error})
+
+
+class _CallResponse:
+    """The HTTP answer to a handshake-era fast call: one JSON body, unless the backend logs
+    before its answer. Its logs then ride this response as a stream, the answer last, as the
+    SDK's stream would carry them: sent on the session's standalone stream instead, they could
+    reach the client after the answer, which it reads on another connection."""
+
+    def __init__(self, send: Send, client: ClientSession, headers: list[tuple[bytes, bytes]]) -> None:
+        self.send = send
+        self.client = client
+        self.headers = headers
+        self.streaming = False
+
+    async def log(self, params: dict[str, Any]) -> None:
+        """A log message of the call's backend (``InFlight.on_log``), at the client's level."""
+        level = params.get("level")
+        if not isinstance(level, str) or not self.client.wants_log(level):
+            return
+        notice = {"jsonrpc": "2.0", "method": "notifications/message", "params": params}
+        await self._event(pydantic_core.to_json(notice), more=True)
+
+    async def answer(self, body: bytes) -> None:
+        """The call's JSON-RPC answer: the whole body, or the stream's last event."""
+        if self.streaming:
+            await self._event(body, more=False)
+        else:
+            await _send_json(self.send, 200, body, self.headers)
+
+    async def _event(self, data: bytes, *, more: bool) -> None:
+        if not self.streaming:
+            self.streaming = True
+            headers = [(b"content-type", _SSE.encode()), (b"cache-control", b"no-cache"), *self.headers]
+            await self.send({"type": "http.response.start", "status": 200, "headers": headers})
+        event = b"event: message\r\ndata: " + data + b"\r\n\r\n"
+        await self.send({"type": "http.response.body", "body": event, "more_body": more})
 
 
 async def _send_json(send: Send, status: int, body: bytes, headers: list[tuple[bytes, bytes]]) -> None:

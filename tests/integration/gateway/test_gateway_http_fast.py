@@ -31,8 +31,10 @@ def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HttpGateway]:
         "command": sys.executable,
         "args": [str(FAKE_SERVER), "--name", "alpha", "--cancel-log", str(cancel_log)],
     }
-    with running_http_gateway(home, {"alpha": backend}) as running:
+    logging = {"command": sys.executable, "args": [str(FAKE_SERVER), "--name", "beta", "--tool", "log"]}
+    with running_http_gateway(home, {"alpha": backend, "beta": logging}) as running:
         wait_until_listed(running, "alpha_echo")
+        wait_until_listed(running, "beta_log")
         yield running
 
 
@@ -57,6 +59,21 @@ def test_a_client_that_takes_json_gets_one_json_body_saying_what_the_stream_says
     assert as_stream.headers["content-type"].startswith("text/event-stream")
     assert answer_of(as_json)["result"] == answer_of(as_stream)["result"]
     assert answer_of(as_json)["result"]["structuredContent"] == {"message": "hello"}
+
+
+def test_a_call_whose_backend_logs_gets_its_logs_then_its_answer_on_its_own_response(
+    gateway: HttpGateway,
+) -> None:
+    """Logs sent on the session's standalone stream could reach the client after the answer,
+    which it reads on another connection: the response turns into a stream that carries them
+    first, as the SDK's does."""
+    with session(gateway) as fast:
+        answer = fast.request("tools/call", {"name": "beta_log", "arguments": {"message": "halfway"}})
+    assert answer.headers["content-type"].startswith("text/event-stream")
+    messages = [json.loads(event["data"]) for event in sse_events(answer.text) if event.get("data")]
+    assert [message.get("method") for message in messages] == ["notifications/message", None]
+    assert messages[0]["params"]["logger"] == "beta" and "halfway" in json.dumps(messages[0]["params"])
+    assert messages[1]["id"] == fast.next_id and "result" in messages[1]
 
 
 def test_an_unknown_tool_is_the_same_error_either_way(gateway: HttpGateway) -> None:

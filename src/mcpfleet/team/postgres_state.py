@@ -36,7 +36,7 @@ from psycopg_pool import AsyncConnectionPool
 from mcpfleet.redaction import REDACTED, redact_text, remember_secret
 from mcpfleet.team.schema import VERSIONS_TABLE, migrations, pending
 from mcpfleet.team.state import AuditRecord, Outcome, TeamStateError
-from mcpfleet.team.state_encoding import arguments_from_text, arguments_text, storable_text, utc
+from mcpfleet.team.state_encoding import arguments_from_text, audit_values, storable_text, utc
 
 logger = logging.getLogger(__name__)
 
@@ -167,17 +167,7 @@ class PostgresTeamState:
         return cls(pool, target)
 
     async def append_audit(self, record: AuditRecord) -> None:
-        row = (
-            utc(record.time),
-            storable_text(record.user),
-            None if record.client is None else storable_text(record.client),
-            storable_text(record.server),
-            storable_text(record.tool),
-            record.outcome,
-            float(record.duration_ms),
-            record.arguments_digest,
-            arguments_text(record.arguments),
-        )
+        row = (utc(record.time), *audit_values(record))
 
         async def insert(connection: _Connection) -> None:
             await connection.execute(

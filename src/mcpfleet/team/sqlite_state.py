@@ -42,7 +42,7 @@ from mcpfleet.team.schema import VERSIONS_TABLE, migrations, pending
 from mcpfleet.team.state import AuditRecord, Outcome, TeamStateError
 from mcpfleet.team.state_encoding import (
     arguments_from_text,
-    arguments_text,
+    audit_values,
     from_epoch_us,
     storable_text,
     to_epoch_us,
@@ -114,17 +114,7 @@ class SQLiteTeamState:
         return cls(path, connection)
 
     async def append_audit(self, record: AuditRecord) -> None:
-        row = (
-            to_epoch_us(record.time),
-            storable_text(record.user),
-            None if record.client is None else storable_text(record.client),
-            storable_text(record.server),
-            storable_text(record.tool),
-            record.outcome,
-            float(record.duration_ms),
-            record.arguments_digest,
-            arguments_text(record.arguments),
-        )
+        row = (to_epoch_us(record.time), *audit_values(record))
         await self._audit_writes.write(row)
 
     async def _insert_audit_rows(self, rows: Sequence[tuple[Any, ...]]) -> None:

@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from mcpfleet.team.state import AuditRecord
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -37,6 +40,20 @@ def arguments_from_text(text: str | None) -> dict[str, Any] | None:
     value = json.loads(text)
     # Only objects are written; anything else is a row edited by hand, read as "not recorded".
     return value if isinstance(value, dict) else None
+
+
+def audit_values(record: AuditRecord) -> tuple[Any, ...]:
+    """A record's columns after its time (each store writes the time its own way), as stored."""
+    return (
+        storable_text(record.user),
+        None if record.client is None else storable_text(record.client),
+        storable_text(record.server),
+        storable_text(record.tool),
+        record.outcome,
+        float(record.duration_ms),
+        record.arguments_digest,
+        arguments_text(record.arguments),
+    )
 
 
 def utc(moment: datetime) -> datetime:

@@ -10,6 +10,7 @@ from typing import Any
 
 import httpx2
 from tests.integration.gateway.http_gateway import HttpGateway, running_http_gateway, wait_until_listed
+from tests.integration.gateway.raw_http import sse_events
 from tests.servers.fixtures import FAKE_SERVER
 
 MCP_HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
@@ -19,18 +20,6 @@ INITIALIZE_PARAMS = {
     "capabilities": {},
     "clientInfo": {"name": "t", "version": "1"},
 }
-
-
-def _sse_events(body: str) -> list[dict[str, str]]:
-    events: list[dict[str, str]] = []
-    for block in body.replace("\r\n", "\n").split("\n\n"):
-        fields: dict[str, str] = {}
-        for line in block.splitlines():
-            name, _, value = line.partition(":")
-            fields[name] = fields.get(name, "") + value.removeprefix(" ")
-        if fields:
-            events.append(fields)
-    return events
 
 
 class RawSession:
@@ -51,7 +40,7 @@ class RawSession:
         assert answer.status_code in (200, 202), answer.text
         if "mcp-session-id" in answer.headers:
             self.headers["Mcp-Session-Id"] = answer.headers["mcp-session-id"]
-        return _sse_events(answer.text) if answer.text else []
+        return sse_events(answer.text) if answer.text else []
 
     def open(self) -> list[dict[str, str]]:
         events = self.post("initialize", INITIALIZE_PARAMS)

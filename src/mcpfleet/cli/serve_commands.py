@@ -260,4 +260,6 @@ async def _serve_team(
             around=served.connect_pages,
             admission=served.admission,
             public_url=team.public_url,
+            event_store=served.event_store,
+            sessions=served.shared_sessions,
         )

@@ -63,8 +63,13 @@ from mcpfleet.gateway.http_fast import PARSED_BODY
 
 if TYPE_CHECKING:
     from mcp.server.lowlevel.server import Server
+    from mcp.server.streamable_http import EventStore
     from mcp.server.transport_security import TransportSecuritySettings
     from starlette.types import ASGIApp, Receive, Scope, Send
+
+    from mcpfleet.gateway.shared_sessions import OwnerOf, SessionRecords
+
+    SharedSessionSettings = tuple[SessionRecords, OwnerOf]
 
 
 DEFAULT_HOST = "127.0.0.1"
@@ -586,6 +591,8 @@ async def serve_http(
     around: Callable[[ASGIApp], ASGIApp] | None = None,
     admission: Admission | None = None,
     public_url: str | None = None,
+    event_store: EventStore | None = None,
+    sessions: SharedSessionSettings | None = None,
     task_status: TaskStatus[str] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve ``server`` over streamable HTTP on ``listener`` until cancelled, then close it.
@@ -600,6 +607,9 @@ async def serve_http(
     headers, before its body is read, whether it is served (a team gateway's identity check, with
     ``auth_token=None``; see ``Admission``); ``public_url`` is the URL clients of a
     team gateway address (its ``Host`` is accepted besides this machine's names).
+    ``event_store`` keeps the resumable streams' events (default: this process's own,
+    ``BoundedEventStore``); ``sessions`` (the records and who owns a request) lets this process
+    serve handshake-era sessions other replicas opened (``gateway.shared_sessions``).
     """
     from mcpfleet.gateway.handlers import fast_path_of
     from mcpfleet.gateway.http_fast import FastCalls
@@ -614,12 +624,16 @@ async def serve_http(
             max_request_body_size=max_request_body_bytes,
             host=listener.bind.host,
             # A stream that breaks mid-call can be resumed (SEP-1699), from the recent past only.
-            event_store=BoundedEventStore(),
+            event_store=event_store if event_store is not None else BoundedEventStore(),
             retry_interval=RETRY_INTERVAL_MS,
         )
         fast_path = fast_path_of(server)
         if fast_path is not None:
             app = FastCalls(app, server, fast_path)
+        if sessions is not None:
+            from mcpfleet.gateway.shared_sessions import SharedSessions
+
+            app = SharedSessions(app, server, *sessions)
         gate = BearerGate(
             around(app) if around is not None else app,
             auth_token,

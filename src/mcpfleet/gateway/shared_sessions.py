@@ -1,0 +1,175 @@
+"""Handshake-era sessions that any replica serves: ``SharedSessions``, in front of the SDK's app.
+
+A 2025-era client opens a session (``initialize``; the answer names it in ``Mcp-Session-Id``) and
+sends every later request with that id, to whichever replica the load balancer picks. The SDK's
+session manager knows only the sessions its own process opened (others get 404), so this layer:
+
+- keeps each session opened here in ``SessionRecords`` (the client's ``initialize`` parameters
+  and who opened it) before the client learns its id, and forgets it when the client ends it
+  (``DELETE``);
+- serves a request whose session this process never saw by re-creating the SDK's session from
+  that record (``client._sdk.adopt_http_session``: a connection born initialized with those
+  parameters), when the request comes from the principal who opened it; anything else (no
+  record, another principal) is left to the SDK, which answers 404 as for any unknown session;
+- gives each session's streams an event store of the session's own (``event_store_for``), so a
+  stream broken on one replica resumes with ``Last-Event-ID`` on another.
+
+Only what the client said at ``initialize`` survives a move; what a session built up on the
+replica that served it (a ``logging/setLevel``, resource subscriptions) is asked again by
+clients that reconnect, as after any new session.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol
+
+import anyio
+
+from mcpfleet.client._sdk import adopt_http_session, http_session_transport, use_event_store
+from mcpfleet.gateway.http_fast import PARSED_BODY
+
+if TYPE_CHECKING:
+    from mcp.server.lowlevel.server import Server
+    from mcp.server.streamable_http import EventStore
+    from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+logger = logging.getLogger(__name__)
+
+SESSION_HEADER = b"mcp-session-id"
+MAX_SESSION_ID_CHARS = 128
+"""A session id longer than this is nobody's (the SDK's are 32 hex digits): not looked up."""
+
+
+class SessionRecords(Protocol):
+    """Where the records of handshake-era sessions are kept for every replica."""
+
+    async def save(self, session_id: str, record: bytes) -> None:
+        """Keep ``record`` under ``session_id`` (best effort: a lost store loses it)."""
+
+    async def load(self, session_id: str) -> bytes | None:
+        """The record of ``session_id``, if one is kept (and keep it longer: it is in use)."""
+
+    async def forget(self, session_id: str) -> None:
+        """The client ended the session."""
+
+    def event_store_for(self, session_id: str) -> EventStore:
+        """The event store of ``session_id``'s streams."""
+
+
+OwnerOf = Callable[["Scope"], "str | None"]
+"""Who a request comes from, as a session's owner is recorded (``None``: nobody in particular)."""
+
+
+class SharedSessions:
+    """The ASGI layer of this module in front of ``app`` (the gateway's fast path and the SDK)."""
+
+    def __init__(self, app: ASGIApp, server: Server[Any], records: SessionRecords, owner_of: OwnerOf) -> None:
+        self.app = app
+        self.server = server
+        self.records = records
+        self.owner_of = owner_of
+        self._adopting = anyio.Lock()
+        self.adopted = 0
+        """Sessions this process serves that another opened."""
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        session_id = _session_id(scope)
+        if session_id is None:
+            if scope["method"] == "POST" and _is_initialize(scope.get(PARSED_BODY)):
+                await self.app(scope, receive, self._recording(scope, send))
+                return
+        elif scope["method"] == "DELETE":
+            await self.app(scope, receive, self._forgetting(session_id, send))
+            return
+        else:
+            await self._adopt_if_unknown(session_id, scope)
+        await self.app(scope, receive, send)
+
+    def _recording(self, scope: Scope, send: Send) -> Send:
+        """``send``, which keeps the session's record once its id is known, before the client
+        learns it (so its next request may go to any replica)."""
+        message = scope[PARSED_BODY]
+        record = json.dumps({"params": message.get("params") or {}, "owner": self.owner_of(scope)}).encode()
+
+        async def recording(event: Message) -> None:
+            if event["type"] == "http.response.start" and event["status"] < 400:
+                session_id = next(
+                    (
+                        value.decode("latin-1")
+                        for key, value in event.get("headers", [])
+                        if key == SESSION_HEADER
+                    ),
+                    None,
+                )
+                if session_id is not None:
+                    transport = http_session_transport(
+                        self.server.session_manager, session_id, scope.get("user")
+                    )
+                    if transport is not None:
+                        use_event_store(transport, self.records.event_store_for(session_id))
+                    await self.records.save(session_id, record)
+            await send(event)
+
+        return recording
+
+    def _forgetting(self, session_id: str, send: Send) -> Send:
+        async def forgetting(event: Message) -> None:
+            if event["type"] == "http.response.start" and event["status"] < 300:
+                await self.records.forget(session_id)
+            await send(event)
+
+        return forgetting
+
+    async def _adopt_if_unknown(self, session_id: str, scope: Scope) -> None:
+        manager = self.server.session_manager
+        if len(session_id) > MAX_SESSION_ID_CHARS:
+            return
+        if http_session_transport(manager, session_id, scope.get("user")) is not None:
+            return
+        async with self._adopting:
+            if http_session_transport(manager, session_id, scope.get("user")) is not None:
+                return  # adopted by a request that was waiting for the lock too
+            raw = await self.records.load(session_id)
+            record = _parsed(raw)
+            if record is None:
+                return
+            if record.get("owner") != self.owner_of(scope):
+                logger.warning("session %s was opened by another principal: not served here", session_id[:16])
+                return
+            params = record.get("params")
+            if not isinstance(params, dict):
+                return
+            adopted = await adopt_http_session(
+                manager, session_id, params, scope.get("user"), self.records.event_store_for(session_id)
+            )
+            if adopted:
+                self.adopted += 1
+                logger.info("serving session %s, opened by another replica", session_id[:16])
+
+
+def _session_id(scope: Scope) -> str | None:
+    found = [value for key, value in scope["headers"] if key == SESSION_HEADER]
+    return found[0].decode("latin-1") if len(found) == 1 else None
+
+
+def _is_initialize(message: Any) -> bool:
+    return isinstance(message, dict) and message.get("method") == "initialize" and "id" in message
+
+
+def _parsed(raw: bytes | None) -> dict[str, Any] | None:
+    if raw is None:
+        return None
+    try:
+        record = json.loads(raw)
+    except ValueError:
+        return None
+    return record if isinstance(record, dict) else None
+
+
+__all__ = ["OwnerOf", "SessionRecords", "SharedSessions"]

@@ -271,8 +271,8 @@ def _redis_stream(cluster: TeamCluster, suffix: str) -> list[bytes]:
     client = redis.Redis.from_url(cluster.redis.url)
     try:
         keys = [key for key in client.scan_iter(match=f"*{suffix}") if key.endswith(suffix.encode())]
-        entries: Any = [entry for key in keys for entry in client.xrange(key)]
-        return [bytes(fields.get(b"m", b"")) for _, fields in entries]
+        streams: list[Any] = [client.xrange(key) for key in keys]
+        return [bytes(fields.get(b"m", b"")) for stream in streams for _, fields in stream]
     finally:
         client.close()
 

@@ -122,6 +122,14 @@ def test_a_variable_with_a_default_and_an_unset_one(tmp_path: Path) -> None:
         ({"audit": {"on_failure": "maybe"}}, "audit.on_failure", "closed, open"),
         ({"metrics": "open"}, "metrics", "private, public"),
         ({"state": {"postgres": "mysql://db"}}, "state.postgres", "postgresql://"),
+        ({"limits": 60}, "limits", "per_user"),
+        ({"limits": {"per_minute": 60}}, "limits.per_minute", "the keys here are per_tool, per_user"),
+        ({"limits": {"per_user": 0}}, "limits.per_user", "1 or more"),
+        ({"limits": {"per_user": "60"}}, "limits.per_user", "whole number"),
+        ({"limits": {"per_user": True}}, "limits.per_user", "whole number"),
+        ({"limits": {"per_tool": ["github/*"]}}, "limits.per_tool", '{"github/*": 60}'),
+        ({"limits": {"per_tool": {"github": 5}}}, 'limits.per_tool."github"', "github/*"),
+        ({"limits": {"per_tool": {"github/*": 2.5}}}, 'limits.per_tool."github/*"', "whole number"),
     ],
 )
 def test_each_mistake_is_one_line_naming_the_key_and_the_fix(
@@ -129,6 +137,17 @@ def test_each_mistake_is_one_line_naming_the_key_and_the_fix(
 ) -> None:
     message = error_of(write(tmp_path, {**MINIMAL, **change}))
     assert f": {key}: " in message and fix in message
+
+
+def test_limits_load_in_order_and_the_first_matching_glob_limits_a_tool(tmp_path: Path) -> None:
+    limits = {"per_user": 600, "per_tool": {"github/create_*": 10, "github/*": 60}}
+    team = load_team_file(write(tmp_path, {**MINIMAL, "limits": limits}), {})
+    assert team.limits.per_user == 600
+    assert team.limits.tool_limit("github", "create_issue") == ("github/create_*", 10)
+    assert team.limits.tool_limit("github", "get_issue") == ("github/*", 60)
+    assert team.limits.tool_limit("jira", "get_issue") is None
+    unlimited = load_team_file(write(tmp_path, MINIMAL), {}).limits
+    assert unlimited.per_user is None and unlimited.per_tool == ()
 
 
 def test_an_http_issuer_and_url_are_accepted_on_loopback(tmp_path: Path) -> None:

@@ -233,9 +233,10 @@ class RedisShared:
         try:
             await self.attempt(self.client.ping)
         except Exception as error:
+            reason = redact_text(str(error) or type(error).__name__).rstrip(".")
             raise TeamStateError(
-                f"the shared state (Redis, {_where(self.url)}) cannot be reached: "
-                f"{redact_text(str(error) or type(error).__name__)}; check state.redis and that Redis runs"
+                f"the shared state (Redis, {_where(self.url)}) cannot be reached: {reason}; "
+                "check state.redis and that Redis runs"
             ) from error
 
 

@@ -116,7 +116,8 @@ async def test_a_session_opened_elsewhere_is_adopted_under_its_own_id() -> None:
     server: Server[Any] = Server("canary")
     server.streamable_http_app()
     manager = server.session_manager
-    params = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "c", "version": "1"}}
+    client = {"name": "c", "version": "1"}
+    params = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": client}
     async with manager.run():
         store = BoundedEventStore()
         assert await adopt_http_session(manager, "abc123", params, None, store)

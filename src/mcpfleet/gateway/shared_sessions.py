@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -41,6 +42,10 @@ logger = logging.getLogger(__name__)
 SESSION_HEADER = b"mcp-session-id"
 MAX_SESSION_ID_CHARS = 128
 """A session id longer than this is nobody's (the SDK's are 32 hex digits): not looked up."""
+TOUCH_INTERVAL_S = 5 * 60
+"""A session in use has its record's expiry pushed back at most this often by each replica (far
+inside the records' life, ``SessionRecords.load``), not on every request."""
+MAX_TOUCHED = 10_000
 
 
 class SessionRecords(Protocol):
@@ -72,6 +77,7 @@ class SharedSessions:
         self.records = records
         self.owner_of = owner_of
         self._adopting = anyio.Lock()
+        self._touched: dict[str, float] = {}
         self.adopted = 0
         """Sessions this process serves that another opened."""
 
@@ -131,6 +137,7 @@ class SharedSessions:
         if len(session_id) > MAX_SESSION_ID_CHARS:
             return
         if http_session_transport(manager, session_id, scope.get("user")) is not None:
+            await self._touch(session_id)
             return
         async with self._adopting:
             if http_session_transport(manager, session_id, scope.get("user")) is not None:
@@ -149,8 +156,23 @@ class SharedSessions:
                 manager, session_id, params, scope.get("user"), self.records.event_store_for(session_id)
             )
             if adopted:
+                self._touched[session_id] = time.monotonic()
                 self.adopted += 1
                 logger.info("serving session %s, opened by another replica", session_id[:16])
+
+
+    async def _touch(self, session_id: str) -> None:
+        """Keep the record of a session this replica serves alive while the session is in use."""
+        now = time.monotonic()
+        last = self._touched.get(session_id)
+        if last is None:
+            # Opened here (just recorded) or adopted: the record is fresh.
+            if len(self._touched) >= MAX_TOUCHED:
+                self._touched.clear()
+            self._touched[session_id] = now
+        elif now - last >= TOUCH_INTERVAL_S:
+            self._touched[session_id] = now
+            await self.records.load(session_id)
 
 
 def _session_id(scope: Scope) -> str | None:

@@ -182,11 +182,13 @@ def test_team_check_says_ok_with_a_summary_or_names_the_key_with_exit_2(tmp_path
         done.stdout.startswith(f"{good}: ok")
         and "3 server(s)" in done.stdout
         and "per-user: jira" in done.stdout
+        and "no state.redis: one replica only" in done.stdout
     )
 
     as_json = run_check(good, "--json", environ={"GITHUB_TOKEN": "t0ken-value"})
     document = json.loads(as_json.stdout)
-    assert document["policies"] == 3 and document["state"] == "sqlite"
+    assert document["policies"] == 3 and document["state"] == "sqlite" and document["shared"] is None
+    assert document["limits"] == {"per_user": None, "per_tool": {}}
     assert {"name": "jira", "credentials": "per-user"} in document["servers"]
 
     unset = run_check(good, environ={"PATH": "/usr/bin:/bin"})

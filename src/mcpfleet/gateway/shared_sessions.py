@@ -160,7 +160,6 @@ class SharedSessions:
                 self.adopted += 1
                 logger.info("serving session %s, opened by another replica", session_id[:16])
 
-
     async def _touch(self, session_id: str) -> None:
         """Keep the record of a session this replica serves alive while the session is in use."""
         now = time.monotonic()

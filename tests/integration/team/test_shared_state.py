@@ -195,3 +195,30 @@ async def test_limits_hold_on_one_replica_without_redis(tmp_path: Path) -> None:
     block = results[-1].content[0]
     assert isinstance(block, mcp_types.TextContent)
     assert "limits.per_user" in block.text and "429" in block.text
+
+
+async def test_a_replica_that_reloaded_its_team_file_makes_the_others_read_theirs_at_once(
+    replicas: list[RedisShared], tmp_path: Path
+) -> None:
+    from mcpfleet.team.fleet import LiveTeamFile, TeamFleet
+    from mcpfleet.team.loading import load_team_file
+    from mcpfleet.team.replicas import ReplicaLink
+
+    document = team_document({}, [{"allow": ["*"]}])
+    for index in range(2):
+        (tmp_path / f"replica-{index}").mkdir()
+    files = [write_team_file(tmp_path / f"replica-{index}" / "team.json", document) for index in range(2)]
+    lives = []
+    for shared, path in zip(replicas, files, strict=True):
+        team = load_team_file(path, {})
+        live = LiveTeamFile(team, interval_s=3600)  # never polled here: only checked when told
+        ReplicaLink(shared, TeamFleet(team), live).start()
+        lives.append(live)
+    edited = {**document, "policies": [{"allow": ["alpha/*"]}]}
+    for path in files:  # every replica's copy of the file holds the edit (a ConfigMap updated)
+        write_team_file(path, edited)
+    second_reloaded = lives[1].reloaded
+    assert await lives[0].check()
+    with anyio.fail_after(WAIT_S):
+        await second_reloaded.wait()
+    assert lives[1].current.policies[0].allow == ("alpha/*",)

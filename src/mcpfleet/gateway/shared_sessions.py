@@ -6,7 +6,7 @@ session manager knows only the sessions its own process opened (others get 404),
 
 - keeps each session opened here in ``SessionRecords`` (the client's ``initialize`` parameters
   and who opened it) before the client learns its id, and forgets it when the client ends it
-  (``DELETE``);
+  (``DELETE``, on whichever replica), which ends every replica's copy of it;
 - serves a request whose session this process never saw by re-creating the SDK's session from
   that record (``client._sdk.adopt_http_session``: a connection born initialized with those
   parameters), when the request comes from the principal who opened it; anything else (no
@@ -24,12 +24,17 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
 
-from mcpfleet.client._sdk import adopt_http_session, http_session_transport, use_event_store
+from mcpfleet.client._sdk import (
+    adopt_http_session,
+    http_session_transport,
+    open_http_sessions,
+    use_event_store,
+)
 from mcpfleet.gateway.http_fast import PARSED_BODY
 
 if TYPE_CHECKING:
@@ -58,7 +63,10 @@ class SessionRecords(Protocol):
         """The record of ``session_id``, if one is kept (and keep it longer: it is in use)."""
 
     async def forget(self, session_id: str) -> None:
-        """The client ended the session."""
+        """The client ended the session: forget it, and tell every replica (``on_forgotten``)."""
+
+    def on_forgotten(self, listener: Callable[[str], Awaitable[None]]) -> None:
+        """Call ``listener(session_id)`` when another replica forgot a session."""
 
     def event_store_for(self, session_id: str) -> EventStore:
         """The event store of ``session_id``'s streams."""
@@ -78,6 +86,7 @@ class SharedSessions:
         self.owner_of = owner_of
         self._adopting = anyio.Lock()
         self._touched: dict[str, float] = {}
+        records.on_forgotten(self._ended_elsewhere)
         self.adopted = 0
         """Sessions this process serves that another opened."""
 
@@ -90,11 +99,11 @@ class SharedSessions:
             if scope["method"] == "POST" and _is_initialize(scope.get(PARSED_BODY)):
                 await self.app(scope, receive, self._recording(scope, send))
                 return
-        elif scope["method"] == "DELETE":
-            await self.app(scope, receive, self._forgetting(session_id, send))
-            return
         else:
             await self._adopt_if_unknown(session_id, scope)
+            if scope["method"] == "DELETE":
+                await self.app(scope, receive, self._forgetting(session_id, send))
+                return
         await self.app(scope, receive, send)
 
     def _recording(self, scope: Scope, send: Send) -> Send:
@@ -159,6 +168,13 @@ class SharedSessions:
                 self._touched[session_id] = time.monotonic()
                 self.adopted += 1
                 logger.info("serving session %s, opened by another replica", session_id[:16])
+
+    async def _ended_elsewhere(self, session_id: str) -> None:
+        """Another replica ended ``session_id`` (its client's ``DELETE``): end this one's copy."""
+        self._touched.pop(session_id, None)
+        for transport in open_http_sessions(self.server.session_manager):
+            if transport.mcp_session_id == session_id and not transport.is_terminated:
+                await transport.terminate()
 
     async def _touch(self, session_id: str) -> None:
         """Keep the record of a session this replica serves alive while the session is in use."""

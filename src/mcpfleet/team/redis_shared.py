@@ -275,6 +275,15 @@ class RedisSessions:
             await self.shared.attempt(lambda: self.shared.client.delete(key))
         except Exception as error:
             self.shared.lost(error)
+        await self.shared.publish({"kind": "session_ended", "session": session_id})
+
+    def on_forgotten(self, listener: Callable[[str], Awaitable[None]]) -> None:
+        async def ended(message: SharedMessage) -> None:
+            session_id = message.get("session")
+            if message.get("kind") == "session_ended" and isinstance(session_id, str):
+                await listener(session_id)
+
+        self.shared.listen(ended)
 
 
 class RedisEventStore(EventStore):

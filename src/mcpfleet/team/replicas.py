@@ -80,5 +80,5 @@ class ReplicaLink:
                 self.heard += 1
             else:
                 self._echoes[(server, method)] -= 1
-        else:
+        elif kind != "session_ended":  # that one is the shared sessions' (gateway.shared_sessions)
             logger.debug("mcpfleet serve --team: another replica's message %r ignored", kind)

@@ -30,8 +30,8 @@ if TYPE_CHECKING:
     from mcpfleet.gateway.shared_sessions import SessionRecords
 
 SharedMessage = dict[str, Any]
-"""A message between replicas: JSON, with ``kind`` (``list_changed`` | ``reload``) and what it is
-about; ``replica`` (who sent it) is added by ``publish``."""
+"""A message between replicas: JSON, with ``kind`` (``list_changed`` | ``reload`` |
+``session_ended``) and what it is about; ``replica`` (who sent it) is added by ``publish``."""
 MessageListener = Callable[[SharedMessage], Awaitable[None]]
 WINDOW_S = 60
 """Limits count calls per minute: per fixed window of this many seconds."""

@@ -148,6 +148,33 @@ def test_a_session_is_served_elsewhere_only_for_the_principal_who_opened_it(clus
     assert answer.status_code == 404
 
 
+def test_a_session_ended_on_one_replica_is_ended_on_every_replica(cluster: TeamCluster) -> None:
+    key = cluster.keys["ann"]
+    session = open_session(cluster.replicas[0].url, key)
+    with httpx2.Client(timeout=60) as http:
+        on_second = http.post(
+            cluster.replicas[1].url,
+            json=tool_call(1, "alpha_echo", {"message": "here"}),
+            headers=headers_for(key, session),
+        )
+        assert on_second.status_code == 200, on_second.text  # replica 1 holds a copy now too
+        ended = http.delete(cluster.replicas[2].url, headers=headers_for(key, session))
+        assert ended.status_code == 200, ended.text
+
+        def gone_everywhere() -> bool:
+            statuses = [
+                http.post(
+                    replica.url,
+                    json=tool_call(2, "alpha_echo", {"message": "after delete"}),
+                    headers=headers_for(key, session),
+                ).status_code
+                for replica in cluster.replicas
+            ]
+            return statuses == [404] * REPLICAS
+
+        _wait(gone_everywhere)
+
+
 def test_a_resumable_stream_resumes_on_another_replica_after_its_own_is_killed(cluster: TeamCluster) -> None:
     key = cluster.keys["cat"]
     session = open_session(cluster.replicas[2].url, key)

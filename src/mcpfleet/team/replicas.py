@@ -16,7 +16,7 @@ alone; and each reads its own copy of the team file. ``ReplicaLink`` carries bot
 from __future__ import annotations
 
 import logging
-from collections import Counter
+import time
 from typing import TYPE_CHECKING
 
 from mcpfleet.contract import notifications
@@ -29,6 +29,9 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
+ECHO_WINDOW_S = 60.0
+"""How long the re-list another replica's word caused may take to announce itself (it is paced,
+``list_changed_min_interval_s``): past it, an announcement is this replica's own again."""
 _METHOD_OF_EVENT = {
     "tools_changed": notifications.TOOLS_LIST_CHANGED,
     "resources_changed": notifications.RESOURCES_LIST_CHANGED,
@@ -43,8 +46,10 @@ class ReplicaLink:
         self.shared = shared
         self.fleet = fleet
         self.live = live
-        self._echoes: Counter[tuple[str, str]] = Counter()
-        """Re-lists this replica runs because another one announced them: not published back."""
+        self._echoes: dict[tuple[str, str], float] = {}
+        """Re-lists this replica runs because another one announced them (until when the answer
+        is expected): their announcement is not published back. One per (server, list): a
+        re-list folds the announcements that arrive while it runs into one."""
         self.heard = 0
         """Messages from other replicas acted on (tests and logs)."""
 
@@ -57,9 +62,8 @@ class ReplicaLink:
         method = _METHOD_OF_EVENT.get(event.kind)
         if method is None or not event.announced:
             return
-        pair = (event.server, method)
-        if self._echoes[pair] > 0:
-            self._echoes[pair] -= 1
+        expected = self._echoes.pop((event.server, method), None)
+        if expected is not None and time.monotonic() < expected:
             return
         await self.shared.publish({"kind": "list_changed", "server": event.server, "method": method})
 
@@ -75,10 +79,10 @@ class ReplicaLink:
             server, method = message.get("server"), message.get("method")
             if not (isinstance(server, str) and isinstance(method, str)):
                 return
-            self._echoes[(server, method)] += 1
+            self._echoes[(server, method)] = time.monotonic() + ECHO_WINDOW_S
             if self.fleet.heard_list_changed_elsewhere(server, method):
                 self.heard += 1
             else:
-                self._echoes[(server, method)] -= 1
+                self._echoes.pop((server, method), None)
         elif kind != "session_ended":  # that one is the shared sessions' (gateway.shared_sessions)
             logger.debug("mcpfleet serve --team: another replica's message %r ignored", kind)

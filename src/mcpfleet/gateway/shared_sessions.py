@@ -51,6 +51,10 @@ TOUCH_INTERVAL_S = 5 * 60
 """A session in use has its record's expiry pushed back at most this often by each replica (far
 inside the records' life, ``SessionRecords.load``), not on every request."""
 MAX_TOUCHED = 10_000
+MAX_RECORD_BYTES = 64 * 1024
+"""A session whose ``initialize`` parameters take more than this is served by its own replica
+only: a client cannot fill the shared store with what it sends (real clients send a few hundred
+bytes)."""
 
 
 class SessionRecords(Protocol):
@@ -111,6 +115,13 @@ class SharedSessions:
         learns it (so its next request may go to any replica)."""
         message = scope[PARSED_BODY]
         record = json.dumps({"params": message.get("params") or {}, "owner": self.owner_of(scope)}).encode()
+        if len(record) > MAX_RECORD_BYTES:
+            logger.warning(
+                "a session's initialize parameters take %d bytes (over %d): served by this replica only",
+                len(record),
+                MAX_RECORD_BYTES,
+            )
+            return send
 
         async def recording(event: Message) -> None:
             if event["type"] == "http.response.start" and event["status"] < 400:

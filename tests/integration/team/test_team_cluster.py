@@ -28,6 +28,7 @@ from tests.integration.team.cluster import (
     REPLICAS,
     TeamCluster,
     headers_for,
+    initialize_request,
     messages_of,
     open_session,
     tool_call,
@@ -146,6 +147,28 @@ def test_a_session_is_served_elsewhere_only_for_the_principal_who_opened_it(clus
             headers=headers_for(cluster.keys["bob"], session),
         )
     assert answer.status_code == 404
+
+
+def test_a_session_with_oversized_initialize_parameters_stays_on_its_own_replica(
+    cluster: TeamCluster,
+) -> None:
+    key = cluster.keys["ann"]
+    opening = initialize_request()
+    opening["params"]["capabilities"] = {"experimental": {"padding": {"text": "x" * 70_000}}}
+    with httpx2.Client(timeout=60) as http:
+        opened = http.post(cluster.replicas[0].url, json=opening, headers=headers_for(key))
+        assert opened.status_code == 200, opened.text
+        session = opened.headers["mcp-session-id"]
+        call = tool_call(1, "alpha_echo", {"message": "big"})
+        assert (
+            http.post(cluster.replicas[0].url, json=call, headers=headers_for(key, session)).status_code
+            == 200
+        )
+        assert (
+            http.post(cluster.replicas[1].url, json=call, headers=headers_for(key, session)).status_code
+            == 404
+        )
+    assert "served by this replica only" in cluster.stderr(0)
 
 
 def test_a_session_ended_on_one_replica_is_ended_on_every_replica(cluster: TeamCluster) -> None:

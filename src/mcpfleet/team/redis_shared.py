@@ -10,8 +10,9 @@ team gateways can use one Redis without meeting:
   then holds for its own calls only) and says so once on the log;
 - sessions (``gateway.shared_sessions.SessionRecords``): ``<ns>session:<id>``, expiring after
   ``SESSION_TTL_S`` without a request;
-- stream events (``RedisEventStore``): one Redis stream per SSE stream, ``<ns>events:<stream id>``,
-  capped and expiring. An event id is ``<stream id>/<entry id>``, so a replica that never saw the
+- stream events (``RedisEventStore``): one Redis stream per SSE stream of each session,
+  ``<ns>events:<session>:<stream id>``, capped (1024 events, a message over 1 MiB kept as a mark
+  only) and expiring. An event id is ``<stream id>/<entry id>``, so a replica that never saw the
   stream finds it from the id alone; replaying waits for the stream's answer when it is not in
   yet (the replica that runs the call is still at it), so a stream resumed on another replica
   gets everything the first one sends, to the end. While Redis cannot be reached, events go to
@@ -58,6 +59,9 @@ SESSION_TTL_S = 30 * 60
 STREAM_MAX_EVENTS = 1024
 """Events kept per SSE stream."""
 STREAM_TTL_S = 10 * 60
+MAX_EVENT_BYTES = 1024 * 1024
+"""A message larger than this is not kept for replay (a mark takes its place, so a replay still
+knows when the stream's answer went out): Redis's memory stays bounded by what streams carry."""
 """A stream's events are kept this long after its last one."""
 REPLAY_WAIT_S = 5 * 60
 """How long a resumed stream waits for the answer of a call another replica is still running."""
@@ -310,6 +314,8 @@ class RedisEventStore(EventStore):
         if self.session is None:
             return await self.fallback.store_event(stream_id, message)
         data = b"" if message is None else message.model_dump_json(by_alias=True, exclude_none=True).encode()
+        if len(data) > MAX_EVENT_BYTES:
+            data = b""
         final = isinstance(message, JSONRPCResponse | JSONRPCError)
         key = self._stream_key(stream_id)
         try:
@@ -355,8 +361,9 @@ class RedisEventStore(EventStore):
     ) -> bool:
         """Send one stored event; whether it was the stream's answer (the last it will have)."""
         data = fields.get(b"m", b"")
+        final = fields.get(b"f") == b"1"
         if not data:
-            return False
+            return final
         try:
             message = _MESSAGE.validate_json(data)
         except ValidationError:
@@ -365,7 +372,7 @@ class RedisEventStore(EventStore):
             )
             return False
         await send_callback(EventMessage(message, f"{stream_id}/{entry_id}"))
-        return fields.get(b"f") == b"1"
+        return final
 
 
 __all__ = ["SESSION_TTL_S", "RedisEventStore", "RedisSessions", "RedisShared", "default_namespace"]

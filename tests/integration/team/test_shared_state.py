@@ -28,7 +28,7 @@ from tests.integration.team.team_gateway import (
 )
 from tests.redis import RedisServer, namespace
 
-from mcpfleet.team.redis_shared import RedisShared
+from mcpfleet.team.redis_shared import MAX_EVENT_BYTES, RedisShared
 from mcpfleet.team.shared import LocalShared, window_now
 from mcpfleet.team.state import TeamStateError
 
@@ -160,6 +160,24 @@ async def test_a_replay_waits_for_an_answer_the_other_replica_stores_later(
         await writer.store_event("3", _answer(3))
     assert outcome == ["3"]
     assert [event.message for event in replayed] == [_progress(1), _answer(3)]
+
+
+async def test_an_answer_too_large_to_keep_still_ends_the_replay(replicas: list[RedisShared]) -> None:
+    first, second = replicas
+    assert first.sessions is not None and second.sessions is not None
+    writer = first.sessions.event_store_for("session-d")
+    primed = await writer.store_event("5", None)
+    await writer.store_event("5", _progress(1))
+    huge = mcp_types.JSONRPCResponse(jsonrpc="2.0", id=5, result={"text": "x" * (MAX_EVENT_BYTES + 1)})
+    await writer.store_event("5", huge)
+    replayed: list[EventMessage] = []
+
+    async def collect(event: EventMessage) -> None:
+        replayed.append(event)
+
+    with anyio.fail_after(WAIT_S):  # the mark says the answer went out: no wait for it
+        assert await second.sessions.event_store_for("session-d").replay_events_after(primed, collect) == "5"
+    assert [event.message for event in replayed] == [_progress(1)]
 
 
 async def test_a_redis_that_cannot_be_reached_is_one_error_naming_it_without_its_password() -> None:

@@ -240,3 +240,50 @@ async def test_a_replica_that_reloaded_its_team_file_makes_the_others_read_their
     with anyio.fail_after(WAIT_S):
         await second_reloaded.wait()
     assert lives[1].current.policies[0].allow == ("alpha/*",)
+
+
+async def test_a_session_in_use_has_its_record_renewed(
+    replicas: list[RedisShared], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import json
+
+    from mcp.server.lowlevel import Server
+
+    from mcpfleet.gateway import shared_sessions
+    from mcpfleet.gateway.shared_sessions import SharedSessions
+    from mcpfleet.team.redis_shared import SESSION_TTL_S
+
+    shared = replicas[0]
+    assert shared.sessions is not None
+    server: Server[Any] = Server("renewal")
+    server.streamable_http_app()
+    passed: list[str] = []
+
+    async def inner(scope: Any, receive: Any, send: Any) -> None:
+        passed.append(scope["method"])
+
+    layer = SharedSessions(inner, server, shared.sessions, lambda scope: "service:ann")
+    params = {
+        "protocolVersion": "2025-11-25",
+        "capabilities": {},
+        "clientInfo": {"name": "c", "version": "1"},
+    }
+    await shared.sessions.save("renewed", json.dumps({"params": params, "owner": "service:ann"}).encode())
+    key = shared.key("session", "renewed")
+    scope = {"type": "http", "method": "POST", "path": "/mcp", "headers": [(b"mcp-session-id", b"renewed")]}
+
+    async def nothing() -> Any:
+        return {"type": "http.disconnect"}
+
+    async def ignored(message: Any) -> None:
+        return None
+
+    monkeypatch.setattr(shared_sessions, "TOUCH_INTERVAL_S", 0)
+    async with server.session_manager.run():
+        await layer(scope, nothing, ignored)  # adopted: the record was just read, and renewed
+        assert layer.adopted == 1
+        await shared.client.expire(key, 10)
+        await layer(scope, nothing, ignored)  # in use again, past the interval: renewed
+        assert await shared.client.ttl(key) > 10
+        assert 0 < await shared.client.ttl(key) <= SESSION_TTL_S
+    assert passed == ["POST", "POST"]

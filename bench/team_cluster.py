@@ -2,10 +2,13 @@
 
     python -m bench.team_cluster            # ~5 minutes on 2 cores; prints the figures
     python -m bench.team_cluster --smoke    # a few seconds: fewer calls
+    python -m bench.team_cluster --remote   # one remote backend every replica shares, instead
 
 Three real ``mcpfleet serve --http --team`` replicas on real PostgreSQL and a real redis-server
 (``tests/integration/team/cluster.py``, the cluster the tests run), each with its own copy of
-the fake stdio backend (``tests/servers/fake_server.py``, ``echo``), and one HAProxy with three
+the fake stdio backend (``tests/servers/fake_server.py``, ``echo``) or, with ``--remote``, one
+remote backend all of them call (``tests/servers/http_server.py``, the SDK's ``MCPServer`` over
+streamable HTTP, its ``echo``), and one HAProxy with three
 frontends: round-robin over the first replica, the first two, and all three. Against each, in
 turn for ``ROUNDS`` rounds, ``CLIENTS`` concurrent 2026-07-28 SDK clients (one service key
 each) call ``echo`` with an argument of their own; every answer must carry its own request's
@@ -85,7 +88,7 @@ async def _load(url: str, keys: list[str], calls: int) -> dict[str, Any]:
                 elapsed = time.perf_counter() - started
                 if call >= 0:
                     latencies.append(elapsed * 1000)
-                if result.is_error or getattr(result.content[0], "text", None) != message:
+                if result.is_error or (result.structured_content or {}).get("message") != message:
                     wrong += 1
 
     started = time.perf_counter()
@@ -128,20 +131,27 @@ def _failover_s(cluster: Any, url: str) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("--smoke", action="store_true", help="a few calls per client only")
+    parser.add_argument("--remote", action="store_true", help="one shared remote backend, not stdio ones")
     arguments = parser.parse_args()
     calls = SMOKE_CALLS_PER_CLIENT if arguments.smoke else CALLS_PER_CLIENT
     from tests.integration.team.cluster import TeamCluster, free_port
     from tests.integration.team.team_gateway import fake
     from tests.postgres import start_postgres
+    from tests.servers.fixtures import HttpServer, start_http_server
 
     postgres = start_postgres(durable=True)
     folder = Path(tempfile.mkdtemp(prefix="mcpfleet-bench-cluster-"))
     haproxy: subprocess.Popen[bytes] | None = None
     cluster: TeamCluster | None = None
+    remote: HttpServer | None = None
     try:
         users = tuple(f"bench{index}" for index in range(8))
+        backend: dict[str, Any] = fake("bench", "echo")
+        if arguments.remote:
+            remote = start_http_server("--name", "bench")
+            backend = {"url": remote.url}
         cluster = TeamCluster.start(
-            folder, {"bench": fake("bench", "echo")}, [{"allow": ["*"]}], postgres.dsn(), users=users
+            folder, {"bench": backend}, [{"allow": ["*"]}], postgres.dsn(), users=users
         )
         replica_ports = [replica.port for replica in cluster.replicas]
         fronts = {free_port(): replica_ports[:count] for count in (1, 2, 3)}
@@ -160,6 +170,7 @@ def main() -> None:
             label = f"{len(replicas)} replica{'s' if len(replicas) > 1 else ''} behind HAProxy"
             setups[label] = f"http://127.0.0.1:{port}/mcp"
         load_before = os.getloadavg()[0]
+        backend_name = "one remote backend" if arguments.remote else "a stdio backend per replica"
         runs: dict[str, list[dict[str, Any]]] = {label: [] for label in setups}
         for _ in range(ROUNDS):
             for label, url in setups.items():
@@ -168,7 +179,7 @@ def main() -> None:
         failover = _failover_s(cluster, f"http://127.0.0.1:{list(fronts)[-1]}/mcp")
         print(
             f"{CLIENTS} concurrent 2026-07-28 clients, {calls} calls each per round, {ROUNDS} rounds "
-            f"(echo, a stdio backend per replica); load average {load_before:.1f} before, "
+            f"(echo, {backend_name}); load average {load_before:.1f} before, "
             f"{os.getloadavg()[0]:.1f} after"
         )
         print("| setup | calls/s | p50 ms | p99 ms | wrong answers |")
@@ -186,6 +197,8 @@ def main() -> None:
             haproxy.wait()
         if cluster is not None:
             cluster.stop()
+        if remote is not None:
+            remote.stop()
         postgres.stop()
         shutil.rmtree(folder, ignore_errors=True)
 

@@ -76,7 +76,7 @@ demo: $(CORE_STAMP)
 # The npm tools download while the venv installs and mypy runs (-j: none depends on another, and
 # none prints much; mypy needs ~30 s of CPU on a cold cache, npm mostly waits on the network). Then
 # the suite, on its own.
-test: bubblewrap postgresql chromium
+test: bubblewrap postgresql chromium redis-server haproxy
 	@$(MAKE) --no-print-directory -j5 lint typecheck npm-tools
 	@$(MAKE) --no-print-directory pytest
 
@@ -109,6 +109,17 @@ chromium:
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null 2>&1 || \
 		{ apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } || \
 		echo "Chromium not installed: the dashboard's browser tests will fail (run make chromium as root)"
+
+# Redis and HAProxy, for the team gateway's replicas (tests/redis.py starts one redis-server per test
+# run on a loopback port of its own, the package's own service left alone; the cluster tests write
+# an HAProxy config of their own). Installed like PostgreSQL; without them those tests fail and say
+# to run these rules as root.
+.PHONY: redis-server haproxy
+redis-server haproxy:
+	@command -v $@ >/dev/null || [ -x /usr/sbin/$@ ] || [ "$$(id -u)" != 0 ] || ! command -v apt-get >/dev/null || \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $@ >/dev/null 2>&1 || \
+		{ apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $@ >/dev/null; } || \
+		echo "$@ not installed: the team gateway's replica tests will fail (run make $@ as root)"
 
 # ruff, then the rooms' import contracts (pyproject.toml, [tool.importlinter]).
 lint: $(STAMP)

@@ -176,7 +176,7 @@ class HttpClient:
             return status, headers, await self.reader.readexactly(int(headers[b"content-length"]))
         if headers.get(b"transfer-encoding", b"").lower() != b"chunked":
             raise BenchError(f"an answer with neither a length nor chunks: {head!r}")
-        chunks = []
+        chunks: list[bytes] = []
         while True:
             size = int((await self.reader.readuntil(b"\r\n"))[:-2].split(b";")[0], 16)
             chunk = await self.reader.readexactly(size + 2)
@@ -396,7 +396,7 @@ def _median(rounds: list[dict[str, Any]], *path: str) -> float:
         value: Any = figures
         for key in path:
             value = value[key]
-        values.append(value)
+        values.append(float(value))
     return statistics.median(values)
 
 

@@ -28,7 +28,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench import daemon, integrations, protocol_eras, sandbox, telemetry, tool_budget
+from bench import (
+    daemon,
+    gateway_http,
+    integrations,
+    protocol_eras,
+    sandbox,
+    team_cluster,
+    team_gateway,
+    telemetry,
+    tool_budget,
+)
 from bench import gateway as gateway_bench
 from bench.harness import gateway_report, report, sections
 from bench.harness.peers import (
@@ -291,15 +301,19 @@ def make_plots(results_path: Path, docs: Path, log: Path) -> list[str]:
 
 def _write_report(target: Path, text: str) -> None:
     """Write the report, keeping the sections measured by their own commands (protocol eras,
-    framework integrations, tool budget, daemon, sandbox, telemetry), and the gateway section
-    when ``text`` was rendered from results that have none."""
+    framework integrations, tool budget, daemon, sandbox, the gateway over HTTP, telemetry, the
+    team gateway and its replicas), and the gateway section when ``text`` was rendered from
+    results that have none."""
     previous = target.read_text(encoding="utf-8") if target.exists() else None
     text = protocol_eras.carry_over(previous, gateway_report.carry_over(previous, text))
     text = sections.carry_over(previous, text, integrations.HEADING)
     text = sections.carry_over(previous, text, tool_budget.HEADING)
     text = sections.carry_over(previous, text, daemon.HEADING)
     text = sections.carry_over(previous, text, sandbox.HEADING)
+    text = sections.carry_over(previous, text, gateway_http.HEADING)
     text = sections.carry_over(previous, text, telemetry.HEADING)
+    text = sections.carry_over(previous, text, team_cluster.HEADING)
+    text = sections.carry_over(previous, text, team_gateway.HEADING)
     target.write_text(text, encoding="utf-8")
 
 

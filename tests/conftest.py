@@ -19,6 +19,7 @@ from hypothesis import HealthCheck, settings
 if TYPE_CHECKING:
     from mcpfleet.team.model import StateSettings
     from tests.postgres import PostgresServer
+    from tests.redis import RedisServer
 
 TESTS_DIR = Path(__file__).parent
 SERVERS_DIR = TESTS_DIR / "servers"
@@ -135,16 +136,31 @@ def state_settings(request: pytest.FixtureRequest, tmp_path: Path) -> StateSetti
     return settings_for(request.param, tmp_path, request)
 
 
+@pytest.fixture(scope="session")
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> RedisServer:
+    """The test run's one redis-server (tests/redis.py), started by the first test that needs
+    it, whichever worker runs it, and stopped when the run ends (``pytest_sessionfinish``). Tests
+    keep their keys apart with ``tests.redis.namespace``."""
+    from tests.redis import RedisUnavailable, shared_server
+
+    try:
+        return shared_server(_run_folder(tmp_path_factory.getbasetemp()))
+    except RedisUnavailable as error:
+        pytest.fail(str(error))
+
+
 def pytest_sessionfinish(session: pytest.Session) -> None:
     """The process that ran the whole session (not an xdist worker) stops the run's PostgreSQL
-    server, if a test started one: the workers are gone by now, and nothing is left running."""
+    and Redis servers, if a test started them: the workers are gone by now, and nothing is left
+    running."""
     if os.environ.get("PYTEST_XDIST_WORKER"):
         return
     factory = getattr(session.config, "_tmp_path_factory", None)
     if isinstance(factory, pytest.TempPathFactory):
-        from tests.postgres import stop_shared_server
+        from tests import postgres, redis
 
-        stop_shared_server(factory.getbasetemp())
+        postgres.stop_shared_server(factory.getbasetemp())
+        redis.stop_shared_server(factory.getbasetemp())
 
 
 @pytest.hookimpl(wrapper=True)

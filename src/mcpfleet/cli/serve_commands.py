@@ -278,4 +278,6 @@ async def _serve_team(
             admission=served.admission,
             public_url=team.public_url,
             drain=drain,
+            event_store=served.event_store,
+            sessions=served.shared_sessions,
         )

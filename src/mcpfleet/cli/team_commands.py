@@ -57,6 +57,8 @@ def team_summary(team: TeamFile) -> dict[str, Any]:
         ],
         "policies": len(team.policies),
         "state": "postgres" if team.state.postgres is not None else "sqlite",
+        "shared": "redis" if team.state.redis is not None else None,
+        "limits": {"per_user": team.limits.per_user, "per_tool": dict(team.limits.per_tool)},
         "audit": {
             "store": team.audit.store,
             "file": str(team.audit.file) if team.audit.file is not None else None,
@@ -79,6 +81,9 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
         f"  {summary['policies']} polic{'y' if summary['policies'] == 1 else 'ies'}; "
         "first match wins, no match is denied",
         f"  state in {summary['state']}; audit {audit}",
+        "  shared with the other replicas through Redis"
+        if summary["shared"]
+        else "  no state.redis: one replica only (limits counted in its memory)",
     ]
     if summary["policies"] == 0:
         lines.append("  warning: no policies, so every tool is denied to everyone")

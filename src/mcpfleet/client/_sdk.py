@@ -234,6 +234,84 @@ def http_session_transport(
     return transport if requestor == owners.get(session_id) else None
 
 
+def use_event_store(transport: StreamableHTTPServerTransport, store: object) -> None:
+    """Make ``store`` the event store of this session's streams from now on (``_event_store``).
+
+    The manager hands every session one store; a team gateway keys each session's events by the
+    session (``gateway.shared_sessions``), which the SDK's ``EventStore`` interface never names.
+    """
+    _attribute(transport, "_event_store", "StreamableHTTPServerTransport")
+    transport._event_store = store  # type: ignore[assignment]
+
+
+async def adopt_http_session(
+    manager: StreamableHTTPSessionManager,
+    session_id: str,
+    initialize_params: dict[str, Any],
+    user: object,
+    event_store: object,
+) -> bool:
+    """Serve the handshake-era session ``session_id``, opened by another process, from here on:
+    a transport under that id in the manager's table (``_server_instances``, ``_session_owners``,
+    as ``_admit_session`` registers one) and its server task in the manager's task group
+    (``_task_group``, ``_lifespan_state``), whose connection starts initialized with the
+    session's ``initialize`` parameters (``Connection.for_loop``, then what ``ServerRunner``
+    commits on ``initialize`` and ``notifications/initialized``). ``False`` at the manager's
+    session limit. Ends as the manager's own sessions end (``_discard_session``).
+    """
+    from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser, authorization_context
+    from mcp.server.connection import Connection
+    from mcp.server.runner import ServerRunner, serve_connection
+    from mcp.server.streamable_http import StreamableHTTPServerTransport
+    from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher
+
+    instances = _attribute(manager, "_server_instances", "StreamableHTTPSessionManager")
+    owners = _attribute(manager, "_session_owners", "StreamableHTTPSessionManager")
+    task_group = _attribute(manager, "_task_group", "StreamableHTTPSessionManager")
+    lifespan_state = _attribute(manager, "_lifespan_state", "StreamableHTTPSessionManager")
+    discard = _attribute(manager, "_discard_session", "StreamableHTTPSessionManager")
+    negotiate = _attribute(ServerRunner, "_negotiate_initialize", "ServerRunner")
+    if session_id in instances:
+        return True
+    if task_group is None or (manager.max_sessions is not None and len(instances) >= manager.max_sessions):
+        return False
+    init, negotiated = negotiate(initialize_params)
+    transport = StreamableHTTPServerTransport(
+        mcp_session_id=session_id,
+        is_json_response_enabled=manager.json_response,
+        event_store=event_store,  # type: ignore[arg-type]
+        security_settings=manager.security_settings,
+        retry_interval=manager.retry_interval,
+        idle_timeout=manager.session_idle_timeout,
+    )
+    if isinstance(user, AuthenticatedUser):
+        owners[session_id] = authorization_context(user)
+    instances[session_id] = transport
+
+    async def run_server(*, task_status: Any) -> None:
+        import anyio
+
+        async with transport.connect() as (read_stream, write_stream):
+            task_status.started()
+            try:
+                idle_scope = transport.idle_scope if transport.idle_scope is not None else anyio.CancelScope()
+                with idle_scope:
+                    dispatcher: Any = JSONRPCDispatcher(
+                        read_stream, write_stream, inline_methods=frozenset({"initialize"})
+                    )
+                    connection = Connection.for_loop(dispatcher, session_id=session_id)
+                    connection.client_params, connection.protocol_version = init, negotiated
+                    connection.initialized.set()
+                    await serve_connection(
+                        manager.app, dispatcher, connection=connection, lifespan_state=lifespan_state
+                    )
+            finally:
+                await discard(session_id, transport)
+
+    await task_group.start(run_server)
+    return True
+
+
 def has_standalone_stream(transport: StreamableHTTPServerTransport) -> bool:
     """Whether a session's client holds its standalone GET stream open (``_request_streams``
     under ``GET_STREAM_KEY``): where the session's messages unrelated to a request go."""
@@ -281,6 +359,7 @@ def check_oauth_provider_overrides(provider_class: type[OAuthClientProvider]) ->
 __all__ = [
     "OAUTH_PROVIDER_OVERRIDES",
     "PrivateApiMovedError",
+    "adopt_http_session",
     "check_oauth_provider_overrides",
     "has_standalone_stream",
     "http_session_transport",
@@ -293,5 +372,6 @@ __all__ = [
     "pending_request_ids",
     "received_tool_result",
     "server_connection_of",
+    "use_event_store",
     "wire_result",
 ]

@@ -406,6 +406,12 @@ class MCPManager(anyio.AsyncContextManagerMixin):
         function that unsubscribes (see ``fleet.notifications``)."""
         return await self._notifications.subscribe_resource(server, uri, listener)
 
+    def heard_list_changed_elsewhere(self, name: str, method: str) -> bool:
+        """Act on a ``*/list_changed`` another copy of server ``name`` sent (a team gateway's
+        other replica): its lists are read again here, and announced as the server's own.
+        ``False`` when no such server is connected here."""
+        return self._notifications.heard_elsewhere(name, method)
+
     async def notify_roots_changed(self, names: Collection[str] | None = None) -> None:
         """Tell every connected server (of ``names``, when given) that the roots changed, so
         each asks for them again (``notifications/roots/list_changed``; a 2026-07-28 server

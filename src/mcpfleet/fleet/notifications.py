@@ -35,6 +35,11 @@ logger = logging.getLogger(__name__)
 LIST_CHANGED_FLOOD_WARNING = 100
 """Notifications folded into one re-list beyond which the server is reported as flooding."""
 
+LIST_CHANGED_METHODS = (
+    notifications.TOOLS_LIST_CHANGED,
+    notifications.RESOURCES_LIST_CHANGED,
+    notifications.PROMPTS_LIST_CHANGED,
+)
 ResourceListener = Callable[[str, str], Awaitable[None] | None]
 """Called with ``(server, uri)`` when a subscribed resource changes."""
 LogListener = Callable[[str, dict[str, Any]], Awaitable[None] | None]
@@ -59,12 +64,8 @@ class Notifications:
             # A connection of a retired server no longer speaks for anyone.
             if slot.is_retired() or not registry.open:
                 return
-            if method == notifications.TOOLS_LIST_CHANGED:
-                self._schedule_refresh(slot)
-            elif method == notifications.RESOURCES_LIST_CHANGED:
-                registry.emit("resources_changed", slot.name, announced=True)
-            elif method == notifications.PROMPTS_LIST_CHANGED:
-                registry.emit("prompts_changed", slot.name, announced=True)
+            if method in LIST_CHANGED_METHODS:
+                self._list_changed(slot, method)
             elif method == notifications.RESOURCE_UPDATED:
                 uri = (params or {}).get("uri")
                 if isinstance(uri, str):
@@ -76,6 +77,27 @@ class Notifications:
                 logger.debug("notification %s from %s", method, slot.name)
 
         return handle
+
+    def heard_elsewhere(self, name: str, method: str) -> bool:
+        """Act on ``method`` (one of ``LIST_CHANGED_METHODS``) as if server ``name`` had sent it
+        here; ``False`` when no such server runs. Another copy of the server announced it (a
+        team gateway's other replica, which runs its own): its lists are read again here."""
+        registry = self._registry
+        if method not in LIST_CHANGED_METHODS or name not in registry or not registry.open:
+            return False
+        slot = registry[name]
+        if slot.is_retired() or slot.connection is None:
+            return False
+        self._list_changed(slot, method)
+        return True
+
+    def _list_changed(self, slot: ServerSlot, method: str) -> None:
+        if method == notifications.TOOLS_LIST_CHANGED:
+            self._schedule_refresh(slot)
+        elif method == notifications.RESOURCES_LIST_CHANGED:
+            self._registry.emit("resources_changed", slot.name, announced=True)
+        else:
+            self._registry.emit("prompts_changed", slot.name, announced=True)
 
     # -- tools/list_changed ------------------------------------------------------------
 

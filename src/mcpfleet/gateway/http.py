@@ -69,6 +69,11 @@ if TYPE_CHECKING:
     from mcp.server.transport_security import TransportSecuritySettings
     from starlette.types import ASGIApp, Receive, Scope, Send
 
+    from mcpfleet.gateway.resumption import StreamEventStore
+    from mcpfleet.gateway.shared_sessions import OwnerOf, SessionRecords
+
+    SharedSessionSettings = tuple[SessionRecords, OwnerOf]
+
 
 DEFAULT_HOST = "127.0.0.1"
 MCP_PATH = "/mcp"
@@ -601,6 +606,8 @@ async def serve_http(
     admission: Admission | None = None,
     public_url: str | None = None,
     drain: Drain | None = None,
+    event_store: StreamEventStore | None = None,
+    sessions: SharedSessionSettings | None = None,
     task_status: TaskStatus[str] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve ``server`` over streamable HTTP on ``listener`` until cancelled, then close it.
@@ -617,6 +624,9 @@ async def serve_http(
     team gateway address (its ``Host`` is accepted besides this machine's names). With a ``drain``
     (``gateway.draining``), serving ends once it has started and drained: new work refused,
     requests in flight answered or, at its deadline, cut; then the gateway stops as when cancelled.
+    ``event_store`` keeps the resumable streams' events (default: this process's own,
+    ``BoundedEventStore``); ``sessions`` (the records and who owns a request) lets this process
+    serve handshake-era sessions other replicas opened (``gateway.shared_sessions``).
     """
     from mcpfleet.gateway.handlers import fast_path_of
     from mcpfleet.gateway.http_fast import FastCalls
@@ -626,20 +636,24 @@ async def serve_http(
         guard = ConnectionGuard(bounds if bounds is not None else ListenerBounds.for_this_process())
         security = transport_security_for(listener.bind, listener.address, listener.port, public_url)
         # A stream that breaks mid-call can be resumed (SEP-1699), from the recent past only.
-        event_store = BoundedEventStore()
+        events = event_store if event_store is not None else BoundedEventStore()
         app: ASGIApp = server.streamable_http_app(
             streamable_http_path=MCP_PATH,
             transport_security=security,
             max_request_body_size=max_request_body_bytes,
             host=listener.bind.host,
-            event_store=event_store,
+            event_store=events,
             retry_interval=RETRY_INTERVAL_MS,
         )
         if drain is not None:  # a request's stream resumed is waited for, a session's own never
-            drain.resumes_a_request = event_store.resumes_a_request
+            drain.resumes_a_request = events.resumes_a_request
         fast_path = fast_path_of(server)
         if fast_path is not None:
             app = FastCalls(app, server, fast_path)
+        if sessions is not None:
+            from mcpfleet.gateway.shared_sessions import SharedSessions
+
+            app = SharedSessions(app, server, *sessions)
         gate = BearerGate(
             around(app) if around is not None else app,
             auth_token,

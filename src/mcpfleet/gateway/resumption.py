@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import itertools
 import secrets
+from abc import abstractmethod
 from collections import OrderedDict
 from dataclasses import dataclass
 
@@ -46,7 +47,16 @@ class _Event:
     size: int
 
 
-class BoundedEventStore(EventStore):
+class StreamEventStore(EventStore):
+    """An ``EventStore`` that can tell a request's stream from a session's own (GET) stream by an
+    event's id: what a drain asks of the event a client resumes from (``gateway.draining``)."""
+
+    @abstractmethod
+    def resumes_a_request(self, event_id: EventId) -> bool:
+        """Whether ``event_id`` is an event kept here of a request's stream."""
+
+
+class BoundedEventStore(StreamEventStore):
     """The last ``max_events`` events (and at most ``max_bytes`` of them) of every stream."""
 
     def __init__(self, *, max_events: int = MAX_EVENTS, max_bytes: int = MAX_BYTES) -> None:
@@ -94,4 +104,4 @@ class BoundedEventStore(EventStore):
         return known.stream_id
 
 
-__all__ = ["MAX_BYTES", "MAX_EVENTS", "RETRY_INTERVAL_MS", "BoundedEventStore"]
+__all__ = ["MAX_BYTES", "MAX_EVENTS", "RETRY_INTERVAL_MS", "BoundedEventStore", "StreamEventStore"]

@@ -73,6 +73,7 @@ class LiveTeamFile:
         self.reloads = 0
         """Reloads that loaded and were applied (tests wait on ``reloaded``)."""
         self.reloaded = anyio.Event()
+        self._checking = anyio.Lock()
 
     def follow(self, follower: TeamFollower) -> None:
         self._followers.append(follower)
@@ -84,7 +85,12 @@ class LiveTeamFile:
             await self.check()
 
     async def check(self) -> bool:
-        """Read the file once; ``True`` when it changed, loaded and was applied."""
+        """Read the file once; ``True`` when it changed, loaded and was applied. One check at a
+        time: the poll and another replica's word (``team.replicas``) may ask together."""
+        async with self._checking:
+            return await self._check()
+
+    async def _check(self) -> bool:
         path = self.current.path
         digest = await anyio.to_thread.run_sync(_digest, path)
         if digest == self._digest:

@@ -37,6 +37,7 @@ from mcpfleet.team.model import (
     DEFAULT_GROUPS_CLAIM,
     AuditSettings,
     IdentitySettings,
+    Limits,
     Policy,
     StateSettings,
     TeamFile,
@@ -49,12 +50,13 @@ MAX_DRAIN_TIMEOUT_S = 3600.0
 
 _VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 _TOP_LEVEL = frozenset(
-    {"public_url", "servers", "identity", "policies", "state", "audit", "metrics", "drain_timeout"}
+    {"public_url", "servers", "identity", "policies", "state", "limits", "audit", "metrics", "drain_timeout"}
 )
 _IDENTITY_KEYS = frozenset({"issuer", "audience", "groups_claim", "api_keys", "scopes"})
 _POLICY_KEYS = frozenset({"name", "users", "groups", "allow", "deny"})
 _STATE_KEYS = frozenset({"sqlite", "postgres", "redis"})
 _AUDIT_KEYS = frozenset({"store", "file", "arguments", "on_failure", "sync"})
+_LIMITS_KEYS = frozenset({"per_user", "per_tool"})
 _LOOPBACK_NAMES = frozenset({"localhost", "localhost.localdomain"})
 
 
@@ -148,6 +150,7 @@ class _Reader:
             policies=policies,
             state=self.state(document.get("state")),
             audit=self.audit(document.get("audit")),
+            limits=self.limits(document.get("limits")),
             metrics=metrics,
             drain_timeout_s=self.drain_timeout(document.get("drain_timeout", DEFAULT_DRAIN_TIMEOUT_S)),
         )
@@ -283,6 +286,33 @@ class _Reader:
         if redis is not None and not (isinstance(redis, str) and redis.startswith(("redis://", "rediss://"))):
             raise self.fail("state.redis", "must be a redis:// or rediss:// URL")
         return StateSettings(sqlite_path=sqlite, postgres=postgres, redis=redis)
+
+    def limits(self, value: Any) -> Limits:
+        if value is None:
+            return Limits()
+        if not isinstance(value, dict):
+            raise self.fail("limits", 'must be a mapping such as {per_user: 600, per_tool: {"github/*": 60}}')
+        self.known_keys(value, _LIMITS_KEYS, "limits")
+        per_user = value.get("per_user")
+        per_tool = value.get("per_tool", {})
+        if not isinstance(per_tool, dict):
+            raise self.fail(
+                "limits.per_tool", 'must map server/name globs to calls per minute, e.g. {"github/*": 60}'
+            )
+        tools: list[tuple[str, int]] = []
+        for glob, calls in per_tool.items():
+            key = f'limits.per_tool."{glob}"'
+            self.globs([glob], key)
+            tools.append((glob, self.calls_per_minute(calls, key)))
+        return Limits(
+            per_user=None if per_user is None else self.calls_per_minute(per_user, "limits.per_user"),
+            per_tool=tuple(tools),
+        )
+
+    def calls_per_minute(self, value: Any, key: str) -> int:
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise self.fail(key, f"must be a whole number of calls per minute, 1 or more, not {value!r}")
+        return value
 
     def audit(self, value: Any) -> AuditSettings:
         if value is None:

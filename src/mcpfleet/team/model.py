@@ -1,8 +1,8 @@
 """The team file (``mcpfleet serve --team FILE``) as typed records.
 
 The shape is the contract of DESIGN.md, "Team mode": ``public_url``, ``servers``,
-``identity``, ``policies``, ``state``, ``audit``, ``metrics``, ``drain_timeout``. These records
-are what the loader (``team.loading``) builds from JSON or YAML after ``${VAR}`` substitution and path
+``identity``, ``policies``, ``state``, ``limits``, ``audit``, ``metrics``, ``drain_timeout``. These
+records are what the loader (``team.loading``) builds from JSON or YAML after ``${VAR}`` substitution and path
 resolution (relative paths against the file's folder), and what every other team module
 reads; they hold no behaviour beyond small derived values.
 """
@@ -65,6 +65,24 @@ class StateSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class Limits:
+    """``limits:``: how many ``tools/call`` each user may make in a minute (``team.limits``)."""
+
+    per_user: int | None = None
+    """Over every tool together; ``None``: no such limit."""
+    per_tool: tuple[tuple[str, int], ...] = ()
+    """``(glob over server/name, calls)``, in the file's order: the first glob that matches a
+    tool decides its limit, counted per user and per tool."""
+
+    def tool_limit(self, server: str, name: str) -> tuple[str, int] | None:
+        """The ``(glob, calls)`` that limits ``server/name``, if one does."""
+        from fnmatch import fnmatchcase
+
+        target = f"{server}/{name}"
+        return next(((glob, calls) for glob, calls in self.per_tool if fnmatchcase(target, glob)), None)
+
+
+@dataclass(frozen=True, slots=True)
 class AuditSettings:
     """``audit:``: one record per call."""
 
@@ -97,6 +115,7 @@ class TeamFile:
     policies: tuple[Policy, ...]
     state: StateSettings
     audit: AuditSettings = field(default_factory=AuditSettings)
+    limits: Limits = field(default_factory=Limits)
     metrics: Literal["private", "public"] = "private"
     drain_timeout_s: float = DEFAULT_DRAIN_TIMEOUT_S
     """``drain_timeout``: after SIGTERM, the seconds calls in flight get to finish before they are cut."""

@@ -12,8 +12,16 @@
    server goes to the caller's own connection, or is answered with the ``/connect`` link);
 4. the fleet (``TeamFleet``: the team file's servers) and the gateway over it with that guard;
 5. the watcher of the team file (``LiveTeamFile``), whose reloads reach the fleet (servers
-   added, removed, changed) and the guard (policies: each session whose view changed hears
-   ``list_changed``), and the fetch of the issuer's keys, until they are held (``/readyz``).
+   added, removed, changed), the guard (policies: each session whose view changed hears
+   ``list_changed``) and the limits; and the fetch of the issuer's keys, until they are held
+   (``/readyz``).
+
+Before the guard, the shared ephemeral state (``team.shared``): Redis when ``state.redis`` is
+set (``team.redis_shared``; a replica that cannot reach it at start does not start), else this
+process's memory. It counts the calls ``limits:`` bound (``team.limits``, the first of the
+guard's hooks), carries backend ``list_changed`` and reloads to the other replicas
+(``team.replicas``), and keeps 2025-era sessions and their streams' events for every replica
+(``TeamGateway.shared_sessions`` and ``event_store``, for ``serve_http``).
 
 ``TeamGateway.admission`` decides, from each request's headers and before any body is read,
 whether it is served (``serve_http``'s ``admission``): the identity check (``team.identity``),
@@ -44,17 +52,23 @@ from mcpfleet.team.audit import AuditLog
 from mcpfleet.team.audited_guard import AuditedGuard
 from mcpfleet.team.fleet import LiveTeamFile, TeamFleet
 from mcpfleet.team.guard import CallHooks, TeamGuard
+from mcpfleet.team.limits import LimitHooks
 from mcpfleet.team.loading import server_configs
 from mcpfleet.team.metrics import record_for_metrics
+from mcpfleet.team.principal import principal_of_scope
+from mcpfleet.team.replicas import ReplicaLink
+from mcpfleet.team.shared import LocalShared, TeamShared
 from mcpfleet.team.stores import open_team_state
 
 if TYPE_CHECKING:
-    from starlette.types import ASGIApp
+    from starlette.types import ASGIApp, Scope
 
     from mcpfleet.gateway.core import Gateway
     from mcpfleet.gateway.draining import Drain
     from mcpfleet.gateway.http import Admission
     from mcpfleet.gateway.relay import Relay
+    from mcpfleet.gateway.resumption import StreamEventStore
+    from mcpfleet.gateway.shared_sessions import OwnerOf, SessionRecords
     from mcpfleet.team.health import Readiness
     from mcpfleet.team.identity import IdentityCheck
     from mcpfleet.team.model import TeamFile
@@ -75,6 +89,18 @@ class TeamGateway:
     fleet: TeamFleet
     state: TeamState
     credentials: PerUserCredentials | None
+    shared: TeamShared
+
+    @property
+    def event_store(self) -> StreamEventStore:
+        """Where the resumable streams' events are kept (Redis, with ``state.redis``)."""
+        return self.shared.event_store
+
+    @property
+    def shared_sessions(self) -> tuple[SessionRecords, OwnerOf] | None:
+        """The 2025-era sessions every replica serves (``serve_http(sessions=…)``), with Redis."""
+        records = self.shared.sessions
+        return (records, session_owner) if records is not None else None
 
     @functools.cached_property
     def identity(self) -> IdentityCheck:
@@ -132,6 +158,12 @@ class TeamGateway:
         return wrap
 
 
+def session_owner(scope: Scope) -> str | None:
+    """Who a request comes from, as the owner of a session it opens is recorded: the subject."""
+    principal = principal_of_scope(scope)
+    return principal.subject if principal is not None else None
+
+
 class PerUserHooks:
     """The per-user servers' part of the guard (``CallHooks``): their requests go to the caller's
     own connection (``team.user_backend``), never to the shared fleet."""
@@ -169,8 +201,12 @@ async def open_team_gateway(
     async with AsyncExitStack() as stack:
         state = await open_team_state(team.state, sync_each_write=team.audit.sync == "each")
         stack.push_async_callback(state.aclose)
+        shared = await _shared_state(stack, team)
         credentials = await _per_user_credentials(stack, team, state)
-        hooks: list[CallHooks] = [PerUserHooks(credentials)] if credentials is not None else []
+        limits = LimitHooks(team.limits, shared)
+        hooks: list[CallHooks] = [limits]
+        if credentials is not None:
+            hooks.append(PerUserHooks(credentials))
         guard = TeamGuard(team.policies, hooks)
         audited: RequestGuard = AuditedGuard(guard, AuditLog(team.audit, state if team.audit.store else None))
         fleets: list[TeamFleet] = []
@@ -196,14 +232,31 @@ async def open_team_gateway(
                 fleet.team = new
                 await fleet.reload()
             guard.update(new.policies)
+            limits.update(new.limits)
 
         live.follow(apply)
-        served = TeamGateway(gateway, guard, live, fleet, state, credentials)
+        ReplicaLink(shared, fleet, live).start()
+        served = TeamGateway(gateway, guard, live, fleet, state, credentials, shared)
         task_group = await stack.enter_async_context(anyio.create_task_group())
         task_group.start_soon(live.watch, name="mcpfleet team file watcher")
         task_group.start_soon(served.identity.tokens.keys.keep_fetching, name="mcpfleet issuer keys")
+        run = getattr(shared, "run", None)
+        if run is not None:
+            await task_group.start(run, name="mcpfleet team replicas' messages")
         yield served
         task_group.cancel_scope.cancel()
+
+
+async def _shared_state(stack: AsyncExitStack, team: TeamFile) -> TeamShared:
+    """Redis (``state.redis``), or this process's memory; closed with ``stack``."""
+    url = team.state.redis
+    if url is None:
+        return LocalShared()
+    from mcpfleet.team.redis_shared import RedisShared, default_namespace
+
+    shared = await RedisShared.open(url, default_namespace(team.public_url))
+    stack.push_async_callback(shared.aclose)
+    return shared
 
 
 async def _per_user_credentials(

@@ -24,6 +24,7 @@ from mcpfleet.auth.provider import FleetOAuthProvider
 from mcpfleet.client._sdk import (
     OAUTH_PROVIDER_OVERRIDES,
     PrivateApiMovedError,
+    adopt_http_session,
     check_oauth_provider_overrides,
     knows_output_schema,
     oauth_add_bearer,
@@ -34,6 +35,7 @@ from mcpfleet.client._sdk import (
     pending_request_ids,
     received_tool_result,
     server_connection_of,
+    use_event_store,
     wire_result,
 )
 
@@ -104,6 +106,31 @@ def test_the_http_session_manager_lists_its_sessions() -> None:
         match=r"the mcp SDK no longer has StreamableHTTPSessionManager\._server_instances",
     ):
         open_http_sessions(object())  # type: ignore[arg-type]
+
+
+async def test_a_session_opened_elsewhere_is_adopted_under_its_own_id() -> None:
+    from mcp.server.lowlevel import Server
+
+    from mcpfleet.gateway.resumption import BoundedEventStore
+
+    server: Server[Any] = Server("canary")
+    server.streamable_http_app()
+    manager = server.session_manager
+    client = {"name": "c", "version": "1"}
+    params = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": client}
+    async with manager.run():
+        store = BoundedEventStore()
+        assert await adopt_http_session(manager, "abc123", params, None, store)
+        (transport,) = open_http_sessions(manager)
+        assert transport.mcp_session_id == "abc123"
+        assert await adopt_http_session(manager, "abc123", params, None, store)  # already here: kept
+        assert len(open_http_sessions(manager)) == 1
+        use_event_store(transport, store)
+        await transport.terminate()
+    with pytest.raises(PrivateApiMovedError, match=r"StreamableHTTPSessionManager\._server_instances"):
+        await adopt_http_session(object(), "x", params, None, store)  # type: ignore[arg-type]
+    with pytest.raises(PrivateApiMovedError, match=r"StreamableHTTPServerTransport\._event_store"):
+        use_event_store(object(), store)  # type: ignore[arg-type]
 
 
 class MemoryTokens:

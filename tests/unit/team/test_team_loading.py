@@ -136,6 +136,14 @@ def test_a_variable_with_a_default_and_an_unset_one(tmp_path: Path) -> None:
         ({"drain_timeout": -5}, "drain_timeout", "above 0"),
         ({"drain_timeout": 86400}, "drain_timeout", "at most 3600"),
         ({"drain_timeout": True}, "drain_timeout", "number of seconds"),
+        ({"limits": 60}, "limits", "per_user"),
+        ({"limits": {"per_minute": 60}}, "limits.per_minute", "the keys here are per_tool, per_user"),
+        ({"limits": {"per_user": 0}}, "limits.per_user", "1 or more"),
+        ({"limits": {"per_user": "60"}}, "limits.per_user", "whole number"),
+        ({"limits": {"per_user": True}}, "limits.per_user", "whole number"),
+        ({"limits": {"per_tool": ["github/*"]}}, "limits.per_tool", '{"github/*": 60}'),
+        ({"limits": {"per_tool": {"github": 5}}}, 'limits.per_tool."github"', "github/*"),
+        ({"limits": {"per_tool": {"github/*": 2.5}}}, 'limits.per_tool."github/*"', "whole number"),
     ],
 )
 def test_each_mistake_is_one_line_naming_the_key_and_the_fix(
@@ -151,6 +159,17 @@ def test_drain_timeout_defaults_to_30_seconds_and_takes_a_number(tmp_path: Path)
     yaml_text = "public_url: https://mcp.example.com/mcp\nidentity: {issuer: https://idp.example.com}\n"
     team = load_team_file(write(tmp_path, yaml_text + "drain_timeout: 120\n", "team.yaml"), {})
     assert team.drain_timeout_s == 120.0
+
+
+def test_limits_load_in_order_and_the_first_matching_glob_limits_a_tool(tmp_path: Path) -> None:
+    limits = {"per_user": 600, "per_tool": {"github/create_*": 10, "github/*": 60}}
+    team = load_team_file(write(tmp_path, {**MINIMAL, "limits": limits}), {})
+    assert team.limits.per_user == 600
+    assert team.limits.tool_limit("github", "create_issue") == ("github/create_*", 10)
+    assert team.limits.tool_limit("github", "get_issue") == ("github/*", 60)
+    assert team.limits.tool_limit("jira", "get_issue") is None
+    unlimited = load_team_file(write(tmp_path, MINIMAL), {}).limits
+    assert unlimited.per_user is None and unlimited.per_tool == ()
 
 
 def test_an_http_issuer_and_url_are_accepted_on_loopback(tmp_path: Path) -> None:
@@ -185,11 +204,13 @@ def test_team_check_says_ok_with_a_summary_or_names_the_key_with_exit_2(tmp_path
         done.stdout.startswith(f"{good}: ok")
         and "3 server(s)" in done.stdout
         and "per-user: jira" in done.stdout
+        and "no state.redis: one replica only" in done.stdout
     )
 
     as_json = run_check(good, "--json", environ={"GITHUB_TOKEN": "t0ken-value"})
     document = json.loads(as_json.stdout)
-    assert document["policies"] == 3 and document["state"] == "sqlite"
+    assert document["policies"] == 3 and document["state"] == "sqlite" and document["shared"] is None
+    assert document["limits"] == {"per_user": None, "per_tool": {}}
     assert {"name": "jira", "credentials": "per-user"} in document["servers"]
 
     unset = run_check(good, environ={"PATH": "/usr/bin:/bin"})

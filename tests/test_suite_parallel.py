@@ -62,7 +62,8 @@ def test_each_file_and_the_conformance_files_together_run_on_one_worker(tmp_path
     suite = tmp_path / "tests"
     (suite / "conformance").mkdir(parents=True)
     shutil.copy(TESTS_DIR / "conftest.py", suite / "conftest.py")
-    shutil.copy(TESTS_DIR / "postgres.py", suite / "postgres.py")  # the conftest stops its server
+    for engine in ("postgres.py", "redis.py"):  # the conftest stops the servers they start
+        shutil.copy(TESTS_DIR / engine, suite / engine)
     files = ["conformance/test_client_side.py", "conformance/test_server_side.py"]
     files += ["test_other_a.py", "test_other_b.py"]
     for name in files:

@@ -628,32 +628,16 @@ async def serve_http(
     ``BoundedEventStore``); ``sessions`` (the records and who owns a request) lets this process
     serve handshake-era sessions other replicas opened (``gateway.shared_sessions``).
     """
-    from mcpfleet.gateway.handlers import fast_path_of
-    from mcpfleet.gateway.http_fast import FastCalls
-    from mcpfleet.gateway.resumption import RETRY_INTERVAL_MS, BoundedEventStore
+    from mcpfleet.gateway.resumption import BoundedEventStore
 
     with contextlib.closing(listener):
         guard = ConnectionGuard(bounds if bounds is not None else ListenerBounds.for_this_process())
         security = transport_security_for(listener.bind, listener.address, listener.port, public_url)
         # A stream that breaks mid-call can be resumed (SEP-1699), from the recent past only.
         events = event_store if event_store is not None else BoundedEventStore()
-        app: ASGIApp = server.streamable_http_app(
-            streamable_http_path=MCP_PATH,
-            transport_security=security,
-            max_request_body_size=max_request_body_bytes,
-            host=listener.bind.host,
-            event_store=events,
-            retry_interval=RETRY_INTERVAL_MS,
-        )
         if drain is not None:  # a request's stream resumed is waited for, a session's own never
             drain.resumes_a_request = events.resumes_a_request
-        fast_path = fast_path_of(server)
-        if fast_path is not None:
-            app = FastCalls(app, server, fast_path)
-        if sessions is not None:
-            from mcpfleet.gateway.shared_sessions import SharedSessions
-
-            app = SharedSessions(app, server, *sessions)
+        app = _mcp_app(server, listener, security, max_request_body_bytes, events, sessions)
         gate = BearerGate(
             around(app) if around is not None else app,
             auth_token,
@@ -700,6 +684,38 @@ async def serve_http(
                         await _end_sessions(server)
             finally:
                 stop_serving()  # the session manager could not even start
+
+
+def _mcp_app(
+    server: Server[Any],
+    listener: HttpListener,
+    security: TransportSecuritySettings,
+    max_request_body_bytes: int,
+    events: StreamEventStore,
+    sessions: SharedSessionSettings | None,
+) -> ASGIApp:
+    """The SDK's MCP application, with the fast path of ``tools/call`` in front of it
+    (``gateway.http_fast``) and, given ``sessions``, the sessions other replicas opened."""
+    from mcpfleet.gateway.handlers import fast_path_of
+    from mcpfleet.gateway.http_fast import FastCalls
+    from mcpfleet.gateway.resumption import RETRY_INTERVAL_MS
+
+    app: ASGIApp = server.streamable_http_app(
+        streamable_http_path=MCP_PATH,
+        transport_security=security,
+        max_request_body_size=max_request_body_bytes,
+        host=listener.bind.host,
+        event_store=events,
+        retry_interval=RETRY_INTERVAL_MS,
+    )
+    fast_path = fast_path_of(server)
+    if fast_path is not None:
+        app = FastCalls(app, server, fast_path)
+    if sessions is not None:
+        from mcpfleet.gateway.shared_sessions import SharedSessions
+
+        app = SharedSessions(app, server, *sessions)
+    return app
 
 
 async def _serve_held(

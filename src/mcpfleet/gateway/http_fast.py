@@ -370,9 +370,13 @@ def _headers(scope: Scope) -> dict[str, str]:
 
 def _prefers_json(accept: str) -> bool:
     """Whether ``accept`` takes JSON at least as gladly as an event stream (RFC 9110 weights;
-    the wildcards count as the SDK counts them)."""
+    the wildcards count as the SDK counts them). At equal weights the type listed first wins:
+    a client that names the stream first (``text/event-stream, application/json``, as the
+    conformance suite's resumption scenario sends) is asking for it; the SDK's own client names
+    JSON first."""
     json_weight = sse_weight = 0.0
-    for item in accept.split(","):
+    json_at = sse_at = len(accept)
+    for position, item in enumerate(accept.split(",")):
         media, *parameters = (part.strip() for part in item.split(";"))
         weight = 1.0
         for parameter in parameters:
@@ -383,11 +387,11 @@ def _prefers_json(accept: str) -> bool:
                 except ValueError:
                     weight = 0.0
         media = media.lower()
-        if media in (_JSON, "application/*", "*/*"):
-            json_weight = max(json_weight, weight)
-        if media in (_SSE, "text/*", "*/*"):
-            sse_weight = max(sse_weight, weight)
-    return json_weight > 0 and json_weight >= sse_weight
+        if media in (_JSON, "application/*", "*/*") and weight > json_weight:
+            json_weight, json_at = weight, position
+        if media in (_SSE, "text/*", "*/*") and weight > sse_weight:
+            sse_weight, sse_at = weight, position
+    return json_weight > 0 and (json_weight > sse_weight or (json_weight == sse_weight and json_at <= sse_at))
 
 
 def _has_standalone_stream(transport: Any) -> bool:

@@ -76,6 +76,15 @@ def test_a_call_whose_backend_logs_gets_its_logs_then_its_answer_on_its_own_resp
     assert messages[1]["id"] == fast.next_id and "result" in messages[1]
 
 
+def test_a_client_that_names_the_stream_first_gets_the_stream(gateway: HttpGateway) -> None:
+    """Equal weights, the stream listed first (the conformance suite's resumption scenario asks so):
+    the SDK's stream, with its priming event, not a JSON body."""
+    with session(gateway, accept="text/event-stream, application/json") as streamed:
+        answer = streamed.request("tools/call", ECHO)
+    assert answer.headers["content-type"].startswith("text/event-stream")
+    assert answer_of(answer)["result"]["structuredContent"] == {"message": "hello"}
+
+
 def test_an_unknown_tool_is_the_same_error_either_way(gateway: HttpGateway) -> None:
     unknown = {"name": "alpha_nothing", "arguments": {}}
     with session(gateway) as fast, session(gateway, accept=PREFERS_STREAM) as streamed:

@@ -44,9 +44,14 @@ BODY_DEADLINE_S = 30.0
 """How long a request's body may take once its headers are in (bodies are 4 MB at most)."""
 MAX_CONNECTIONS = 512
 """The total cap when the descriptor limit allows more: far above what local hosts open."""
-ACCEPT_BURST = 64
+ACCEPT_BURST = 32
 """Connections asyncio may accept in one go before any of them reaches a cap (uvicorn's
-``backlog``, which is also the socket's listen queue). Two bursts are kept free of the caps."""
+``backlog``, which is also the socket's listen queue)."""
+BURSTS_IN_FLIGHT = 4
+"""Accept bursts whose descriptors may be open at once before a cap closes them: asyncio accepts
+a burst in one turn of its loop, makes each transport in the next, calls ``connection_made``
+(where a cap refuses) in the one after and releases a refused descriptor in the next, while a
+flood keeps the listener ready every turn. So much room is kept free of the caps."""
 MIN_CONNECTIONS = 8
 """Fewer than this left by the descriptor limit: refuse to start rather than serve badly."""
 CLOSE_LINGER_S = 2.0
@@ -75,13 +80,13 @@ class ListenerBounds:
     ) -> ListenerBounds:
         """Caps that leave this process's descriptors room for everything else.
 
-        Of the descriptors neither open now nor kept for two accept bursts, half may be
+        Of the descriptors neither open now nor kept for ``BURSTS_IN_FLIGHT`` accept bursts, half may be
         connections (at most ``MAX_CONNECTIONS``); the other half stays for backends started
         later, their pipes, HTTP backends' sockets and files. One peer may hold half the
         connections; refusals lingering at once, an eighth of the room.
         """
         limit = _descriptor_limit()
-        room = limit - _open_descriptors() - 2 * ACCEPT_BURST
+        room = limit - _open_descriptors() - BURSTS_IN_FLIGHT * ACCEPT_BURST
         total = min(MAX_CONNECTIONS, room // 2)
         if total < MIN_CONNECTIONS:
             raise ServeAddressError(

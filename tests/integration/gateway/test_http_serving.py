@@ -30,7 +30,7 @@ from mcp.server.lowlevel.server import Server
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 from mcpfleet.errors import ServeAddressError
-from mcpfleet.gateway.connections import ACCEPT_BURST, MAX_HEADER_BYTES, ListenerBounds
+from mcpfleet.gateway.connections import ACCEPT_BURST, BURSTS_IN_FLIGHT, MAX_HEADER_BYTES, ListenerBounds
 from mcpfleet.gateway.http import (
     SHUTDOWN_GRACE_S,
     HttpListener,
@@ -448,4 +448,4 @@ def test_the_caps_stay_below_the_descriptor_limit() -> None:
     soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
     bounds = ListenerBounds.for_this_process()
     assert 0 < bounds.max_connections_per_peer < bounds.max_connections
-    assert bounds.max_connections + bounds.max_lingering_refusals + 2 * ACCEPT_BURST < soft
+    assert bounds.max_connections + bounds.max_lingering_refusals + BURSTS_IN_FLIGHT * ACCEPT_BURST < soft

@@ -76,12 +76,13 @@ def running_http_gateway(
             start_new_session=True,
         )
     try:
-        yield HttpGateway(_wait_for_url(process, stderr_path), process, stderr_path, token)
+        yield HttpGateway(wait_for_url(process, stderr_path), process, stderr_path, token)
     finally:
-        _stop(process)
+        stop_process_group(process)
 
 
-def _wait_for_url(process: subprocess.Popen[bytes], stderr_path: Path) -> str:
+def wait_for_url(process: subprocess.Popen[bytes], stderr_path: Path, command: str = "serve --http") -> str:
+    """The URL of the ``serving on`` line ``process`` writes to ``stderr_path`` (bounded)."""
     deadline = time.monotonic() + READY_TIMEOUT_S
     while time.monotonic() < deadline:
         found = SERVING_LINE.search(stderr_path.read_text(errors="replace"))
@@ -91,12 +92,13 @@ def _wait_for_url(process: subprocess.Popen[bytes], stderr_path: Path) -> str:
             break
         time.sleep(0.05)
     raise RuntimeError(
-        f"mcpfleet serve --http printed no 'serving on' line (exit code {process.poll()}); "
+        f"mcpfleet {command} printed no 'serving on' line (exit code {process.poll()}); "
         f"its stderr: {stderr_path.read_text(errors='replace')[-2000:]}"
     )
 
 
-def _stop(process: subprocess.Popen[bytes]) -> None:
+def stop_process_group(process: subprocess.Popen[bytes]) -> None:
+    """SIGTERM to the gateway's process group, SIGKILL past ``STOP_TIMEOUT_S``: nothing outlives it."""
     if process.poll() is None:
         os.killpg(process.pid, signal.SIGTERM)
         try:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -23,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.integration.gateway.http_gateway import READY_TIMEOUT_S, SERVING_LINE, STOP_TIMEOUT_S
+from tests.integration.gateway.http_gateway import stop_process_group, wait_for_url
 from tests.servers.fixtures import FAKE_SERVER
 
 MCPFLEET = Path(sys.executable).parent / "mcpfleet"
@@ -103,31 +102,6 @@ def running_team_gateway(
             start_new_session=True,
         )
     try:
-        yield TeamGatewayProcess(_wait_for_url(process, stderr_path), process, stderr_path)
+        yield TeamGatewayProcess(wait_for_url(process, stderr_path, "serve --team"), process, stderr_path)
     finally:
-        _stop(process)
-
-
-def _wait_for_url(process: subprocess.Popen[bytes], stderr_path: Path) -> str:
-    deadline = time.monotonic() + READY_TIMEOUT_S
-    while time.monotonic() < deadline:
-        found = SERVING_LINE.search(stderr_path.read_text(errors="replace"))
-        if found:
-            return found.group(1)
-        if process.poll() is not None:
-            break
-        time.sleep(0.05)
-    raise RuntimeError(
-        f"mcpfleet serve --team printed no 'serving on' line (exit code {process.poll()}); "
-        f"its stderr: {stderr_path.read_text(errors='replace')[-2000:]}"
-    )
-
-
-def _stop(process: subprocess.Popen[bytes]) -> None:
-    if process.poll() is None:
-        os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=STOP_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
+        stop_process_group(process)

@@ -161,6 +161,11 @@ def _report(latencies: dict[str, list[float]]) -> list[str]:
     return lines
 
 
+def _added(latencies: dict[str, list[float]], name: str, base: str) -> str:
+    """How much more ``name``'s p50 is than ``base``'s, in ms."""
+    return f"{statistics.median(latencies[name]) - statistics.median(latencies[base]):+.3f} ms"
+
+
 def _section(latencies: dict[str, list[float]], load_before: float, commit: str) -> str:
     """The BENCHMARKS.md section of one run."""
     baseline = statistics.median(latencies["plain"])
@@ -190,8 +195,12 @@ def _section(latencies: dict[str, list[float]], load_before: float, commit: str)
         "- The service key's check costs microseconds (`bench.team_identity`): the team gateway's "
         "cost over the plain one is the gateway's own request path, which the team's guard needs (the "
         "plain gateway's call goes straight to the backend's pipe), and the audit record's write.",
-        "- `each` waits for a disk flush per record; on this machine's disk that flush is most of "
-        "the audit's cost (`bench.team_state` measures the disk's fsync beside the stores).",
+        "- `each` waits for a disk flush per record: "
+        f"{_added(latencies, 'team, SQLite', 'team, SQLite, background')} (SQLite) and "
+        f"{_added(latencies, 'team, PostgreSQL', 'team, PostgreSQL, background')} (PostgreSQL) "
+        "over `background` in this run (`bench.team_state` measures the disk's own fsync); "
+        "`background` still writes each record before the answer, through a worker thread "
+        "(SQLite) or a pooled connection (PostgreSQL).",
         "- On a loaded machine every figure grows with the CPU a call needs: compare rows of one run.",
         "",
     ]

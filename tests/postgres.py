@@ -17,9 +17,6 @@ bench can start one too (``bench/team_state.py``).
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
-import json
 import os
 import pwd
 import re
@@ -28,9 +25,10 @@ import shutil
 import socket
 import subprocess
 import tempfile
-from collections.abc import Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
+
+from tests import shared_servers
 
 SERVER_USER = "postgres"
 SUPERUSER = "postgres"
@@ -192,39 +190,14 @@ def _run_as_server_user(
     return completed
 
 
-@contextlib.contextmanager
-def _locked(lock_path: Path) -> Iterator[None]:
-    with lock_path.open("a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
-
-
 def shared_server(shared_root: Path) -> PostgresServer:
     """The run's server: started by the first caller (of any worker), read by the others."""
-    folder = shared_root / SHARED_FOLDER_NAME
-    folder.mkdir(parents=True, exist_ok=True)
-    address = folder / "server.json"
-    with _locked(folder / "server.lock"):
-        if address.exists():
-            return PostgresServer(**json.loads(address.read_text()))
-        server = start_postgres()
-        address.write_text(json.dumps(asdict(server)))
-        return server
+    return shared_servers.shared_server(shared_root / SHARED_FOLDER_NAME, start_postgres, PostgresServer)
 
 
 def stop_shared_server(shared_root: Path) -> None:
     """Stop the run's server if a worker started one (called once, when the whole run ends)."""
-    folder = shared_root / SHARED_FOLDER_NAME
-    address = folder / "server.json"
-    if not address.exists():
-        return
-    with _locked(folder / "server.lock"):
-        if address.exists():
-            PostgresServer(**json.loads(address.read_text())).stop()
-            address.unlink()
+    shared_servers.stop_shared_server(shared_root / SHARED_FOLDER_NAME, PostgresServer)
 
 
 def database_name(test_name: str) -> str:

@@ -16,8 +16,6 @@ message may show. Standard library only, so the bench can start one too.
 from __future__ import annotations
 
 import contextlib
-import fcntl
-import json
 import os
 import secrets
 import shutil
@@ -26,9 +24,10 @@ import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
+
+from tests import shared_servers
 
 START_ATTEMPTS = 3
 """Ports are picked free and then bound by the server: another process may take one meanwhile."""
@@ -150,39 +149,14 @@ def _free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-@contextlib.contextmanager
-def _locked(lock_path: Path) -> Iterator[None]:
-    with lock_path.open("a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
-
-
 def shared_server(shared_root: Path) -> RedisServer:
     """The run's server: started by the first caller (of any worker), read by the others."""
-    folder = shared_root / SHARED_FOLDER_NAME
-    folder.mkdir(parents=True, exist_ok=True)
-    address = folder / "server.json"
-    with _locked(folder / "server.lock"):
-        if address.exists():
-            return RedisServer(**json.loads(address.read_text()))
-        server = start_redis()
-        address.write_text(json.dumps(asdict(server)))
-        return server
+    return shared_servers.shared_server(shared_root / SHARED_FOLDER_NAME, start_redis, RedisServer)
 
 
 def stop_shared_server(shared_root: Path) -> None:
     """Stop the run's server if a worker started one (called once, when the whole run ends)."""
-    folder = shared_root / SHARED_FOLDER_NAME
-    address = folder / "server.json"
-    if not address.exists():
-        return
-    with _locked(folder / "server.lock"):
-        if address.exists():
-            RedisServer(**json.loads(address.read_text())).stop()
-            address.unlink()
+    shared_servers.stop_shared_server(shared_root / SHARED_FOLDER_NAME, RedisServer)
 
 
 def namespace(test_name: str) -> str:

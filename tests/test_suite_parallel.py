@@ -62,7 +62,7 @@ def test_each_file_and_the_conformance_files_together_run_on_one_worker(tmp_path
     suite = tmp_path / "tests"
     (suite / "conformance").mkdir(parents=True)
     shutil.copy(TESTS_DIR / "conftest.py", suite / "conftest.py")
-    for engine in ("postgres.py", "redis.py"):  # the conftest stops the servers they start
+    for engine in ("postgres.py", "redis.py", "shared_servers.py"):  # the conftest stops their servers
         shutil.copy(TESTS_DIR / engine, suite / engine)
     files = ["conformance/test_client_side.py", "conformance/test_server_side.py"]
     files += ["test_other_a.py", "test_other_b.py"]

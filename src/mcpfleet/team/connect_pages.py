@@ -80,11 +80,10 @@ class _ConnectPages:
         return _page(f"Your connected servers, {principal.policy_name}", body)
 
     async def server_page(self, request: Request) -> Response:
-        principal, server = self._subject(request)
-        if principal is None:
-            return _not_signed_in()
-        if server is None:
-            return _unknown_server(request)
+        subject = self._subject(request)
+        if isinstance(subject, Response):
+            return subject
+        principal, server = subject
         user = principal.credentials_key
         connected = await self.credentials.store(user, server).has_tokens()
         state = "connected" if connected else "not connected"
@@ -99,11 +98,10 @@ class _ConnectPages:
         return _page(f"{server} for {principal.policy_name}", body)
 
     async def start(self, request: Request) -> Response:
-        principal, server = self._subject(request)
-        if principal is None:
-            return _not_signed_in()
-        if server is None:
-            return _unknown_server(request)
+        subject = self._subject(request)
+        if isinstance(subject, Response):
+            return subject
+        principal, server = subject
         user = principal.credentials_key
         if not await self._form_ok(request, user):
             return _page("Not accepted", "<p>This form is stale or not yours; open the page again.</p>", 403)
@@ -121,11 +119,10 @@ class _ConnectPages:
         return RedirectResponse(flow.authorize_url, status_code=303)
 
     async def callback(self, request: Request) -> Response:
-        principal, server = self._subject(request)
-        if principal is None:
-            return _not_signed_in()
-        if server is None:
-            return _unknown_server(request)
+        subject = self._subject(request)
+        if isinstance(subject, Response):
+            return subject
+        principal, server = subject
         query = request.query_params
         flow = self.credentials.flows.pending_for(query.get("state", ""))
         if flow is None or flow.server != server:
@@ -154,11 +151,10 @@ class _ConnectPages:
         return _page(f"Cannot connect {server}", f"<p>{html.escape(reason)}</p>", 502)
 
     async def revoke(self, request: Request) -> Response:
-        principal, server = self._subject(request)
-        if principal is None:
-            return _not_signed_in()
-        if server is None:
-            return _unknown_server(request)
+        subject = self._subject(request)
+        if isinstance(subject, Response):
+            return subject
+        principal, server = subject
         user = principal.credentials_key
         if not await self._form_ok(request, user):
             return _page("Not accepted", "<p>This form is stale or not yours; open the page again.</p>", 403)
@@ -166,9 +162,16 @@ class _ConnectPages:
         logger.info('User "%s" revoked their credentials for "%s"', user, server)
         return RedirectResponse(CONNECT_PATH, status_code=303)
 
-    def _subject(self, request: Request) -> tuple[Principal | None, str | None]:
+    def _subject(self, request: Request) -> tuple[Principal, str] | Response:
+        """Who asks about which per-user server, or the page that says why the request cannot
+        be served (not signed in, or no such server)."""
+        principal = principal_of_scope(request.scope)
+        if principal is None:
+            return _not_signed_in()
         server = unquote(str(request.path_params.get("server", "")))
-        return principal_of_scope(request.scope), server if server in self.credentials.servers else None
+        if server not in self.credentials.servers:
+            return _unknown_server(request)
+        return principal, server
 
     async def _form_ok(self, request: Request, user: str) -> bool:
         form = await request.form()

@@ -634,8 +634,12 @@ def main(argv: list[str]) -> None:
         )
         pids.append(grandchild.pid)
     if options.pid_file:
-        with open(options.pid_file, "w") as handle:
+        # Written aside and renamed into place: a test that sees the file reads every pid,
+        # never the empty file that open() creates before write() fills it.
+        staging = f"{options.pid_file}.{os.getpid()}.tmp"
+        with open(staging, "w") as handle:
             handle.write("".join(f"{pid}\n" for pid in pids))
+        os.replace(staging, options.pid_file)
     if options.pid_dir:
         open(os.path.join(options.pid_dir, str(os.getpid())), "w").close()
     for index in range(options.stderr_lines):

@@ -159,8 +159,10 @@ COMMAND_HELP: dict[tuple[str, ...], tuple[str, tuple[str, ...]]] = {
     ("ui",): (
         "Open the fleet's dashboard: the daemon (started if none runs) serves it on a loopback "
         "port; this prints a one-time login link alone on stdout and opens it in your browser, "
-        "then returns. The link works once; without it every page is refused (docs/ui.md).",
-        ("mcpfleet ui", "mcpfleet ui --no-browser"),
+        "then returns. The link works once; without it every page is refused (docs/ui.md). "
+        "--metrics prints instead the address of the dashboard's Prometheus /metrics and the "
+        'bearer token a scraper sends, one per line (--json: {"url", "token"}).',
+        ("mcpfleet ui", "mcpfleet ui --no-browser", "mcpfleet ui --metrics --json"),
     ),
     ("daemon", "logs"): (
         "Print the last lines of the daemon's log; -f then prints new lines as they come. With "

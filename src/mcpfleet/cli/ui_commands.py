@@ -1,9 +1,13 @@
-"""``mcpfleet ui [--no-browser]``: the fleet's dashboard, served by the daemon (docs/ui.md).
+"""``mcpfleet ui [--no-browser] [--metrics]``: the fleet's dashboard, served by the daemon
+(docs/ui.md).
 
 Starts the daemon when none runs (as ``daemon start`` does), asks it for a one-time login
 link (the ``ui`` control op; the daemon starts its dashboard on the first), prints the link
 alone on stdout and opens it in the user's browser (``webbrowser``) unless ``--no-browser``,
-then returns: the dashboard lives with the daemon. Standard library only until the browser.
+then returns: the dashboard lives with the daemon. ``--metrics`` asks instead for what a
+Prometheus scraper needs: the dashboard's ``/metrics`` address and its bearer token, one per
+line (``--json``: ``{"url", "token"}``), and opens nothing. Standard library only until the
+browser.
 """
 
 from __future__ import annotations
@@ -25,6 +29,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     ui.add_argument(
         "--no-browser", action="store_true", help="print the one-time login link without opening it"
     )
+    ui.add_argument(
+        "--metrics",
+        action="store_true",
+        help="print the address of the dashboard's /metrics and the bearer token a scraper sends",
+    )
     ui.set_defaults(handler=ui_command)
 
 
@@ -41,7 +50,7 @@ def ui_command(args: argparse.Namespace) -> int:
         if client is None:
             raise DaemonUnavailable("it exited right after it started; see `mcpfleet daemon logs`")
         with client:
-            url = str(client.request("ui", timeout_s=UI_TIMEOUT_S)["url"])
+            answer = client.request("ui", {"metrics": True} if args.metrics else {}, timeout_s=UI_TIMEOUT_S)
     except OperationFailed as error:
         if error.exit_code == EXIT_USAGE:  # an unknown op: a daemon of this version from before it
             error_line(
@@ -55,6 +64,15 @@ def ui_command(args: argparse.Namespace) -> int:
     except (OSError, DaemonUnavailable) as error:
         error_line(f"no dashboard: the daemon is not available ({error})")
         return EXIT_FAILED
+    url = str(answer["url"])
+    if args.metrics:
+        token = str(answer["token"])
+        if args.json:
+            emit_json({"url": url, "token": token})
+        else:
+            output_line(url)
+            output_line(token)
+        return EXIT_OK
     if args.json:
         emit_json({"url": url})
     else:

@@ -300,7 +300,11 @@ async def _watch(operation: Operation) -> dict[str, Any]:
 
 
 async def _ui(operation: Operation) -> dict[str, Any]:
-    return {"url": await operation.service.dashboard.login_link()}
+    dashboard = operation.service.dashboard
+    if operation.request.get("metrics") is True:
+        url, token = await dashboard.metrics_scrape()
+        return {"url": url, "token": token}
+    return {"url": await dashboard.login_link()}
 
 
 async def _cancel(operation: Operation) -> dict[str, Any]:

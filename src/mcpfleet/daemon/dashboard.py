@@ -274,9 +274,17 @@ class DaemonDashboard:
         self._starting = anyio.Lock()
 
     async def login_link(self) -> str:
+        return (await self._listening()).login_link()
+
+    async def metrics_scrape(self) -> tuple[str, str]:
+        """The address of the dashboard's ``/metrics`` and the bearer token that reads it."""
+        dashboard = await self._listening()
+        return dashboard.metrics_url, dashboard.access.metrics_token
+
+    async def _listening(self) -> Dashboard:
         from mcpfleet.dashboard.server import serve_dashboard
 
         async with self._starting:
             if self._dashboard is None:
                 self._dashboard = await self._service.start_task(serve_dashboard, self.source)
-        return self._dashboard.login_link()
+        return self._dashboard

@@ -20,6 +20,11 @@ by any page of theirs the user opens.
   cookie: 401;
 * a ``POST`` whose form field ``csrf`` is not the session's token: 403 (checked by the
   route, which reads the form: ``require_csrf``).
+
+``/metrics`` under the root (Prometheus text) is also read by scrapers, which hold no cookie:
+a ``GET`` of it with ``Authorization: Bearer <Access.metrics_token>`` is let through too. That
+token is the dashboard's, given by the daemon over its socket only (``mcpfleet ui --metrics``),
+and opens nothing else.
 """
 
 from __future__ import annotations
@@ -37,6 +42,8 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 SESSION_COOKIE = "mcpfleet_dashboard"
 LOGIN_PATH = "/login"
 """Under the root, as every page."""
+METRICS_PATH = "/metrics"
+"""Under the root too."""
 LOGIN_TOKEN_TTL_S = 300.0
 """How long a login link works when nobody opens it: long enough to find the browser."""
 MAX_SESSIONS = 64
@@ -57,6 +64,8 @@ class Access:
     def __init__(self) -> None:
         self.root = f"/{secrets.token_urlsafe(16)}"
         """The secret path every page is under."""
+        self.metrics_token = secrets.token_urlsafe(32)
+        """What a scraper of ``<root>/metrics`` sends as its bearer token (no session needed)."""
         self._tokens: dict[str, float] = {}
         self._sessions: dict[str, DashboardSession] = {}
 
@@ -125,9 +134,19 @@ class AccessGate:
             return 401, "sign in with the link `mcpfleet ui` prints (each link works once)"
         if path == self.access.root + LOGIN_PATH and request.method == "GET":
             return None
+        if path == self.access.root + METRICS_PATH and self._scraper(request):
+            return None
         if self.access.session_of(request) is None:
             return 401, "sign in with the link `mcpfleet ui` prints (each link works once)"
         return None
+
+    def _scraper(self, request: Request) -> bool:
+        scheme, _, token = request.headers.get("authorization", "").partition(" ")
+        return (
+            request.method in ("GET", "HEAD")
+            and scheme.lower() == "bearer"
+            and hmac.compare_digest(token.strip().encode(), self.access.metrics_token.encode())
+        )
 
     def _same_origin(self, request: Request) -> bool:
         origin = request.headers.get("origin")

@@ -19,15 +19,23 @@ from urllib.parse import quote, urlencode
 import jinja2
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, RedirectResponse, Response
+from starlette.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from mcpfleet.dashboard import charts
-from mcpfleet.dashboard.access import LOGIN_PATH, SESSION_COOKIE, Access, DashboardSession, require_csrf
+from mcpfleet.dashboard.access import (
+    LOGIN_PATH,
+    METRICS_PATH,
+    SESSION_COOKIE,
+    Access,
+    DashboardSession,
+    require_csrf,
+)
 from mcpfleet.dashboard.forms import ArgumentError, arguments_from, form_fields
 from mcpfleet.dashboard.source import BackendRow, FleetSource
-from mcpfleet.errors import MCPFleetError
+from mcpfleet.errors import ConfigError, MCPFleetError
 
 CONTENT_SECURITY_POLICY = (
     "default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; "
@@ -252,7 +260,30 @@ def dashboard_app(source: FleetSource, access: Access) -> Starlette:
             Route("/events/fleet", live.fleet),
             Route("/events/servers/{key}", live.server),
             Route("/events/approvals", live.approvals),
+            Route(METRICS_PATH, metrics_endpoint(), methods=["GET", "HEAD"]),
             Mount("/static", app=static),
         ],
     )
     return Starlette(routes=[routes])
+
+
+def metrics_endpoint() -> ASGIApp:
+    """``/metrics``: this process's calls and fleet as Prometheus text, counted from now on;
+    without ``prometheus_client`` (``mcpfleet[otel]``), a 501 that says what to install."""
+    from mcpfleet import telemetry
+
+    try:
+        return _Endpoint(telemetry.metrics_app())
+    except ConfigError as error:
+        return PlainTextResponse(f"{error}\n", status_code=501)
+
+
+class _Endpoint:
+    """An ASGI application as a route's endpoint (Starlette takes a plain function for a
+    request handler, so one is wrapped in an instance)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self.app(scope, receive, send)

@@ -17,7 +17,7 @@ import anyio
 import anyio.abc
 import uvicorn
 
-from mcpfleet.dashboard.access import LOGIN_PATH, Access, AccessGate
+from mcpfleet.dashboard.access import LOGIN_PATH, METRICS_PATH, Access, AccessGate
 from mcpfleet.dashboard.app import dashboard_app
 from mcpfleet.dashboard.source import FleetSource
 
@@ -53,6 +53,11 @@ class Dashboard:
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}{self.access.root}/"
+
+    @property
+    def metrics_url(self) -> str:
+        """``/metrics``, read with the session cookie or ``access.metrics_token`` as a bearer."""
+        return f"http://127.0.0.1:{self.port}{self.access.root}{METRICS_PATH}"
 
     def login_link(self) -> str:
         """A new link that signs one browser in, once."""

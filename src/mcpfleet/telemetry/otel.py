@@ -2,7 +2,8 @@
 variables, and the spans and instruments of a call.
 
 Imported by ``mcpfleet.telemetry.start`` only when a variable asks for telemetry: it imports the
-OpenTelemetry SDK and its OTLP/HTTP exporters (``mcpfleet[otel]``). The providers become the
+OpenTelemetry SDK, and the OTLP exporter of the protocol asked for, HTTP/protobuf or gRPC, when
+the first provider starts (``mcpfleet[otel]``). The providers become the
 process's global ones (unless the process set its own already, which is then used), so the
 ``mcp`` SDK's own spans (each message its server handles, each request its client sends) are
 exported beside mcpfleet's. The SDK reads every other ``OTEL_*`` variable itself: the endpoint
@@ -33,7 +34,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExport
 from opentelemetry.trace import Span, SpanKind, StatusCode
 
 from mcpfleet.telemetry.calls import Telemetry
-from mcpfleet.telemetry.settings import TelemetrySettings
+from mcpfleet.telemetry.settings import GRPC, OtlpProtocol, TelemetrySettings
 
 TRACER_NAME = "mcpfleet"
 TRACE_KEYS = ("traceparent", "tracestate", "baggage")
@@ -82,11 +83,15 @@ class OtelExport:
         tracer_provider = meter_provider = None
         if settings.traces is not None:
             tracer_provider = TracerProvider(resource=resource)
-            tracer_provider.add_span_processor(BatchSpanProcessor(_span_exporter(settings.traces)))
+            tracer_provider.add_span_processor(
+                BatchSpanProcessor(_span_exporter(settings.traces, settings.traces_protocol))
+            )
             if not isinstance(trace.get_tracer_provider(), TracerProvider):
                 trace.set_tracer_provider(tracer_provider)
         if settings.metrics is not None:
-            reader = PeriodicExportingMetricReader(_metric_exporter(settings.metrics))
+            reader = PeriodicExportingMetricReader(
+                _metric_exporter(settings.metrics, settings.metrics_protocol)
+            )
             meter_provider = MeterProvider(resource=resource, metric_readers=[reader])
             if not isinstance(metrics.get_meter_provider(), MeterProvider):
                 metrics.set_meter_provider(meter_provider)
@@ -223,17 +228,25 @@ def _call_attributes(server: str, tool: str) -> dict[str, str]:
     }
 
 
-def _span_exporter(exporter: str) -> SpanExporter:
+def _span_exporter(exporter: str, protocol: OtlpProtocol) -> SpanExporter:
     if exporter == "console":
         return ConsoleSpanExporter(out=sys.stderr)
+    if protocol == GRPC:
+        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcSpans
+
+        return GrpcSpans()
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
     return OTLPSpanExporter()
 
 
-def _metric_exporter(exporter: str) -> MetricExporter:
+def _metric_exporter(exporter: str, protocol: OtlpProtocol) -> MetricExporter:
     if exporter == "console":
         return ConsoleMetricExporter(out=sys.stderr)
+    if protocol == GRPC:
+        from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter as GrpcMetrics
+
+        return GrpcMetrics()
     from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
 
     return OTLPMetricExporter()

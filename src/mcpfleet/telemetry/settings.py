@@ -3,9 +3,11 @@
 Telemetry is on only when a variable says so: ``OTEL_TRACES_EXPORTER`` / ``OTEL_METRICS_EXPORTER``
 naming an exporter other than ``none``, or an OTLP endpoint (``OTEL_EXPORTER_OTLP_ENDPOINT``, or
 the per-signal ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` / ``…_METRICS_ENDPOINT``), which means
-``otlp`` for a signal whose exporter variable is unset. ``OTEL_SDK_DISABLED=true`` turns it all
-off whatever else is set. Everything else (service name, resource attributes, headers, timeouts,
-the sampler, batch sizes) the OpenTelemetry SDK reads itself, from the same variables.
+``otlp`` for a signal whose exporter variable is unset. OTLP goes over HTTP/protobuf unless
+``OTEL_EXPORTER_OTLP_PROTOCOL`` (or the per-signal ``…_TRACES_PROTOCOL`` / ``…_METRICS_PROTOCOL``,
+read first) says ``grpc``. ``OTEL_SDK_DISABLED=true`` turns it all off whatever else is set.
+Everything else (service name, resource attributes, headers, timeouts, the sampler, batch
+sizes) the OpenTelemetry SDK reads itself, from the same variables.
 """
 
 from __future__ import annotations
@@ -17,18 +19,24 @@ from typing import Literal
 from mcpfleet.errors import ConfigError
 
 Exporter = Literal["otlp", "console"]
+OtlpProtocol = Literal["http/protobuf", "grpc"]
 SIGNALS = ("traces", "metrics")
 EXPORTERS: tuple[Exporter, ...] = ("otlp", "console")
-HTTP_PROTOBUF = "http/protobuf"
+HTTP_PROTOBUF: OtlpProtocol = "http/protobuf"
+GRPC: OtlpProtocol = "grpc"
+PROTOCOLS: tuple[OtlpProtocol, ...] = (HTTP_PROTOBUF, GRPC)
 EXTRA_HINT = "install mcpfleet[otel] (pip install 'mcpfleet[otel]')"
 
 
 @dataclass(frozen=True)
 class TelemetrySettings:
-    """The exporter of each signal, ``None`` where that signal is off."""
+    """The exporter of each signal, ``None`` where that signal is off, and the protocol of each
+    OTLP one."""
 
     traces: Exporter | None = None
     metrics: Exporter | None = None
+    traces_protocol: OtlpProtocol = HTTP_PROTOBUF
+    metrics_protocol: OtlpProtocol = HTTP_PROTOBUF
 
     @property
     def exporting(self) -> bool:
@@ -41,7 +49,12 @@ class TelemetrySettings:
         if environ.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
             return cls()
         traces, metrics = (_exporter(environ, signal) for signal in SIGNALS)
-        return cls(traces=traces, metrics=metrics)
+        return cls(
+            traces=traces,
+            metrics=metrics,
+            traces_protocol=_protocol(environ, "traces") if traces == "otlp" else HTTP_PROTOBUF,
+            metrics_protocol=_protocol(environ, "metrics") if metrics == "otlp" else HTTP_PROTOBUF,
+        )
 
 
 def _exporter(environ: Mapping[str, str], signal: str) -> Exporter | None:
@@ -61,20 +74,19 @@ def _exporter(environ: Mapping[str, str], signal: str) -> Exporter | None:
             f"{variable}={environ.get(variable)!r}: mcpfleet exports {signal} with one of "
             f"{', '.join(EXPORTERS)} or none; set it to one of those (or unset it)"
         )
-    exporter: Exporter = "otlp" if choices[0] == "otlp" else "console"
-    if exporter == "otlp":
-        _check_protocol(environ, signal)
-    return exporter
+    return "otlp" if choices[0] == "otlp" else "console"
 
 
-def _check_protocol(environ: Mapping[str, str], signal: str) -> None:
+def _protocol(environ: Mapping[str, str], signal: str) -> OtlpProtocol:
     for variable in (f"OTEL_EXPORTER_OTLP_{signal.upper()}_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"):
-        protocol = environ.get(variable, "").strip().lower()
-        if not protocol:
+        named = environ.get(variable, "").strip().lower()
+        if not named:
             continue
-        if protocol != HTTP_PROTOBUF:
-            raise ConfigError(
-                f"{variable}={protocol!r}: mcpfleet's OTLP exporter speaks {HTTP_PROTOBUF} only; "
-                f"set {variable}={HTTP_PROTOBUF} (a collector takes it on port 4318) or unset it"
-            )
-        return
+        for protocol in PROTOCOLS:
+            if named == protocol:
+                return protocol
+        raise ConfigError(
+            f"{variable}={named!r}: mcpfleet's OTLP exporters speak {HTTP_PROTOBUF} (a collector's "
+            f"port 4318) or {GRPC} (port 4317); set {variable} to one of those or unset it"
+        )
+    return HTTP_PROTOBUF

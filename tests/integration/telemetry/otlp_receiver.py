@@ -1,10 +1,12 @@
-"""A local OTLP/HTTP receiver for the telemetry tests: a real HTTP server on 127.0.0.1 that takes
-what an OpenTelemetry exporter posts to ``/v1/traces`` and ``/v1/metrics`` (protobuf, gzipped or
-not), decodes it with ``opentelemetry-proto`` and keeps every span and metric name.
+"""Local OTLP receivers for the telemetry tests: a real HTTP server on 127.0.0.1 that takes what
+an OpenTelemetry exporter posts to ``/v1/traces`` and ``/v1/metrics`` (protobuf, gzipped or not),
+and a real gRPC server (grpcio, HTTP/2) serving the collector's ``TraceService/Export`` and
+``MetricsService/Export``; both decode with ``opentelemetry-proto`` and keep every span and
+metric name.
 
-``running_receiver()`` yields it serving; ``Receiver.endpoint`` is what ``OTEL_EXPORTER_OTLP_ENDPOINT``
-is set to; ``wait_for_spans(predicate)`` returns once the spans received satisfy ``predicate``
-(a hang guard bounds it, nothing is timed).
+``running_receiver()`` (OTLP/HTTP) and ``running_grpc_receiver()`` yield one serving;
+``Receiver.endpoint`` is what ``OTEL_EXPORTER_OTLP_ENDPOINT`` is set to; ``wait_for(predicate)``
+returns once what was received satisfies ``predicate`` (a hang guard bounds it, nothing is timed).
 """
 
 from __future__ import annotations
@@ -12,11 +14,13 @@ from __future__ import annotations
 import gzip
 import threading
 from collections.abc import Callable, Iterator
+from concurrent import futures
 from contextlib import contextmanager
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+import grpc
 from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
     ExportMetricsServiceRequest,
     ExportMetricsServiceResponse,
@@ -136,3 +140,38 @@ def running_receiver() -> Iterator[Receiver]:
         server.shutdown()
         server.server_close()
         thread.join()
+
+
+@contextmanager
+def running_grpc_receiver() -> Iterator[Receiver]:
+    """The same receiver behind gRPC: the exporters' ``Export`` calls, taken as raw bytes (no
+    (de)serializer given), decoded by ``take_traces`` / ``take_metrics`` as over HTTP."""
+    receiver = Receiver()
+
+    traces_answer: bytes = ExportTraceServiceResponse().SerializeToString()
+    metrics_answer: bytes = ExportMetricsServiceResponse().SerializeToString()
+
+    def traces(body: bytes, context: object) -> bytes:
+        receiver.take_traces(body)
+        return traces_answer
+
+    def metrics(body: bytes, context: object) -> bytes:
+        receiver.take_metrics(body)
+        return metrics_answer
+
+    services = {
+        "opentelemetry.proto.collector.trace.v1.TraceService": traces,
+        "opentelemetry.proto.collector.metrics.v1.MetricsService": metrics,
+    }
+    handlers = [
+        grpc.method_handlers_generic_handler(service, {"Export": grpc.unary_unary_rpc_method_handler(export)})
+        for service, export in services.items()
+    ]
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=4), handlers=handlers)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    receiver.endpoint = f"http://127.0.0.1:{port}"
+    try:
+        yield receiver
+    finally:
+        server.stop(grace=None).wait()

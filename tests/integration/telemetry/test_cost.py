@@ -21,7 +21,7 @@ from tests.servers.fixtures import first_text
 pytestmark = pytest.mark.anyio
 
 PROBE = Path(__file__).with_name("module_probe.py")
-HEAVY = ("opentelemetry.sdk", "opentelemetry.exporter", "prometheus_client", "google.protobuf")
+HEAVY = ("opentelemetry.sdk", "opentelemetry.exporter", "prometheus_client", "google.protobuf", "grpc")
 
 
 def without_otel() -> dict[str, str]:

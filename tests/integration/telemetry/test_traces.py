@@ -19,7 +19,12 @@ from typing import Any, cast
 import pytest
 from mcp_types import RequestParamsMeta
 from tests.integration.gateway.gateway_harness import open_gateway, wait_until
-from tests.integration.telemetry.otlp_receiver import ReceivedSpan, Receiver, running_receiver
+from tests.integration.telemetry.otlp_receiver import (
+    ReceivedSpan,
+    Receiver,
+    running_grpc_receiver,
+    running_receiver,
+)
 from tests.servers.fixtures import SERVERS_DIR, first_text, start_http_server
 
 pytestmark = pytest.mark.anyio
@@ -132,3 +137,35 @@ async def test_one_call_is_traced_from_the_client_through_the_gateway_to_each_ba
                 )
     finally:
         web.stop()
+
+
+async def test_the_same_chain_is_exported_over_grpc_when_the_protocol_says_so(
+    isolated_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with running_grpc_receiver() as receiver:
+        for name, value in otel_environment(receiver).items():
+            monkeypatch.setenv(name, value)
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
+        servers = {"pipe": {"command": sys.executable, "args": [str(TRACE_SERVER), "--name", "pipe"]}}
+        async with open_gateway(isolated_home, servers, serve_args=("--prefix", "always")) as run:
+
+            async def listed() -> bool:
+                return "pipe_trace" in {tool.name for tool in (await run.client.list_tools()).tools}
+
+            await wait_until(listed, timeout_s=30)
+            meta = cast(
+                RequestParamsMeta, {"traceparent": traceparent(CLIENT_TRACE_ID, CLIENT_SPAN_IDS["pipe"])}
+            )
+            answer = json.loads(first_text(await run.client.call_tool("pipe_trace", {}, meta=meta)))
+            trace_id, backend_parent = parent_of(answer["meta"]["traceparent"])
+            assert trace_id == CLIENT_TRACE_ID
+
+            def chain_complete(got: Receiver) -> bool:
+                chain = ancestry({span.span_id: span for span in got.spans}, backend_parent)
+                return bool(chain) and chain[-1].parent_span_id == CLIENT_SPAN_IDS["pipe"]
+
+            receiver.wait_for(chain_complete)
+            chain = ancestry(receiver.by_id(), backend_parent)
+            assert [span.name for span in chain] == ["connection tools/call", "gateway tools/call"]
+            assert {span.service for span in chain} == {"gateway-under-test"}
+            receiver.wait_for(lambda got: {"mcpfleet.calls", "mcpfleet.call.duration"} <= got.metric_names)

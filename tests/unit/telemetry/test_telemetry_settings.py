@@ -48,19 +48,23 @@ def test_an_exporter_mcpfleet_does_not_ship_names_the_variable_and_the_choices(v
         read(OTEL_TRACES_EXPORTER=value)
 
 
-def test_grpc_is_refused_with_the_protocol_that_works() -> None:
+def test_grpc_is_taken_per_signal_and_another_protocol_is_refused_with_the_two_that_work() -> None:
+    both = read(OTEL_EXPORTER_OTLP_ENDPOINT="http://collector:4317", OTEL_EXPORTER_OTLP_PROTOCOL="grpc")
+    assert both == TelemetrySettings("otlp", "otlp", traces_protocol="grpc", metrics_protocol="grpc")
+    assert read(OTEL_EXPORTER_OTLP_ENDPOINT="http://c:4318") == TelemetrySettings("otlp", "otlp")
+    # the per-signal protocol is read first
+    mixed = read(
+        OTEL_EXPORTER_OTLP_ENDPOINT="http://c:4318",
+        OTEL_EXPORTER_OTLP_TRACES_PROTOCOL="http/protobuf",
+        OTEL_EXPORTER_OTLP_PROTOCOL="grpc",
+    )
+    assert (mixed.traces_protocol, mixed.metrics_protocol) == ("http/protobuf", "grpc")
     with pytest.raises(
         ConfigError,
-        match=r"OTEL_EXPORTER_OTLP_PROTOCOL='grpc'.*set OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf",
+        match=r"OTEL_EXPORTER_OTLP_PROTOCOL='http/json'.*speak http/protobuf .* or grpc .*set "
+        r"OTEL_EXPORTER_OTLP_PROTOCOL to one of those",
     ):
-        read(OTEL_EXPORTER_OTLP_ENDPOINT="http://collector:4317", OTEL_EXPORTER_OTLP_PROTOCOL="grpc")
-    # the per-signal protocol is read first
-    assert (
-        read(
-            OTEL_EXPORTER_OTLP_ENDPOINT="http://c:4318",
-            OTEL_EXPORTER_OTLP_TRACES_PROTOCOL="http/protobuf",
-            OTEL_EXPORTER_OTLP_PROTOCOL="grpc",
-            OTEL_METRICS_EXPORTER="none",
-        ).traces
-        == "otlp"
-    )
+        read(OTEL_EXPORTER_OTLP_ENDPOINT="http://collector:4318", OTEL_EXPORTER_OTLP_PROTOCOL="http/json")
+    # a signal that is off, or exported to the console, reads no protocol
+    console = read(OTEL_TRACES_EXPORTER="console", OTEL_EXPORTER_OTLP_PROTOCOL="http/json")
+    assert console == TelemetrySettings(traces="console")

@@ -8,8 +8,10 @@ their connection.
 
 ``LiveTeamFile`` watches the file: its content is read again every ``interval_s``, and a file
 that changed and loads is handed to every follower (the fleet, the guard's policies, the
-identity check); one that no longer loads is reported once on the log and the last good one
-kept — a typo while editing never takes the gateway down.
+limits); one that no longer loads is reported once on the log and the last good one kept — a
+typo while editing never takes the gateway down. What the replica is built on at start
+(``RESTART_ONLY``: its address, identity, state, audit, ``/metrics`` and drain settings) is not
+re-applied: a change there is logged, naming the keys, once per reload that makes it.
 """
 
 from __future__ import annotations
@@ -38,6 +40,15 @@ TEAM_PROVIDER = "mcpfleet-team"
 
 TeamFollower = Callable[["TeamFile", "TeamFile"], Awaitable[None]]
 """Told ``(new, old)`` after each reload that loaded."""
+RESTART_ONLY = {
+    "public_url": "public_url",
+    "identity": "identity",
+    "state": "state",
+    "audit": "audit",
+    "metrics": "metrics",
+    "drain_timeout_s": "drain_timeout",
+}
+"""``TeamFile`` fields read once, when the replica starts, and the team file's key of each."""
 
 
 class TeamFleet(MCPManager):
@@ -106,6 +117,14 @@ class LiveTeamFile:
             return False
         self._reported = None
         old, self.current = self.current, team
+        kept = restart_only_changes(team, old)
+        if kept:
+            logger.warning(
+                "mcpfleet serve --team: %s changed %s, which apply when this replica restarts "
+                "(a rolling restart of every replica: docs/team.md); the rest of the change applies now",
+                path,
+                ", ".join(kept),
+            )
         for follower in list(self._followers):
             try:
                 await follower(team, old)
@@ -116,6 +135,11 @@ class LiveTeamFile:
         self.reloaded.set()
         self.reloaded = anyio.Event()
         return True
+
+
+def restart_only_changes(new: TeamFile, old: TeamFile) -> list[str]:
+    """The team file's keys among ``RESTART_ONLY`` whose settings differ between the two."""
+    return [key for field, key in RESTART_ONLY.items() if getattr(new, field) != getattr(old, field)]
 
 
 def _digest(path: Path) -> bytes | None:

@@ -188,6 +188,22 @@ async def test_a_team_file_that_stops_loading_keeps_the_last_good_one(team_file:
             assert await tool_names(ann) == ["alpha_add", "alpha_echo", "beta_add", "beta_echo"]
 
 
+async def test_a_reload_that_changes_what_is_read_at_start_says_so_and_applies_the_rest(
+    team_file: Path,
+) -> None:
+    ann_key = add_key(team_file, "ann")
+    with running_team_gateway(team_file, "--no-cache") as gateway:
+        async with client_of(gateway.url, ann_key) as ann:
+            await listed_when_ready(ann, ["alpha_add", "alpha_echo", "beta_add", "beta_echo"])
+            moved = team_document(SERVERS, [{**ANN_ALL, "deny": ["beta/*"]}], drain_timeout=5)
+            moved["identity"] = {**moved["identity"], "groups_claim": "roles"}
+            write_team_file(team_file, moved)
+            await wait_until(lambda: "changed identity, drain_timeout" in gateway.stderr, timeout_s=WAIT_S)
+            assert "apply when this replica restarts" in gateway.stderr
+            # the policy, in the same reload, applies at once
+            assert await listed_when_ready(ann, ["alpha_add", "alpha_echo"])
+
+
 HTTP = ["--http", "127.0.0.1:0"]
 
 

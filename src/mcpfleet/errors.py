@@ -81,7 +81,9 @@ is in the tree and named here::
     ├── TokenRejected                       team/tokens.py
     ├── ApiKeyFileError                     team/api_keys.py
     ├── UnsealError                         team/sealing.py
-    └── AuditWriteError                     team/audit.py
+    ├── AuditWriteError                     team/audit.py
+    ├── SignInFailed                        team/ui_signin.py
+    └── TeamUiActionError                   team/ui_fleet.py
 
 Not errors, and so outside the tree: ``_Stopped`` (daemon_client/shim.py), which a SIGTERM or
 SIGINT raises in the shim's main thread, derives from ``BaseException`` as

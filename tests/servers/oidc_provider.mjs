@@ -12,6 +12,8 @@
 //   indicators; any loopback http resource is known, so a token for *another* resource can be
 //   had too), carrying `email` and `groups` of the signed-in user;
 // - dynamic client registration is open (what an MCP client uses with nothing configured);
+// - ID tokens carry the claims of the scopes granted (`email`, `groups`), as organisations
+//   configure their provider for a web application's sign-in (the team dashboard's);
 // - sign-in is headless: the login page signs in the user the authorization request names in
 //   `login_hint` (an unknown one gets 400), and consent is granted for what was asked.
 import fs from 'node:fs';
@@ -44,6 +46,7 @@ function configuration() {
     scopes: ['openid', 'offline_access', 'email', 'groups', TOKEN_SCOPE],
     claims: { openid: ['sub'], email: ['email', 'email_verified'], groups: ['groups'] },
     pkce: { required: () => true },
+    conformIdTokenClaims: false,
     features: {
       devInteractions: { enabled: false },
       registration: { enabled: true },

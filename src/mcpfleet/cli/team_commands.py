@@ -64,6 +64,12 @@ def team_summary(team: TeamFile) -> dict[str, Any]:
             "file": str(team.audit.file) if team.audit.file is not None else None,
             "on_failure": "closed" if team.audit.fail_closed else "open",
         },
+        "ui": None
+        if team.ui is None
+        else {
+            "client_id": team.ui.client_id,
+            "admins": {"users": list(team.ui.admin_users), "groups": list(team.ui.admin_groups)},
+        },
     }
 
 
@@ -85,6 +91,12 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
         if summary["shared"]
         else "  no state.redis: one replica only (limits counted in its memory)",
     ]
+    ui = summary["ui"]
+    if ui is None:
+        lines.append("  no ui: block, so no dashboard at /ui")
+    else:
+        admins = [*ui["admins"]["users"], *(f"group {group}" for group in ui["admins"]["groups"])]
+        lines.append(f"  dashboard at /ui for {', '.join(admins)} (client {ui['client_id']})")
     if summary["policies"] == 0:
         lines.append("  warning: no policies, so every tool is denied to everyone")
     return lines

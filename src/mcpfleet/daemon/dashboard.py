@@ -146,29 +146,9 @@ class DaemonFleet:
         return found
 
     def withheld(self) -> list[WithheldChange]:
-        from mcpfleet.config.pins import PinStore, pin_key
-        from mcpfleet.reports.pins import definition_diff, withheld_document
+        from mcpfleet.dashboard.withheld import withheld_changes
 
-        store = PinStore()
-        changes: list[WithheldChange] = []
-        for key, _, manager, name in self._held():
-            config, source = manager.get_server_config(name), manager.get_source(name)
-            if config is None or not manager.withheld_tools():
-                continue
-            document = withheld_document({name: pin_key(config, source)}, store)
-            changes.extend(
-                WithheldChange(
-                    key,
-                    row["server"],
-                    row["tool"],
-                    row["reason"],
-                    definition_diff(row["approved"], row["current"]),
-                    [f"[{warning['rule']}] {warning['text']}" for warning in row["warnings"]],
-                )
-                for row in document["withheld"]
-            )
-        # A changed tool first: what was approved now says something else.
-        return sorted(changes, key=lambda change: (change.reason != "changed", change.server, change.tool))
+        return withheld_changes((key, manager, name) for key, _, manager, name in self._held())
 
     @asynccontextmanager
     async def hold(self) -> AsyncIterator[None]:
@@ -236,7 +216,7 @@ class DaemonFleet:
         written = await anyio.to_thread.run_sync(lambda: set_server_enabled(name, False, project_root=root))
         return f"disabled {name} (recorded in {written}); `mcpfleet enable {name}` undoes it"
 
-    async def call(self, key: str, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    async def call(self, key: str, tool: str, arguments: dict[str, Any], session: object) -> dict[str, Any]:
         from mcpfleet.reports.tools import call_document
 
         _, manager, name = self._find(key)

@@ -30,7 +30,6 @@ from mcpfleet.dashboard.access import (
     METRICS_PATH,
     SESSION_COOKIE,
     Access,
-    DashboardSession,
     require_csrf,
 )
 from mcpfleet.dashboard.forms import ArgumentError, arguments_from, form_fields
@@ -45,8 +44,10 @@ CONTENT_SECURITY_POLICY = (
 tool's result come as ``data:`` URLs."""
 
 
-def templates(root: str) -> jinja2.Environment:
-    """The pages' templates; ``root`` is the secret path every address of theirs starts with."""
+def templates(root: str, *, team: bool = False) -> jinja2.Environment:
+    """The pages' templates; ``root`` is the path every address of theirs starts with (the
+    daemon's secret one, or a team gateway's ``/ui``); ``team``: a team gateway's pages, which
+    add the audit log and speak of the team file rather than of projects."""
     environment = jinja2.Environment(
         loader=jinja2.PackageLoader("mcpfleet.dashboard", "templates"),
         autoescape=True,
@@ -56,6 +57,7 @@ def templates(root: str) -> jinja2.Environment:
     environment.filters["pretty_json"] = lambda value: json.dumps(value, indent=2, ensure_ascii=False)
     environment.globals["grouped"] = grouped
     environment.globals["root"] = root
+    environment.globals["team"] = team
     return environment
 
 
@@ -63,7 +65,9 @@ def grouped(rows: list[BackendRow]) -> list[tuple[str, list[BackendRow]]]:
     """The fleet's backends by where they run: the user's shared ones, then each project's."""
     groups: dict[str, list[BackendRow]] = {}
     for row in rows:
-        if row.share == "user":
+        if row.share == "team":
+            title = "the team file's servers, shared by every user"
+        elif row.share == "user":
             title = "shared by every session (user servers)"
         elif row.share == "project":
             title = f"project {row.project}"
@@ -74,18 +78,20 @@ def grouped(rows: list[BackendRow]) -> list[tuple[str, list[BackendRow]]]:
 
 
 class Pages:
-    """The routes, over one fleet and its access records."""
+    """The routes under ``root``, over one fleet; who may use them is decided in front of them
+    (``access.AccessGate`` for the daemon's, ``team.ui_access`` for a team gateway's), which puts
+    the session (anything with a ``csrf``) in the scope's ``state["dashboard_session"]``."""
 
-    def __init__(self, source: FleetSource, access: Access) -> None:
+    def __init__(self, source: FleetSource, environment: jinja2.Environment) -> None:
         self.source = source
-        self.access = access
-        self.root = access.root
-        self.templates = templates(self.root)
+        self.templates = environment
+        self.root: str = environment.globals["root"]  # type: ignore[assignment]
 
     def render(self, request: Request, name: str, status_code: int = 200, **context: Any) -> HTMLResponse:
         session = request.scope["state"]["dashboard_session"]
         page = self.templates.get_template(name).render(
             csrf=session.csrf if session is not None else "",
+            signed_in=getattr(session, "name", None),
             said=request.query_params.get("said", ""),
             page=name.removesuffix(".html"),
             **context,
@@ -95,23 +101,6 @@ class Pages:
         response.headers["cache-control"] = "no-store"
         # Not "no-referrer": a form posted under it says ``Origin: null``, which the gate refuses.
         response.headers["referrer-policy"] = "same-origin"
-        return response
-
-    # -- signing in ---------------------------------------------------------------------------------
-
-    async def login(self, request: Request) -> Response:
-        session = self.access.redeem(request.query_params.get("token", ""))
-        if session is None:
-            return Response(
-                "this login link was used already or has expired: run `mcpfleet ui` for a new one",
-                status_code=401,
-                media_type="text/plain",
-            )
-        response = RedirectResponse(f"{self.root}/", status_code=303)
-        response.set_cookie(
-            SESSION_COOKIE, session.id, httponly=True, samesite="strict", path=f"{self.root}/"
-        )
-        response.headers["referrer-policy"] = "no-referrer"
         return response
 
     # -- pages --------------------------------------------------------------------------------------
@@ -169,8 +158,8 @@ class Pages:
 
     # -- actions ------------------------------------------------------------------------------------
 
-    async def _form(self, request: Request) -> tuple[DashboardSession, Mapping[str, Any]] | Response:
-        session: DashboardSession = request.scope["state"]["dashboard_session"]
+    async def _form(self, request: Request) -> tuple[Any, Mapping[str, Any]] | Response:
+        session = request.scope["state"]["dashboard_session"]
         form = await request.form()
         if not require_csrf(session, form.get("csrf")):
             return Response("the form's CSRF token is not this session's", status_code=403)
@@ -223,7 +212,7 @@ class Pages:
         taken = await self._form(request)
         if isinstance(taken, Response):
             return taken
-        _, form = taken
+        session, form = taken
         detail = self.source.server(request.query_params.get("server", ""))
         wanted = request.query_params.get("tool")
         tool = next((tool for tool in detail.tools if tool.name == wanted), None) if detail else None
@@ -231,38 +220,64 @@ class Pages:
             return await self._playground(request, None, form, "no such server or tool any more")
         try:
             arguments = arguments_from(form_fields(tool.input_schema), form)
-            result = await self.source.call(detail.row.key, tool.name, arguments)
+            result = await self.source.call(detail.row.key, tool.name, arguments, session)
         except (ArgumentError, MCPFleetError) as error:
             return await self._playground(request, None, form, str(error))
         return await self._playground(request, result, form)
 
+    def routes(self) -> list[Route | Mount]:
+        """Every page, action, event stream and static file, relative to ``root``."""
+        from mcpfleet.dashboard.live import LiveStreams
 
-def dashboard_app(source: FleetSource, access: Access) -> Starlette:
-    """The dashboard's routes (``AccessGate`` goes in front of them, ``server.py``)."""
-    from mcpfleet.dashboard.live import LiveStreams
-
-    pages = Pages(source, access)
-    live = LiveStreams(source, pages.templates)
-    static = StaticFiles(directory=str(resources.files("mcpfleet.dashboard") / "static"))
-    routes = Mount(
-        access.root,
-        routes=[
-            Route(LOGIN_PATH, pages.login),
-            Route("/", pages.fleet),
-            Route("/servers/{key}", pages.server),
-            Route("/servers/{key}/{action}", pages.act, methods=["POST"]),
-            Route("/approvals", pages.approvals),
-            Route("/approvals/server", pages.approve_server, methods=["POST"]),
-            Route("/approvals/tools", pages.approve_tools, methods=["POST"]),
-            Route("/playground", pages.playground),
-            Route("/playground", pages.call, methods=["POST"]),
-            Route("/plots", pages.plots),
+        live = LiveStreams(self.source, self.templates)
+        static = StaticFiles(directory=str(resources.files("mcpfleet.dashboard") / "static"))
+        return [
+            Route("/", self.fleet),
+            Route("/servers/{key}", self.server),
+            Route("/servers/{key}/{action}", self.act, methods=["POST"]),
+            Route("/approvals", self.approvals),
+            Route("/approvals/server", self.approve_server, methods=["POST"]),
+            Route("/approvals/tools", self.approve_tools, methods=["POST"]),
+            Route("/playground", self.playground),
+            Route("/playground", self.call, methods=["POST"]),
+            Route("/plots", self.plots),
             Route("/events/fleet", live.fleet),
             Route("/events/servers/{key}", live.server),
             Route("/events/approvals", live.approvals),
             Route(METRICS_PATH, metrics_endpoint(), methods=["GET", "HEAD"]),
             Mount("/static", app=static),
-        ],
+        ]
+
+
+class LocalLogin:
+    """The daemon's dashboard's one-time login link (``access.Access``)."""
+
+    def __init__(self, access: Access) -> None:
+        self.access = access
+        self.root = access.root
+
+    async def login(self, request: Request) -> Response:
+        session = self.access.redeem(request.query_params.get("token", ""))
+        if session is None:
+            return Response(
+                "this login link was used already or has expired: run `mcpfleet ui` for a new one",
+                status_code=401,
+                media_type="text/plain",
+            )
+        response = RedirectResponse(f"{self.root}/", status_code=303)
+        response.set_cookie(
+            SESSION_COOKIE, session.id, httponly=True, samesite="strict", path=f"{self.root}/"
+        )
+        response.headers["referrer-policy"] = "no-referrer"
+        return response
+
+
+def dashboard_app(source: FleetSource, access: Access) -> Starlette:
+    """The daemon's dashboard's routes (``AccessGate`` goes in front of them, ``server.py``)."""
+    pages = Pages(source, templates(access.root))
+    routes = Mount(
+        access.root,
+        routes=[Route(LOGIN_PATH, LocalLogin(access).login), *pages.routes()],
     )
     return Starlette(routes=[routes])
 

@@ -1,5 +1,6 @@
 """What the dashboard shows and does, as a protocol its owner implements (the daemon's
-``daemon.dashboard.DaemonFleet``; a team gateway's next), and the records it reads.
+``daemon.dashboard.DaemonFleet``; a team gateway's ``team.ui_fleet.TeamFleetSource``), and the
+records it reads.
 
 The pages only read these records and call these methods: what a fleet is, who shares which
 backend, how an approval is written, stay their owner's, done by the same functions its
@@ -132,6 +133,7 @@ class FleetSource(Protocol):
 
     async def disable(self, key: str) -> str: ...
 
-    async def call(self, key: str, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
-        """The ``call --json`` document of one call of ``tool`` on that backend."""
+    async def call(self, key: str, tool: str, arguments: dict[str, Any], session: object) -> dict[str, Any]:
+        """The ``call --json`` document of one call of ``tool`` on that backend, made for the
+        signed-in ``session`` (a team gateway calls as that admin: policy and audit apply)."""
         ...

@@ -125,6 +125,7 @@ class IssuerKeys:
         self.fetch_timeout_s = fetch_timeout_s
         self._clock = clock
         self._jwks_uri: str | None = None
+        self._metadata: dict[str, Any] | None = None
         self._key_set: _KeySet | None = None
         self._last_attempt: float | None = None
         self._last_error: IssuerUnavailable | None = None
@@ -163,6 +164,18 @@ class IssuerKeys:
                 ) from None
             key_set.built[(kid or "", alg)] = built
         return built
+
+    async def provider_metadata(self) -> dict[str, Any]:
+        """The issuer's discovery document (``IssuerUnavailable`` when it cannot be had): fetched
+        once, with the first key set or for this, and kept (the dashboard's sign-in reads its
+        ``authorization_endpoint`` and ``token_endpoint``)."""
+        async with self._lock:
+            if self._metadata is None:
+                timeout = httpx2.Timeout(self.fetch_timeout_s)
+                async with httpx2.AsyncClient(timeout=timeout, follow_redirects=False) as http:
+                    self._jwks_uri = await self._discover(http)
+            assert self._metadata is not None
+            return self._metadata
 
     async def check(self) -> None:
         """Have a key set now (``IssuerUnavailable`` when none can be had)."""
@@ -238,6 +251,7 @@ class IssuerKeys:
                     f"{url}: the discovery document has no jwks_uri; the issuer publishes no keys"
                 )
             check_issuer_url(jwks_uri)  # https, or http on loopback, as for the issuer itself
+            self._metadata = document
             return jwks_uri
         raise IssuerUnavailable("; ".join(tried))
 

@@ -35,12 +35,14 @@ from mcpfleet.redaction import remember_secret
 from mcpfleet.team.model import (
     DEFAULT_DRAIN_TIMEOUT_S,
     DEFAULT_GROUPS_CLAIM,
+    DEFAULT_UI_SCOPES,
     AuditSettings,
     IdentitySettings,
     Limits,
     Policy,
     StateSettings,
     TeamFile,
+    UiSettings,
 )
 from mcpfleet.team.stores import DEFAULT_SQLITE_NAME
 
@@ -50,13 +52,26 @@ MAX_DRAIN_TIMEOUT_S = 3600.0
 
 _VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 _TOP_LEVEL = frozenset(
-    {"public_url", "servers", "identity", "policies", "state", "limits", "audit", "metrics", "drain_timeout"}
+    {
+        "public_url",
+        "servers",
+        "identity",
+        "policies",
+        "state",
+        "limits",
+        "audit",
+        "metrics",
+        "drain_timeout",
+        "ui",
+    }
 )
 _IDENTITY_KEYS = frozenset({"issuer", "audience", "groups_claim", "api_keys", "scopes"})
 _POLICY_KEYS = frozenset({"name", "users", "groups", "allow", "deny"})
 _STATE_KEYS = frozenset({"sqlite", "postgres", "redis"})
 _AUDIT_KEYS = frozenset({"store", "file", "arguments", "on_failure", "sync"})
 _LIMITS_KEYS = frozenset({"per_user", "per_tool"})
+_UI_KEYS = frozenset({"admins", "client_id", "client_secret", "scopes"})
+_ADMINS_KEYS = frozenset({"users", "groups"})
 _LOOPBACK_NAMES = frozenset({"localhost", "localhost.localdomain"})
 
 
@@ -153,6 +168,7 @@ class _Reader:
             limits=self.limits(document.get("limits")),
             metrics=metrics,
             drain_timeout_s=self.drain_timeout(document.get("drain_timeout", DEFAULT_DRAIN_TIMEOUT_S)),
+            ui=self.ui(document.get("ui")),
         )
 
     def substituted(self, value: Any, key: str) -> Any:
@@ -328,6 +344,47 @@ class _Reader:
             arguments=self.boolean(value.get("arguments", False), "audit.arguments"),
             fail_closed=on_failure == "closed",
             sync="each" if sync == "each" else "background",
+        )
+
+    def ui(self, value: Any) -> UiSettings | None:
+        """``ui:`` (absent: no dashboard), whose admins must name somebody."""
+        if value is None:
+            return None
+        example = "{client_id: mcpfleet-ui, client_secret: ${UI_CLIENT_SECRET}, admins: {groups: [platform]}}"
+        if not isinstance(value, dict):
+            raise self.fail("ui", f"must be a mapping such as {example}")
+        self.known_keys(value, _UI_KEYS, "ui")
+        if "client_id" not in value:
+            raise self.fail(
+                "ui.client_id",
+                "required: the client id the identity provider gave the gateway's registration "
+                "(its redirect URI is <public_url's origin>/ui/callback)",
+            )
+        admins = value.get("admins")
+        if not isinstance(admins, dict):
+            raise self.fail(
+                "ui.admins",
+                "required: who may open /ui, e.g. {groups: [platform], users: [alice@example.com]}",
+            )
+        self.known_keys(admins, _ADMINS_KEYS, "ui.admins")
+        users = self.names(admins.get("users"), "ui.admins.users") or ()
+        groups = self.names(admins.get("groups"), "ui.admins.groups") or ()
+        if not users and not groups:
+            raise self.fail(
+                "ui.admins", "names nobody: list the admins' groups or users, e.g. {groups: [platform]}"
+            )
+        secret = value.get("client_secret")
+        scopes = self.scopes(value.get("scopes", list(DEFAULT_UI_SCOPES)), "ui.scopes")
+        if "openid" not in scopes:
+            raise self.fail(
+                "ui.scopes", "must include openid (the sign-in is OpenID Connect), e.g. [openid, email]"
+            )
+        return UiSettings(
+            scopes=scopes,
+            client_id=self.string(value["client_id"], "ui.client_id"),
+            admin_users=users,
+            admin_groups=groups,
+            client_secret=None if secret is None else self.string(secret, "ui.client_secret"),
         )
 
     def drain_timeout(self, value: Any) -> float:

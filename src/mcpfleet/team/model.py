@@ -1,7 +1,7 @@
 """The team file (``mcpfleet serve --team FILE``) as typed records.
 
 The shape is the contract of DESIGN.md, "Team mode": ``public_url``, ``servers``,
-``identity``, ``policies``, ``state``, ``limits``, ``audit``, ``metrics``, ``drain_timeout``. These
+``identity``, ``policies``, ``state``, ``limits``, ``audit``, ``metrics``, ``drain_timeout``, ``ui``. These
 records are what the loader (``team.loading``) builds from JSON or YAML after ``${VAR}`` substitution and path
 resolution (relative paths against the file's folder), and what every other team module
 reads; they hold no behaviour beyond small derived values.
@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 DEFAULT_GROUPS_CLAIM = "groups"
+DEFAULT_UI_SCOPES = ("openid", "email")
 DEFAULT_DRAIN_TIMEOUT_S = 30.0
 """How long calls in flight get to finish once a replica is told to stop (``drain_timeout``)."""
 
@@ -103,6 +104,26 @@ class AuditSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class UiSettings:
+    """``ui:``: the dashboard at ``/ui``, for the admins, signed in through ``identity.issuer``.
+
+    The gateway is a client of the identity provider for this (OpenID Connect's authorization
+    code flow with PKCE): registered there under ``client_id``, with ``<origin>/ui/callback`` as
+    its redirect URI; ``client_secret`` is that registration's secret (``${VAR}``), or ``None``
+    for a public client."""
+
+    client_id: str
+    admin_users: tuple[str, ...] = ()
+    """Matched as policies' ``users:`` are: the ``email`` claim when present, else ``sub``."""
+    admin_groups: tuple[str, ...] = ()
+    """Matched against the groups ``identity.groups_claim`` lists."""
+    client_secret: str | None = None
+    scopes: tuple[str, ...] = DEFAULT_UI_SCOPES
+    """What the sign-in asks for: ``openid`` and what puts ``email`` and the groups in the ID
+    token at this provider (Okta: ``groups``; Entra ID sends groups by its token configuration)."""
+
+
+@dataclass(frozen=True, slots=True)
 class TeamFile:
     """A loaded, validated team file."""
 
@@ -119,6 +140,8 @@ class TeamFile:
     metrics: Literal["private", "public"] = "private"
     drain_timeout_s: float = DEFAULT_DRAIN_TIMEOUT_S
     """``drain_timeout``: after SIGTERM, the seconds calls in flight get to finish before they are cut."""
+    ui: UiSettings | None = None
+    """``None``: no ``ui:`` block, and ``/ui`` answers 404 saying how to enable it."""
 
     def per_user_servers(self) -> frozenset[str]:
         """The servers whose calls use the caller's own upstream credentials."""

@@ -35,7 +35,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from mcpfleet.redaction import REDACTED, redact_text, remember_secret
 from mcpfleet.team.schema import VERSIONS_TABLE, migrations, pending
-from mcpfleet.team.state import AuditRecord, Outcome, TeamStateError
+from mcpfleet.team.state import AuditQuery, AuditRecord, Outcome, TeamStateError
 from mcpfleet.team.state_encoding import arguments_from_text, audit_values, storable_text, utc
 
 logger = logging.getLogger(__name__)
@@ -198,6 +198,22 @@ class PostgresTeamState:
 
         async def select(connection: _Connection) -> list[tuple[Any, ...]]:
             cursor = await connection.execute(query, parameters)
+            return await cursor.fetchall()
+
+        rows = await self._run("reading the audit log", select)
+        return [_audit_record(row) for row in rows]
+
+    async def audit_page(self, query: AuditQuery) -> list[AuditRecord]:
+        conditions, parameters = query.conditions("%s", "time")
+        parameters = [storable_text(value) for value in parameters]
+        parameters += [utc(bound) for bound in (query.since, query.until) if bound is not None]
+        where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
+        parameters += [query.bounded_limit, max(query.offset, 0)]
+        order = "ORDER BY time DESC, id DESC LIMIT %s OFFSET %s"
+        statement = f"SELECT {_AUDIT_COLUMNS} FROM audit_records{where} {order}"
+
+        async def select(connection: _Connection) -> list[tuple[Any, ...]]:
+            cursor = await connection.execute(statement, parameters)
             return await cursor.fetchall()
 
         rows = await self._run("reading the audit log", select)

@@ -29,8 +29,9 @@ which puts each request's ``Principal`` in its scope. ``TeamGateway.around(drain
 front of the SDK's MCP application (``serve_http``'s ``around``): ``/healthz`` and ``/readyz``
 (``team.health``: ready when not draining, the state and the issuer answer and the servers have
 settled), then, when a server is per-user, the pages where users connect their own accounts
-(``connect_pages``). The guard refuses any request that reaches the MCP endpoint without a
-principal.
+(``connect_pages``), and in front of all of them the dashboard at ``/ui`` (``team.ui_layer``),
+which signs its admins in through the identity provider itself. The guard refuses any request
+that reaches the MCP endpoint without a principal.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ from typing import TYPE_CHECKING
 
 import anyio
 
+from mcpfleet.dashboard.source import CallLog
 from mcpfleet.gateway.assembly import GatewayOptions, open_gateway
 from mcpfleet.gateway.guard import ALLOWED, CallOutcome, GuardedRequest, Permit, RequestGuard
 from mcpfleet.team.audit import AuditLog
@@ -57,8 +59,10 @@ from mcpfleet.team.loading import server_configs
 from mcpfleet.team.metrics import record_for_metrics
 from mcpfleet.team.principal import principal_of_scope
 from mcpfleet.team.replicas import ReplicaLink
+from mcpfleet.team.sealing import Sealer
 from mcpfleet.team.shared import LocalShared, TeamShared
 from mcpfleet.team.stores import open_team_state
+from mcpfleet.team.ui_fleet import PlotHooks
 
 if TYPE_CHECKING:
     from starlette.types import ASGIApp, Scope
@@ -90,6 +94,12 @@ class TeamGateway:
     state: TeamState
     credentials: PerUserCredentials | None
     shared: TeamShared
+    request_guard: RequestGuard
+    """The guard the gateway asks (audit around ``guard``): the dashboard's playground calls through it."""
+    calls: CallLog
+    """The calls this replica served, for the dashboard's plots (``team.ui_fleet.PlotHooks``)."""
+    sealer: Sealer | None
+    """The team key's sealer, when per-user credentials or the dashboard need one."""
 
     @property
     def event_store(self) -> StreamEventStore:
@@ -112,9 +122,13 @@ class TeamGateway:
     @property
     def admission(self) -> Admission:
         """The identity check every request passes before it is served (see the module)."""
-        admit = self.identity.admit
+        from mcpfleet.team.ui_layer import ui_admission
+
+        admit: Admission = self.identity.admit
         # A browser opening a connect link carries its pass (or then its cookie), not a token.
-        return self.credentials.passes.admission(admit) if self.credentials is not None else admit
+        if self.credentials is not None:
+            admit = self.credentials.passes.admission(admit)
+        return ui_admission(admit)  # the dashboard signs its admins in itself
 
     @property
     def connect_pages(self) -> Callable[[ASGIApp], ASGIApp] | None:
@@ -148,12 +162,20 @@ class TeamGateway:
         when a server is per-user."""
         from mcpfleet.team.health import HealthRoutes
         from mcpfleet.team.metrics import with_metrics
+        from mcpfleet.team.ui_fleet import TeamFleetSource
+        from mcpfleet.team.ui_layer import UiLayer
+        from mcpfleet.team.ui_signin import UiSignIn
 
         readiness = self.readiness(drain)
         pages = with_metrics(self.connect_pages)
+        live = self.live
+        source = TeamFleetSource(self.fleet, self.request_guard, self.gateway.sessions, self.calls)
+        keys = self.identity.tokens.keys
+        sign_in = UiSignIn(lambda: live.current, keys, self.sealer) if self.sealer is not None else None
 
         def wrap(app: ASGIApp) -> ASGIApp:
-            return HealthRoutes(pages(app), readiness)
+            ui = UiLayer(pages(app), lambda: live.current, source, self.state, sign_in)
+            return HealthRoutes(ui, readiness)
 
         return wrap
 
@@ -202,9 +224,11 @@ async def open_team_gateway(
         state = await open_team_state(team.state, sync_each_write=team.audit.sync == "each")
         stack.push_async_callback(state.aclose)
         shared = await _shared_state(stack, team)
-        credentials = await _per_user_credentials(stack, team, state)
+        sealer = _team_sealer(team)
+        credentials = await _per_user_credentials(stack, team, state, sealer)
         limits = LimitHooks(team.limits, shared)
-        hooks: list[CallHooks] = [limits]
+        calls = CallLog()
+        hooks: list[CallHooks] = [limits, PlotHooks(calls)]
         if credentials is not None:
             hooks.append(PerUserHooks(credentials))
         guard = TeamGuard(team.policies, hooks)
@@ -236,7 +260,7 @@ async def open_team_gateway(
 
         live.follow(apply)
         ReplicaLink(shared, fleet, live).start()
-        served = TeamGateway(gateway, guard, live, fleet, state, credentials, shared)
+        served = TeamGateway(gateway, guard, live, fleet, state, credentials, shared, audited, calls, sealer)
         task_group = await stack.enter_async_context(anyio.create_task_group())
         task_group.start_soon(live.watch, name="mcpfleet team file watcher")
         task_group.start_soon(served.identity.tokens.keys.keep_fetching, name="mcpfleet issuer keys")
@@ -259,20 +283,37 @@ async def _shared_state(stack: AsyncExitStack, team: TeamFile) -> TeamShared:
     return shared
 
 
+def _team_sealer(team: TeamFile) -> Sealer | None:
+    """The sealer of ``MCPFLEET_TEAM_KEY`` when per-user servers or the dashboard (``ui:``) need
+    one (``TeamKeyError`` when it is missing then); the variable is taken out of the environment
+    either way, before any backend inherits it."""
+    from mcpfleet.team.sealing import TEAM_KEY_VARIABLE, TeamKeyError
+
+    try:
+        if team.per_user_servers():
+            return Sealer.from_environment()
+        if team.ui is not None:
+            try:
+                return Sealer.from_environment()
+            except TeamKeyError as error:
+                raise TeamKeyError(
+                    f"the team file's ui: seals the dashboard's sessions with it: {error}"
+                ) from None
+        return None
+    finally:
+        os.environ.pop(TEAM_KEY_VARIABLE, None)  # no backend's business either way
+
+
 async def _per_user_credentials(
-    stack: AsyncExitStack, team: TeamFile, state: TeamState
+    stack: AsyncExitStack, team: TeamFile, state: TeamState, sealer: Sealer | None
 ) -> PerUserCredentials | None:
     """The per-user credentials of ``team``'s per-user servers, if it has any."""
-    from mcpfleet.team.sealing import TEAM_KEY_VARIABLE, Sealer
-
     per_user = team.per_user_servers()
     if not per_user:
-        os.environ.pop(TEAM_KEY_VARIABLE, None)  # no backend's business either way
         return None
+    assert sealer is not None  # made for them (``_team_sealer``)
     from mcpfleet.team.per_user import PerUserCredentials
 
-    sealer = Sealer.from_environment()
-    os.environ.pop(TEAM_KEY_VARIABLE, None)
     configs = {name: config for name, config in server_configs(team).items() if name in per_user}
     return await stack.enter_async_context(
         PerUserCredentials.running(state, sealer, configs, public_url=team.public_url, cwd=team.path.parent)

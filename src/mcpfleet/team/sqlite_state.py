@@ -39,7 +39,7 @@ import anyio.to_thread
 
 from mcpfleet.team.grouped_writes import GroupedWrites
 from mcpfleet.team.schema import VERSIONS_TABLE, migrations, pending
-from mcpfleet.team.state import AuditRecord, Outcome, TeamStateError
+from mcpfleet.team.state import AuditQuery, AuditRecord, Outcome, TeamStateError
 from mcpfleet.team.state_encoding import (
     arguments_from_text,
     audit_values,
@@ -139,6 +139,19 @@ class SQLiteTeamState:
         query = f"SELECT {_AUDIT_COLUMNS} FROM audit_records {where}ORDER BY time_us, id LIMIT ?"
         rows = await self._run(
             "reading the audit log", lambda connection: connection.execute(query, parameters).fetchall()
+        )
+        return [_audit_record(row) for row in rows]
+
+    async def audit_page(self, query: AuditQuery) -> list[AuditRecord]:
+        conditions, parameters = query.conditions("?", "time_us")
+        parameters = [storable_text(value) for value in parameters]
+        parameters += [to_epoch_us(bound) for bound in (query.since, query.until) if bound is not None]
+        where = f"WHERE {' AND '.join(conditions)} " if conditions else ""
+        parameters += [query.bounded_limit, max(query.offset, 0)]
+        order = "ORDER BY time_us DESC, id DESC LIMIT ? OFFSET ?"
+        statement = f"SELECT {_AUDIT_COLUMNS} FROM audit_records {where}{order}"
+        rows = await self._run(
+            "reading the audit log", lambda connection: connection.execute(statement, parameters).fetchall()
         )
         return [_audit_record(row) for row in rows]
 

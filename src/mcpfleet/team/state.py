@@ -37,6 +37,47 @@ class AuditRecord:
     """The values themselves, only when ``audit: {arguments: true}``."""
 
 
+MAX_AUDIT_PAGE = 200
+"""The most records one ``audit_page`` returns: a page is read whole into memory."""
+
+
+@dataclass(frozen=True, slots=True)
+class AuditQuery:
+    """Which records the dashboard's audit page asks for: each filter set narrows them, newest
+    first, ``limit`` of them (at most ``MAX_AUDIT_PAGE``) after skipping ``offset``."""
+
+    user: str | None = None
+    server: str | None = None
+    tool: str | None = None
+    outcome: Outcome | None = None
+    since: datetime | None = None
+    """From this time on (included)."""
+    until: datetime | None = None
+    """Before this time (excluded)."""
+    limit: int = 50
+    offset: int = 0
+
+    def conditions(self, placeholder: str, time_column: str) -> tuple[list[str], list[Any]]:
+        """The SQL conditions and their parameters in order, without the time bounds' values
+        (each store encodes a time its own way: ``since`` then ``until`` come last, when set)."""
+        columns = (("user_subject", self.user), ("server", self.server), ("tool", self.tool))
+        conditions: list[str] = []
+        parameters: list[Any] = []
+        for column, value in (*columns, ("outcome", self.outcome)):
+            if value is not None:
+                conditions.append(f"{column} = {placeholder}")
+                parameters.append(value)
+        if self.since is not None:
+            conditions.append(f"{time_column} >= {placeholder}")
+        if self.until is not None:
+            conditions.append(f"{time_column} < {placeholder}")
+        return conditions, parameters
+
+    @property
+    def bounded_limit(self) -> int:
+        return min(max(self.limit, 0), MAX_AUDIT_PAGE)
+
+
 class TeamStateError(MCPFleetError):
     """The state store could not be reached, read or written (the message names the store)."""
 
@@ -54,6 +95,9 @@ class TeamState(Protocol):
         self, *, user: str | None = None, since: datetime | None = None, limit: int | None = None
     ) -> list[AuditRecord]:
         """Records, oldest first, of one user (or all) from ``since`` on."""
+
+    async def audit_page(self, query: AuditQuery) -> list[AuditRecord]:
+        """The records ``query`` selects, newest first (the dashboard's audit log)."""
 
     async def put_credential(self, user: str, server: str, sealed: bytes) -> None:
         """Keep (or replace) the sealed upstream credentials of ``user`` for ``server``."""

@@ -122,6 +122,16 @@ class JwtVerifier:
             raise TokenRejected(f"the token cannot be read as a JWT ({error})") from None
 
     def _principal(self, claims: dict[str, Any]) -> Principal:
+        found = [claim for claim in ID_TOKEN_CLAIMS if claim in claims]
+        principal = self.principal_of_claims(claims, self.settings.groups_claim)
+        if found:
+            raise TokenRejected(f"the token is an ID token (it has {found[0]!r}): send an access token")
+        return principal
+
+    @staticmethod
+    def principal_of_claims(claims: dict[str, Any], groups_claim: str) -> Principal:
+        """Who verified claims name (an access token's, or the dashboard's ID token's): ``sub``
+        (not a service account's), ``email`` unless unverified, the groups of ``groups_claim``."""
         subject = claims.get("sub")
         if not isinstance(subject, str) or not subject:
             raise TokenRejected("the token's sub is not a non-empty string")
@@ -129,13 +139,10 @@ class JwtVerifier:
             raise TokenRejected(
                 f"the token's sub starts with {SERVICE_SUBJECT_PREFIX!r}, which names service accounts"
             )
-        found = [claim for claim in ID_TOKEN_CLAIMS if claim in claims]
-        if found:
-            raise TokenRejected(f"the token is an ID token (it has {found[0]!r}): send an access token")
         email = claims.get("email")
         if not isinstance(email, str) or not email or claims.get("email_verified") is False:
             email = None
-        return Principal(subject=subject, email=email, groups=_groups(claims.get(self.settings.groups_claim)))
+        return Principal(subject=subject, email=email, groups=_groups(claims.get(groups_claim)))
 
 
 def _groups(value: object) -> frozenset[str]:

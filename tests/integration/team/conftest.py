@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+from tests.integration.daemon.conftest import browser, page  # noqa: F401  (the dashboard's browser)
+from tests.integration.daemon.test_dashboard_browser import other_site  # noqa: F401  (a hostile site)
 from tests.integration.gateway.test_gateway_real_clients import require_tool
 from tests.integration.team.identity_provider import (
     NODE22,

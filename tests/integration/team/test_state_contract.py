@@ -14,7 +14,7 @@ import pytest
 from tests.integration.team.state_helpers import BASE_TIME, a_record
 
 from mcpfleet.team.model import StateSettings
-from mcpfleet.team.state import TeamStateError
+from mcpfleet.team.state import MAX_AUDIT_PAGE, AuditQuery, TeamStateError
 from mcpfleet.team.stores import open_team_state
 
 pytestmark = pytest.mark.anyio
@@ -49,6 +49,56 @@ async def test_audit_records_filtered_by_user_and_since(state_settings: StateSet
         assert await state.audit_records(user="alice", since=BASE_TIME + timedelta(seconds=1)) == alice[1:]
         assert await state.audit_records(limit=2) == records[:2]
         assert await state.audit_records(user="bob", limit=0) == []
+    finally:
+        await state.aclose()
+
+
+async def test_an_audit_page_is_newest_first_filtered_and_bounded(state_settings: StateSettings) -> None:
+    state = await open_team_state(state_settings)
+    try:
+        records = [
+            a_record(user=user, seconds=seconds, server=server, tool=tool, outcome=outcome)
+            for seconds, (user, server, tool, outcome) in enumerate(
+                [
+                    ("alice", "github", "create_issue", "ok"),
+                    ("bob", "github", "create_issue", "denied"),
+                    ("alice", "jira", "read_ticket", "error"),
+                    ("alice", "github", "delete_repo", "denied"),
+                    ("bob", "jira", "read_ticket", "ok"),
+                ]
+            )
+        ]
+        for record in records:
+            await state.append_audit(record)
+        newest_first = records[::-1]
+
+        assert await state.audit_page(AuditQuery()) == newest_first
+        assert await state.audit_page(AuditQuery(user="alice")) == [records[3], records[2], records[0]]
+        assert await state.audit_page(AuditQuery(server="jira")) == [records[4], records[2]]
+        assert await state.audit_page(AuditQuery(tool="create_issue", outcome="denied")) == [records[1]]
+        assert await state.audit_page(AuditQuery(outcome="ok", user="bob")) == [records[4]]
+        # ``since`` included, ``until`` excluded.
+        window = AuditQuery(since=BASE_TIME + timedelta(seconds=1), until=BASE_TIME + timedelta(seconds=3))
+        assert await state.audit_page(window) == [records[2], records[1]]
+        assert await state.audit_page(AuditQuery(limit=2)) == newest_first[:2]
+        assert await state.audit_page(AuditQuery(limit=2, offset=2)) == newest_first[2:4]
+        assert await state.audit_page(AuditQuery(limit=2, offset=4)) == newest_first[4:]
+        assert await state.audit_page(AuditQuery(user="nobody")) == []
+        # A filter is a value, never SQL.
+        assert await state.audit_page(AuditQuery(user="alice' OR '1'='1")) == []
+    finally:
+        await state.aclose()
+
+
+async def test_an_audit_page_holds_at_most_its_bound(state_settings: StateSettings) -> None:
+    state = await open_team_state(state_settings)
+    try:
+        for seconds in range(MAX_AUDIT_PAGE + 5):
+            await state.append_audit(a_record(seconds=seconds))
+        page = await state.audit_page(AuditQuery(limit=MAX_AUDIT_PAGE * 10))
+        assert len(page) == MAX_AUDIT_PAGE and page[0].time == BASE_TIME + timedelta(
+            seconds=MAX_AUDIT_PAGE + 4
+        )
     finally:
         await state.aclose()
 

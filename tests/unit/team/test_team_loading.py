@@ -144,6 +144,20 @@ def test_a_variable_with_a_default_and_an_unset_one(tmp_path: Path) -> None:
         ({"limits": {"per_tool": ["github/*"]}}, "limits.per_tool", '{"github/*": 60}'),
         ({"limits": {"per_tool": {"github": 5}}}, 'limits.per_tool."github"', "github/*"),
         ({"limits": {"per_tool": {"github/*": 2.5}}}, 'limits.per_tool."github/*"', "whole number"),
+        ({"ui": True}, "ui", "client_id"),
+        (
+            {"ui": {"admins": {"groups": ["ops"]}}},
+            "ui.client_id",
+            "redirect URI is <public_url's origin>/ui/callback",
+        ),
+        ({"ui": {"client_id": "c"}}, "ui.admins", "required: who may open /ui"),
+        ({"ui": {"client_id": "c", "admins": {}}}, "ui.admins", "names nobody"),
+        ({"ui": {"client_id": "c", "admins": {"groups": []}}}, "ui.admins", "names nobody"),
+        ({"ui": {"client_id": "c", "admins": {"team": ["ops"]}}}, "ui.admins.team", "groups, users"),
+        ({"ui": {"client_id": "c", "admins": {"users": [7]}}}, "ui.admins.users", "list of names"),
+        ({"ui": {"client_id": "", "admins": {"users": ["a"]}}}, "ui.client_id", "non-empty"),
+        ({"ui": {"client_id": "c", "admins": {"users": ["a"]}, "scopes": ["email"]}}, "ui.scopes", "openid"),
+        ({"ui": {"client_id": "c", "admins": {"users": ["a"]}, "secret": "s"}}, "ui.secret", "client_secret"),
     ],
 )
 def test_each_mistake_is_one_line_naming_the_key_and_the_fix(
@@ -151,6 +165,24 @@ def test_each_mistake_is_one_line_naming_the_key_and_the_fix(
 ) -> None:
     message = error_of(write(tmp_path, {**MINIMAL, **change}))
     assert f": {key}: " in message and fix in message
+
+
+def test_a_ui_block_names_its_admins_and_client_and_none_means_no_dashboard(tmp_path: Path) -> None:
+    assert load_team_file(write(tmp_path, MINIMAL), {}).ui is None
+    ui = {"client_id": "mcpfleet-ui", "client_secret": "${UI_SECRET}", "admins": {"groups": "platform"}}
+    team = load_team_file(write(tmp_path, {**MINIMAL, "ui": ui}), {"UI_SECRET": "s3cret-value"})
+    assert team.ui is not None
+    assert (team.ui.client_id, team.ui.client_secret) == ("mcpfleet-ui", "s3cret-value")
+    assert (team.ui.admin_groups, team.ui.admin_users, team.ui.scopes) == (
+        ("platform",),
+        (),
+        ("openid", "email"),
+    )
+    assert redact_text("secret is s3cret-value") != "secret is s3cret-value"
+    done = run_check(write(tmp_path, {**MINIMAL, "ui": ui}), environ={"UI_SECRET": "s3cret-value"})
+    assert done.returncode == 0 and "dashboard at /ui for group platform (client mcpfleet-ui)" in done.stdout
+    unset = run_check(write(tmp_path, {**MINIMAL, "ui": ui}), environ={})
+    assert unset.returncode == 2 and "ui.client_secret" in unset.stderr and "UI_SECRET" in unset.stderr
 
 
 def test_drain_timeout_defaults_to_30_seconds_and_takes_a_number(tmp_path: Path) -> None:

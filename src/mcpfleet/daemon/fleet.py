@@ -56,7 +56,6 @@ from mcpfleet.daemon.discoveries import (
     environment_key,
     key_of,
 )
-from mcpfleet.daemon.memory import process_tree
 from mcpfleet.daemon.routing import RequestRouter
 from mcpfleet.daemon.scopes import Scope, Wanted, place
 from mcpfleet.daemon.sharing import PER_SESSION_FILE, PerSessionServers, assign
@@ -64,6 +63,7 @@ from mcpfleet.daemon.view import FleetView, Route
 from mcpfleet.errors import Failure
 from mcpfleet.fleet import settings as defaults
 from mcpfleet.fleet.cache import MCPToolCache
+from mcpfleet.fleet.memory import process_tree
 from mcpfleet.fleet.registry import Phase
 from mcpfleet.fleet.startup import StartupReport
 

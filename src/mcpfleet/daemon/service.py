@@ -68,11 +68,11 @@ import anyio.to_thread
 from mcpfleet import __version__
 from mcpfleet.contract import wire
 from mcpfleet.daemon.dashboard import DaemonDashboard
-from mcpfleet.daemon.memory import process_tree, resident_bytes
 from mcpfleet.daemon.socket_io import receive, send_all
 from mcpfleet.daemon_client import paths
 from mcpfleet.daemon_client.peer import peer_credentials
 from mcpfleet.errors import ConfigError, DaemonError, first_leaf
+from mcpfleet.fleet.memory import process_tree, resident_bytes
 
 if TYPE_CHECKING:
     from mcpfleet.config.profiles import DaemonSettings

@@ -84,7 +84,7 @@ class TeamFleetSource:
         return sorted(self.fleet.get_all_server_names())
 
     def _row(self, name: str) -> BackendRow:
-        from mcpfleet.daemon.memory import process_tree
+        from mcpfleet.fleet.memory import process_tree
 
         state = self.fleet.get_server_state(name)
         tree = process_tree(state.pid) if state.pid is not None else None

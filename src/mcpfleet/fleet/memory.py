@@ -1,4 +1,5 @@
-"""What the daemon's processes are and cost in memory, for ``daemon status`` (Linux ``/proc``).
+"""What a fleet's processes are and cost in memory, for ``daemon status`` and the dashboards
+(Linux ``/proc``).
 
 The daemon counts itself alone (``resident_bytes``: its servers have rows of their own) and
 each server with the processes it started (``process_tree``: an ``npx`` wrapper is ``npm

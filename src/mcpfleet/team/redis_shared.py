@@ -74,6 +74,7 @@ REPLAY_WAIT_S = 5 * 60
 """How long a resumed stream waits for the answer of a call another replica is still running."""
 CONNECT_TIMEOUT_S = 5.0
 RETRIES = 3
+RESUBSCRIBE_MIN_PAUSE_S = 0.1
 RESUBSCRIBE_MAX_PAUSE_S = 5.0
 _MESSAGE = TypeAdapter(JSONRPCMessage)
 T = TypeVar("T")
@@ -103,6 +104,7 @@ class RedisShared:
         self._local_counters = LocalCounters()
         self._lost_reported = False
         self._task_group: anyio.abc.TaskGroup | None = None
+        self._listening = False
         self.subscribed = anyio.Event()
         """Set each time the listener has (re)subscribed (tests wait on it)."""
 
@@ -133,33 +135,39 @@ class RedisShared:
     async def attempt(self, command: Callable[[], Awaitable[T]]) -> T:
         """``command()``, once more on fresh connections if the pool's failed: a Redis that
         restarted closed every pooled connection, and redis-py's own retry does not cover each
-        way a closed one fails."""
+        way a closed one fails. Only the idle ones are dropped: the listener's subscription holds
+        one, and cutting it would lose the messages sent until it subscribes again."""
         from redis.exceptions import ConnectionError as RedisConnectionError
 
         try:
             return await command()
         except RedisConnectionError:
-            await self.client.connection_pool.disconnect()
+            await self.client.connection_pool.disconnect(inuse_connections=False)
             return await command()
 
     # -- lifetime -------------------------------------------------------------------------------------
 
     async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Listen to the other replicas until cancelled (subscribing again after each loss)."""
-        pause = 0.1
+        pause = RESUBSCRIBE_MIN_PAUSE_S
         task_status.started()
         while True:
+            self._listening = False
             try:
                 await self._listen_once()
-                pause = 0.1
             except Exception as error:  # redis-py's errors, and a connection cut mid-read
                 self.lost(error)
+                # A subscription that held starts the pauses again: the messages sent to this
+                # replica while it is not subscribed are lost.
+                pause = (
+                    RESUBSCRIBE_MIN_PAUSE_S if self._listening else min(pause * 2, RESUBSCRIBE_MAX_PAUSE_S)
+                )
                 await anyio.sleep(pause)
-                pause = min(pause * 2, RESUBSCRIBE_MAX_PAUSE_S)
 
     async def _listen_once(self) -> None:
         async with self.client.pubsub(ignore_subscribe_messages=True) as pubsub:
             await pubsub.subscribe(self.key("messages"))
+            self._listening = True
             self.found()
             self.subscribed.set()
             self.subscribed = anyio.Event()

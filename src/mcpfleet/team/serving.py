@@ -63,6 +63,7 @@ from mcpfleet.team.stores import open_team_state
 if TYPE_CHECKING:
     from starlette.types import ASGIApp, Scope
 
+    from mcpfleet.config.model import ServerConfig
     from mcpfleet.gateway.core import Gateway
     from mcpfleet.gateway.draining import Drain
     from mcpfleet.gateway.http import Admission
@@ -273,7 +274,19 @@ async def _per_user_credentials(
 
     sealer = Sealer.from_environment()
     os.environ.pop(TEAM_KEY_VARIABLE, None)
-    configs = {name: config for name, config in server_configs(team).items() if name in per_user}
+    configs = {
+        name: _without_authorization(config)
+        for name, config in server_configs(team).items()
+        if name in per_user
+    }
     return await stack.enter_async_context(
         PerUserCredentials.running(state, sealer, configs, public_url=team.public_url, cwd=team.path.parent)
     )
+
+
+def _without_authorization(config: ServerConfig) -> ServerConfig:
+    """A per-user server's entry as its users' own connections see it: an ``Authorization`` it
+    carries is the shared fleet's, for listing; sent on a user's connection, it would stand in for
+    the user's own token (and the upstream would never ask for one)."""
+    headers = {name: value for name, value in config.headers.items() if name.lower() != "authorization"}
+    return replace(config, headers=headers, literal_header_keys=frozenset(headers))

@@ -3,8 +3,12 @@
 Every key lives under one namespace, ``mcpfleet:<digest of public_url>:`` by default, so several
 team gateways can use one Redis without meeting:
 
-- messages: one pub/sub channel, ``<ns>messages``, carrying JSON; a listener task per replica,
-  which subscribes again (with a growing pause) whenever the connection drops;
+- messages: one pub/sub channel, ``<ns>messages``, carrying JSON, and one per replica,
+  ``<ns>replica:<id>``, for messages to it alone (``send``: Redis says how many listened, so a
+  replica that stopped is known at once); a listener task per replica subscribes to both, and
+  again (with a growing pause) whenever the connection drops;
+- records and claims: ``<ns>record:<key>`` (``SET … PX``) and ``<ns>claim:<key>``
+  (``SET … NX PX``), expiring; these fail (``TeamStateError``) while Redis cannot be reached;
 - counters: ``<ns>calls:<window>:<key>``, ``INCR`` then ``EXPIRE`` (two windows) in one
   transaction; while Redis cannot be reached the replica counts in its own memory (its limit
   then holds for its own calls only) and says so once on the log;
@@ -89,6 +93,11 @@ def _where(url: str) -> str:
     return redact_text(url)
 
 
+def _ms(seconds: float) -> int:
+    """A lifetime in whole milliseconds, at least one (Redis refuses zero)."""
+    return max(1, int(seconds * 1000))
+
+
 class RedisShared:
     """``TeamShared`` on one Redis (see the module)."""
 
@@ -166,7 +175,7 @@ class RedisShared:
 
     async def _listen_once(self) -> None:
         async with self.client.pubsub(ignore_subscribe_messages=True) as pubsub:
-            await pubsub.subscribe(self.key("messages"))
+            await pubsub.subscribe(self.key("messages"), self.key("replica", self.replica))
             self._listening = True
             self.found()
             self.subscribed.set()
@@ -204,7 +213,8 @@ class RedisShared:
             self._lost_reported = True
             logger.error(
                 "mcpfleet serve --team: Redis (%s) cannot be reached (%s); serving on: limits counted per "
-                "replica, other replicas not told of changes, new sessions kept on this replica only",
+                "replica, other replicas not told of changes, new sessions kept on this replica only, "
+                "connect links and per-user connects refused",
                 _where(self.url),
                 redact_text(str(error) or type(error).__name__),
             )
@@ -223,8 +233,45 @@ class RedisShared:
         except Exception as error:
             self.lost(error)
 
+    async def send(self, replica: str, message: SharedMessage) -> bool:
+        text = json.dumps({**message, "replica": self.replica})
+        channel = self.key("replica", replica)
+        listening = await self._required(lambda: self.client.publish(channel, text))
+        return int(listening) > 0
+
     def listen(self, listener: MessageListener) -> None:
         self._listeners.append(listener)
+
+    async def claim(self, key: str, ttl_s: float) -> bool:
+        name = self.key("claim", key)
+        claimed = await self._required(lambda: self.client.set(name, b"1", nx=True, px=_ms(ttl_s)))
+        return bool(claimed)
+
+    async def put_record(self, key: str, value: bytes, ttl_s: float) -> None:
+        name = self.key("record", key)
+        await self._required(lambda: self.client.set(name, value, px=_ms(ttl_s)))
+
+    async def get_record(self, key: str) -> bytes | None:
+        name = self.key("record", key)
+        found = await self._required(lambda: self.client.get(name))
+        if found is None:
+            return None
+        return found.encode() if isinstance(found, str) else bytes(found)
+
+    async def delete_record(self, key: str) -> None:
+        name = self.key("record", key)
+        await self._required(lambda: self.client.delete(name))
+
+    async def _required(self, command: Callable[[], Awaitable[T]]) -> T:
+        """``command()``, or ``TeamStateError`` naming Redis when it cannot be reached: for what
+        must fail closed rather than fall back to this replica."""
+        try:
+            done = await self.attempt(command)
+        except Exception as error:
+            self.lost(error)
+            raise self._unreachable(error) from error
+        self.found()
+        return done
 
     async def count(self, key: str) -> int:
         window = window_now()
@@ -252,11 +299,14 @@ class RedisShared:
         try:
             await self.attempt(self.client.ping)
         except Exception as error:
-            reason = redact_text(str(error) or type(error).__name__).rstrip(".")
-            raise TeamStateError(
-                f"the shared state (Redis, {_where(self.url)}) cannot be reached: {reason}; "
-                "check state.redis and that Redis runs"
-            ) from error
+            raise self._unreachable(error) from error
+
+    def _unreachable(self, error: BaseException) -> TeamStateError:
+        reason = redact_text(str(error) or type(error).__name__).rstrip(".")
+        return TeamStateError(
+            f"the shared state (Redis, {_where(self.url)}) cannot be reached: {reason}; "
+            "check state.redis and that Redis runs"
+        )
 
 
 class RedisSessions:

@@ -203,7 +203,7 @@ async def open_team_gateway(
         state = await open_team_state(team.state, sync_each_write=team.audit.sync == "each")
         stack.push_async_callback(state.aclose)
         shared = await _shared_state(stack, team)
-        credentials = await _per_user_credentials(stack, team, state)
+        credentials = await _per_user_credentials(stack, team, state, shared)
         limits = LimitHooks(team.limits, shared)
         hooks: list[CallHooks] = [limits]
         if credentials is not None:
@@ -261,7 +261,7 @@ async def _shared_state(stack: AsyncExitStack, team: TeamFile) -> TeamShared:
 
 
 async def _per_user_credentials(
-    stack: AsyncExitStack, team: TeamFile, state: TeamState
+    stack: AsyncExitStack, team: TeamFile, state: TeamState, shared: TeamShared
 ) -> PerUserCredentials | None:
     """The per-user credentials of ``team``'s per-user servers, if it has any."""
     from mcpfleet.team.sealing import TEAM_KEY_VARIABLE, Sealer
@@ -280,7 +280,9 @@ async def _per_user_credentials(
         if name in per_user
     }
     return await stack.enter_async_context(
-        PerUserCredentials.running(state, sealer, configs, public_url=team.public_url, cwd=team.path.parent)
+        PerUserCredentials.running(
+            state, sealer, configs, public_url=team.public_url, cwd=team.path.parent, shared=shared
+        )
     )
 
 

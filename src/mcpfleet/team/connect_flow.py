@@ -10,9 +10,10 @@ callback; a team gateway runs the same flow (the SDK's provider with mcpfleet's 
    registration per user, kept in the row) and PKCE, and the authorization URL comes back
    to the page, which redirects the browser there;
 2. the upstream authorization server sends the browser back to
-   ``/connect/<server>/callback?code=…&state=…``; ``ConnectFlows.complete`` hands the code to
+   ``/connect/<server>/callback?code=…&state=…``; ``ConnectFlows.callback`` hands the code to
    the waiting flow, which exchanges it, stores the tokens sealed and proves them with the
-   connection's handshake.
+   connection's handshake. The callback may land on another replica than the flow's: it is then
+   handed to the flow's replica through the shared state (``team.connect_handoff``).
 
 A pending flow is bound to its user and server (a callback from anyone else is refused), is
 used once (its ``state`` is forgotten when the code arrives), and expires after
@@ -48,7 +49,18 @@ from mcpfleet.client.opening import connect_to_server
 from mcpfleet.config.model import ServerConfig
 from mcpfleet.errors import AuthRequiredError, LoginError
 from mcpfleet.redaction import redact_text
+from mcpfleet.team.connect_handoff import (
+    CONNECTED,
+    NOT_YOURS,
+    UNKNOWN,
+    Callback,
+    CallbackOutcome,
+    ConnectHandoff,
+)
 from mcpfleet.team.credentials import SealedCredentialStore
+from mcpfleet.team.sealing import Sealer
+from mcpfleet.team.shared import TeamShared
+from mcpfleet.team.state import TeamStateError
 
 logger = logging.getLogger(__name__)
 
@@ -223,15 +235,24 @@ Connected = Callable[[str, str], Awaitable[None]]
 
 
 class ConnectFlows:
-    """The pending flows of a team gateway, keyed by their ``state``; each flow's task runs in
-    the gateway's task group."""
+    """The pending flows of a team gateway replica, keyed by their ``state``; each flow's task
+    runs in the gateway's task group, and its callback is handed to it from any replica."""
 
-    def __init__(self, task_group: anyio.abc.TaskGroup, *, cwd: Path, on_connected: Connected) -> None:
+    def __init__(
+        self,
+        task_group: anyio.abc.TaskGroup,
+        *,
+        cwd: Path,
+        on_connected: Connected,
+        shared: TeamShared,
+        sealer: Sealer,
+    ) -> None:
         self._task_group = task_group
         self._cwd = cwd
         self._on_connected = on_connected
         self._by_state: dict[str, PendingConnect] = {}
         self._running: set[PendingConnect] = set()
+        self.handoff = ConnectHandoff(shared, sealer, task_group, self.answer_here)
 
     async def start(
         self,
@@ -258,6 +279,16 @@ class ConnectFlows:
         self._task_group.start_soon(self._run, flow, config, provider, name=f"mcpfleet connect {server}")
         await flow.wait_for_url()
         if flow.state is not None and flow.failure is None:
+            try:
+                await self.handoff.announce(flow.state, user, server, CONNECT_FLOW_TIMEOUT_S)
+            except TeamStateError as error:
+                logger.warning('The connect of user "%s" to "%s" was not started: %s', user, server, error)
+                flow.deliver(None)
+                flow.finish(
+                    "the gateway cannot reach its shared state (Redis), so a sign-in started now could "
+                    "not be finished; try again once it is back"
+                )
+                return flow
             self._by_state[flow.state] = flow
         elif flow.failure is None:
             flow.deliver(None)
@@ -271,6 +302,28 @@ class ConnectFlows:
             flow.deliver(None, "this connect link has expired; start again")
             return None
         return flow
+
+    async def callback(self, callback: Callback) -> CallbackOutcome:
+        """Finish the flow ``callback`` belongs to, on this replica or the one running it."""
+        flow = self.pending_for(callback.state)
+        if flow is None:
+            return await self.handoff.hand_over(callback)
+        return await self._finish(flow, callback)
+
+    async def answer_here(self, callback: Callback) -> CallbackOutcome:
+        """Finish ``callback`` with a flow of this replica (one another replica handed over)."""
+        flow = self.pending_for(callback.state)
+        return UNKNOWN if flow is None else await self._finish(flow, callback)
+
+    async def _finish(self, flow: PendingConnect, callback: Callback) -> CallbackOutcome:
+        if flow.server != callback.server:
+            return UNKNOWN
+        if flow.user != callback.user:
+            return NOT_YOURS  # left pending: its own user may still come back with it
+        await self.complete(flow, callback.code, callback.failure)
+        if flow.connected:
+            return CONNECTED
+        return CallbackOutcome(502, flow.failure or "the connect did not finish")
 
     async def complete(
         self, flow: PendingConnect, code: AuthorizationCodeResult | None, failure: str | None
@@ -297,6 +350,8 @@ class ConnectFlows:
             self._running.discard(flow)
             self._forget(flow)
             flow.finish(failure)
+            if flow.state is not None:
+                await self.handoff.withdraw(flow.state)
 
     def _forget(self, flow: PendingConnect) -> None:
         if flow.state is not None and self._by_state.get(flow.state) is flow:

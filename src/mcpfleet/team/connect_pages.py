@@ -5,7 +5,8 @@ Every page is the signed-in user's own: it reads the ``Principal`` the identity 
 the request's scope, and a request without one is refused (401). What changes state is a POST
 carrying a form token bound to that user (``PerUserCredentials.form_token``), so another site
 cannot connect or revoke on a user's behalf; the callback is accepted only for a flow the same
-user started, once, before it expires. The pages never show a token.
+user started, once, before it expires, on whichever replica it lands (``team.connect_handoff``).
+The pages never show a token.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route, Router
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from mcpfleet.team.connect_handoff import UNKNOWN, Callback
 from mcpfleet.team.per_user import CONNECT_PATH, PerUserCredentials
 from mcpfleet.team.principal import Principal, principal_of_scope
 
@@ -124,14 +126,6 @@ class _ConnectPages:
             return subject
         principal, server = subject
         query = request.query_params
-        flow = self.credentials.flows.pending_for(query.get("state", ""))
-        if flow is None or flow.server != server:
-            return _page(
-                "Not accepted", "<p>This sign-in link is unknown, used or expired; start again.</p>", 400
-            )
-        if flow.user != principal.credentials_key:
-            # Left pending: its own user may still come back with it.
-            return _page("Not accepted", "<p>This sign-in was started by someone else.</p>", 403)
         failure: str | None = None
         code: AuthorizationCodeResult | None = None
         if "error" in query:
@@ -140,15 +134,23 @@ class _ConnectPages:
             failure = "the authorization server sent no code"
         else:
             code = AuthorizationCodeResult(code=query["code"], state=query.get("state"), iss=query.get("iss"))
-        await self.credentials.flows.complete(flow, code, failure)
-        if flow.connected:
+        state = query.get("state", "")
+        if not state:
+            return _page("Not accepted", f"<p>{html.escape(UNKNOWN.reason or '')}</p>", UNKNOWN.status)
+        outcome = await self.credentials.flows.callback(
+            Callback(principal.credentials_key, server, state, code, failure)
+        )
+        if outcome.connected:
             back = f'<p><a href="{CONNECT_PATH}">Your connected servers</a></p>'
             return _page(
                 f"{server} connected",
                 f"<p>Your calls to {html.escape(server)} now use your account.</p>{back}",
             )
-        reason = flow.failure or "the connect did not finish"
-        return _page(f"Cannot connect {server}", f"<p>{html.escape(reason)}</p>", 502)
+        reason = html.escape(outcome.reason or "the connect did not finish")
+        if outcome.status in (400, 403):
+            return _page("Not accepted", f"<p>{reason}</p>", outcome.status)
+        again = f'<p><a href="{html.escape(self.credentials.connect_url(server))}">Start again</a></p>'
+        return _page(f"Cannot connect {server}", f"<p>{reason}</p>{again}", outcome.status)
 
     async def revoke(self, request: Request) -> Response:
         subject = self._subject(request)

@@ -4,7 +4,9 @@ The identity check admits bearer tokens, which an MCP client sends and a browser
 does not. So the ``/connect/<server>`` link that a per-user server's first call answers with
 carries a pass (``/connect/<server>/signin/<pass>``): who the caller is (their ``sub`` and
 email), sealed with the team key (AES-256-GCM: nobody can read or forge one), good for
-``PASS_LIFETIME_S`` and, on a replica, once. Opened in a browser, the pass is traded for a
+``PASS_LIFETIME_S`` and once, on any replica: its first opening claims it in the shared state
+(``TeamShared.claim``, Redis past one replica), and while that cannot be reached no pass is
+taken (the browser is told to try again). Opened in a browser, the pass is traded for a
 cookie holding the same identity, sealed again and good for ``COOKIE_LIFETIME_S``, and the
 browser is sent to the page without the pass, so the pass stays out of its history and of
 ``Referer`` headers.
@@ -20,7 +22,9 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 import json
+import logging
 import time
 from collections.abc import Callable
 from http.cookies import SimpleCookie
@@ -29,11 +33,15 @@ from urllib.parse import quote, urlsplit
 
 from mcpfleet.team.principal import PRINCIPAL_SCOPE_KEY, Principal
 from mcpfleet.team.sealing import Sealer, UnsealError
+from mcpfleet.team.state import TeamStateError
 
 if TYPE_CHECKING:
     from starlette.types import Scope, Send
 
     from mcpfleet.gateway.http import Admission
+    from mcpfleet.team.shared import TeamShared
+
+logger = logging.getLogger(__name__)
 
 CONNECT_PATH = "/connect"
 SIGN_IN_SEGMENT = "signin"
@@ -51,6 +59,10 @@ MAX_SEALED_BYTES = 2048
 _EXPIRED = (
     b"This link has expired or was already used. Call the tool again from your MCP client for a new link."
 )
+_UNCHECKED = (
+    b"This link cannot be checked now: the gateway cannot reach its shared state (Redis). "
+    b"Open it again in a moment."
+)
 _SEALED_AS = "mcpfleet connect pass"
 """The sealer's ``user`` for passes and cookies (its ``server`` says which), so neither opens as
 the other, nor as any user's stored credentials."""
@@ -59,12 +71,19 @@ the other, nor as any user's stored credentials."""
 class ConnectPasses:
     """Mints the passes of connect links, and admits a browser that carries one or its cookie."""
 
-    def __init__(self, sealer: Sealer, public_url: str, *, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        sealer: Sealer,
+        public_url: str,
+        shared: TeamShared,
+        *,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self.sealer = sealer
         self.secure = urlsplit(public_url).scheme == "https"
+        self.shared = shared
+        """Where each pass is claimed by its first opening, for every replica."""
         self.clock = clock
-        self._used: dict[bytes, float] = {}
-        """The passes opened on this replica, until they expire: each opens once."""
 
     def link(self, url: str, principal: Principal) -> str:
         """``url`` (a connect page) with a pass for ``principal``."""
@@ -86,18 +105,31 @@ class ConnectPasses:
                 await self._trade(presented, page, send)
                 return None
             cookie = _cookie_value(scope, COOKIE_NAME)
-            principal = self._opened("cookie", cookie) if cookie is not None else None
-            if principal is None:
+            opened = self._opened("cookie", cookie) if cookie is not None else None
+            if opened is None:
                 return await then(scope, send)  # no pass, no cookie (or a stale one): a token then
-            return {**scope, PRINCIPAL_SCOPE_KEY: principal}
+            return {**scope, PRINCIPAL_SCOPE_KEY: opened[0]}
 
         return admit
 
     async def _trade(self, presented: str, page: str, send: Send) -> None:
         """The pass for a cookie and a redirect to the page without it, or a page saying why not."""
-        principal = self._opened("pass", presented, once=True)
-        if principal is None:
-            await _respond(send, 401, _EXPIRED, [(b"content-type", b"text/plain; charset=utf-8")])
+        text = [(b"content-type", b"text/plain; charset=utf-8")]
+        opened = self._opened("pass", presented)
+        if opened is None:
+            await _respond(send, 401, _EXPIRED, text)
+            return
+        principal, blob, expires = opened
+        try:
+            first = await self.shared.claim(
+                f"pass:{hashlib.sha256(blob).hexdigest()}", expires - self.clock()
+            )
+        except TeamStateError as error:
+            logger.warning("A connect link was not taken: %s", error)
+            await _respond(send, 503, _UNCHECKED, text)
+            return
+        if not first:
+            await _respond(send, 401, _EXPIRED, text)
             return
         cookie = f"{COOKIE_NAME}={self._sealed('cookie', principal, COOKIE_LIFETIME_S)}"
         cookie += f"; Path={CONNECT_PATH}; Max-Age={COOKIE_LIFETIME_S}; HttpOnly; SameSite=Lax"
@@ -112,9 +144,9 @@ class ConnectPasses:
         blob = self.sealer.seal(_SEALED_AS, kind, json.dumps(document).encode())
         return base64.urlsafe_b64encode(blob).decode().rstrip("=")
 
-    def _opened(self, kind: str, text: str, *, once: bool = False) -> Principal | None:
-        """Who ``text`` names, if it is an unexpired ``kind`` the gateway sealed (and, ``once``,
-        not opened before on this replica)."""
+    def _opened(self, kind: str, text: str) -> tuple[Principal, bytes, float] | None:
+        """Who ``text`` names, the blob and when it expires, if it is an unexpired ``kind`` the
+        gateway sealed."""
         if len(text) > MAX_SEALED_BYTES:
             return None
         try:
@@ -125,15 +157,10 @@ class ConnectPasses:
         if not isinstance(document, dict):
             return None
         subject, email, expires = document.get("sub"), document.get("email"), document.get("exp")
-        now = self.clock()
-        if not isinstance(subject, str) or not isinstance(expires, int | float) or expires <= now:
+        if not isinstance(subject, str) or not isinstance(expires, int | float) or expires <= self.clock():
             return None
-        if once:
-            self._used = {used: until for used, until in self._used.items() if until > now}
-            if blob in self._used:
-                return None
-            self._used[blob] = expires
-        return Principal(subject=subject, email=email if isinstance(email, str) else None)
+        principal = Principal(subject=subject, email=email if isinstance(email, str) else None)
+        return principal, blob, float(expires)
 
 
 def _cookie_value(scope: Scope, name: str) -> str | None:

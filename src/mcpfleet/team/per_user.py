@@ -11,6 +11,11 @@ revoke button), ``/connect/<server>`` (one server: its state, "Connect") and
 back). Their URLs are built on the origin of the team file's ``public_url``. The link a call
 answers with carries a pass for its caller (``team.connect_passes``), so the browser that opens
 it is signed in to them.
+
+Across replicas (``team.shared``): a pass opens once on any of them, a connect's callback is
+finished by the replica that runs the flow wherever it lands (``team.connect_handoff``), and a new
+connect or a revoke tells every replica (``credentials_changed``) to close its connection of that
+user to that server, so the next call there opens one with what the durable state holds now.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ from mcpfleet.team.connect_passes import CONNECT_PATH, ConnectPasses
 from mcpfleet.team.credentials import SealedCredentialStore
 from mcpfleet.team.principal import Principal
 from mcpfleet.team.sealing import Sealer
+from mcpfleet.team.shared import LocalShared, SharedMessage, TeamShared
 from mcpfleet.team.state import TeamState
 from mcpfleet.team.user_connections import IDLE_TIMEOUT_S, UserConnections
 
@@ -60,6 +66,7 @@ class PerUserCredentials:
         flows: ConnectFlows,
         connections: UserConnections,
         passes: ConnectPasses,
+        shared: TeamShared,
     ) -> None:
         self.state = state
         self.sealer = sealer
@@ -68,6 +75,7 @@ class PerUserCredentials:
         self.flows = flows
         self.connections = connections
         self.passes = passes
+        self.shared = shared
         self._form_key = sealer.derived_key("connect form")
 
     @classmethod
@@ -80,10 +88,12 @@ class PerUserCredentials:
         *,
         public_url: str,
         cwd: Path,
+        shared: TeamShared | None = None,
         idle_timeout_s: float = IDLE_TIMEOUT_S,
     ) -> AsyncIterator[PerUserCredentials]:
         """The credentials of ``servers`` (the per-user ones, HTTP servers only), their flows and
-        connections owned by a task group of their own, all closed on the way out."""
+        connections owned by a task group of their own, all closed on the way out. ``shared``:
+        what the replicas share (default: one replica's, in this process)."""
         for name, config in servers.items():
             if config.transport not in ("http", "sse") or not config.url:
                 raise ConfigError(
@@ -91,15 +101,15 @@ class PerUserCredentials:
                     "credentials are OAuth tokens of a remote server: give it a url, or drop the setting",
                     server=name,
                 )
+        shared = shared if shared is not None else LocalShared()
         async with anyio.create_task_group() as group:
             holder: list[PerUserCredentials] = []
 
             async def on_connected(user: str, server: str) -> None:
-                # New tokens: the connection opened with the old ones goes.
-                await holder[0].connections.close(user, server)
+                await holder[0].credentials_changed(user, server)
 
             base_url = _origin(public_url)
-            passes = ConnectPasses(sealer, public_url)
+            passes = ConnectPasses(sealer, public_url, shared)
             connections = UserConnections(
                 group,
                 servers,
@@ -111,7 +121,7 @@ class PerUserCredentials:
                 cwd=cwd,
                 idle_timeout_s=idle_timeout_s,
             )
-            flows = ConnectFlows(group, cwd=cwd, on_connected=on_connected)
+            flows = ConnectFlows(group, cwd=cwd, on_connected=on_connected, shared=shared, sealer=sealer)
             credentials = cls(
                 state,
                 sealer,
@@ -120,8 +130,21 @@ class PerUserCredentials:
                 flows=flows,
                 connections=connections,
                 passes=passes,
+                shared=shared,
             )
             holder.append(credentials)
+
+            async def on_message(message: SharedMessage) -> None:
+                user, server = message.get("user"), message.get("server")
+                if (
+                    message.get("kind") == "credentials_changed"
+                    and isinstance(user, str)
+                    and isinstance(server, str)
+                ):
+                    # Not in the listener, which carries every message: closing waits for the end.
+                    group.start_soon(connections.close, user, server, name="mcpfleet per-user close")
+
+            shared.listen(on_message)
             group.start_soon(connections.run_idle_reaper, name="mcpfleet per-user idle reaper")
             try:
                 yield credentials
@@ -165,7 +188,15 @@ class PerUserCredentials:
         user to connect again."""
         await self.connections.close(user, server)
         await self.store(user, server).revoke_upstream()
-        return await self.state.delete_credential(user, server)
+        deleted = await self.state.delete_credential(user, server)
+        await self.shared.publish({"kind": "credentials_changed", "user": user, "server": server})
+        return deleted
+
+    async def credentials_changed(self, user: str, server: str) -> None:
+        """``user`` holds new tokens for ``server``: the connections opened with the old ones
+        close, here and on every other replica."""
+        await self.connections.close(user, server)
+        await self.shared.publish({"kind": "credentials_changed", "user": user, "server": server})
 
     def form_token(self, user: str) -> str:
         """The token the pages' forms carry: bound to the user, so another site cannot post them."""

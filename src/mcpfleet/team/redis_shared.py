@@ -3,8 +3,12 @@
 Every key lives under one namespace, ``mcpfleet:<digest of public_url>:`` by default, so several
 team gateways can use one Redis without meeting:
 
-- messages: one pub/sub channel, ``<ns>messages``, carrying JSON; a listener task per replica,
-  which subscribes again (with a growing pause) whenever the connection drops;
+- messages: one pub/sub channel, ``<ns>messages``, carrying JSON, and one per replica,
+  ``<ns>replica:<id>``, for messages to it alone (``send``: Redis says how many listened, so a
+  replica that stopped is known at once); a listener task per replica subscribes to both, and
+  again (with a growing pause) whenever the connection drops;
+- records and claims: ``<ns>record:<key>`` (``SET … PX``) and ``<ns>claim:<key>``
+  (``SET … NX PX``), expiring; these fail (``TeamStateError``) while Redis cannot be reached;
 - counters: ``<ns>calls:<window>:<key>``, ``INCR`` then ``EXPIRE`` (two windows) in one
   transaction; while Redis cannot be reached the replica counts in its own memory (its limit
   then holds for its own calls only) and says so once on the log;
@@ -74,6 +78,7 @@ REPLAY_WAIT_S = 5 * 60
 """How long a resumed stream waits for the answer of a call another replica is still running."""
 CONNECT_TIMEOUT_S = 5.0
 RETRIES = 3
+RESUBSCRIBE_MIN_PAUSE_S = 0.1
 RESUBSCRIBE_MAX_PAUSE_S = 5.0
 _MESSAGE = TypeAdapter(JSONRPCMessage)
 T = TypeVar("T")
@@ -86,6 +91,11 @@ def default_namespace(public_url: str) -> str:
 
 def _where(url: str) -> str:
     return redact_text(url)
+
+
+def _ms(seconds: float) -> int:
+    """A lifetime in whole milliseconds, at least one (Redis refuses zero)."""
+    return max(1, int(seconds * 1000))
 
 
 class RedisShared:
@@ -103,6 +113,7 @@ class RedisShared:
         self._local_counters = LocalCounters()
         self._lost_reported = False
         self._task_group: anyio.abc.TaskGroup | None = None
+        self._listening = False
         self.subscribed = anyio.Event()
         """Set each time the listener has (re)subscribed (tests wait on it)."""
 
@@ -133,33 +144,39 @@ class RedisShared:
     async def attempt(self, command: Callable[[], Awaitable[T]]) -> T:
         """``command()``, once more on fresh connections if the pool's failed: a Redis that
         restarted closed every pooled connection, and redis-py's own retry does not cover each
-        way a closed one fails."""
+        way a closed one fails. Only the idle ones are dropped: the listener's subscription holds
+        one, and cutting it would lose the messages sent until it subscribes again."""
         from redis.exceptions import ConnectionError as RedisConnectionError
 
         try:
             return await command()
         except RedisConnectionError:
-            await self.client.connection_pool.disconnect()
+            await self.client.connection_pool.disconnect(inuse_connections=False)
             return await command()
 
     # -- lifetime -------------------------------------------------------------------------------------
 
     async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Listen to the other replicas until cancelled (subscribing again after each loss)."""
-        pause = 0.1
+        pause = RESUBSCRIBE_MIN_PAUSE_S
         task_status.started()
         while True:
+            self._listening = False
             try:
                 await self._listen_once()
-                pause = 0.1
             except Exception as error:  # redis-py's errors, and a connection cut mid-read
                 self.lost(error)
+                # A subscription that held starts the pauses again: the messages sent to this
+                # replica while it is not subscribed are lost.
+                pause = (
+                    RESUBSCRIBE_MIN_PAUSE_S if self._listening else min(pause * 2, RESUBSCRIBE_MAX_PAUSE_S)
+                )
                 await anyio.sleep(pause)
-                pause = min(pause * 2, RESUBSCRIBE_MAX_PAUSE_S)
 
     async def _listen_once(self) -> None:
         async with self.client.pubsub(ignore_subscribe_messages=True) as pubsub:
-            await pubsub.subscribe(self.key("messages"))
+            await pubsub.subscribe(self.key("messages"), self.key("replica", self.replica))
+            self._listening = True
             self.found()
             self.subscribed.set()
             self.subscribed = anyio.Event()
@@ -196,7 +213,8 @@ class RedisShared:
             self._lost_reported = True
             logger.error(
                 "mcpfleet serve --team: Redis (%s) cannot be reached (%s); serving on: limits counted per "
-                "replica, other replicas not told of changes, new sessions kept on this replica only",
+                "replica, other replicas not told of changes, new sessions kept on this replica only, "
+                "connect links and per-user connects refused",
                 _where(self.url),
                 redact_text(str(error) or type(error).__name__),
             )
@@ -215,8 +233,45 @@ class RedisShared:
         except Exception as error:
             self.lost(error)
 
+    async def send(self, replica: str, message: SharedMessage) -> bool:
+        text = json.dumps({**message, "replica": self.replica})
+        channel = self.key("replica", replica)
+        listening = await self._required(lambda: self.client.publish(channel, text))
+        return int(listening) > 0
+
     def listen(self, listener: MessageListener) -> None:
         self._listeners.append(listener)
+
+    async def claim(self, key: str, ttl_s: float) -> bool:
+        name = self.key("claim", key)
+        claimed = await self._required(lambda: self.client.set(name, b"1", nx=True, px=_ms(ttl_s)))
+        return bool(claimed)
+
+    async def put_record(self, key: str, value: bytes, ttl_s: float) -> None:
+        name = self.key("record", key)
+        await self._required(lambda: self.client.set(name, value, px=_ms(ttl_s)))
+
+    async def get_record(self, key: str) -> bytes | None:
+        name = self.key("record", key)
+        found = await self._required(lambda: self.client.get(name))
+        if found is None:
+            return None
+        return found.encode() if isinstance(found, str) else bytes(found)
+
+    async def delete_record(self, key: str) -> None:
+        name = self.key("record", key)
+        await self._required(lambda: self.client.delete(name))
+
+    async def _required(self, command: Callable[[], Awaitable[T]]) -> T:
+        """``command()``, or ``TeamStateError`` naming Redis when it cannot be reached: for what
+        must fail closed rather than fall back to this replica."""
+        try:
+            done = await self.attempt(command)
+        except Exception as error:
+            self.lost(error)
+            raise self._unreachable(error) from error
+        self.found()
+        return done
 
     async def count(self, key: str) -> int:
         window = window_now()
@@ -244,11 +299,14 @@ class RedisShared:
         try:
             await self.attempt(self.client.ping)
         except Exception as error:
-            reason = redact_text(str(error) or type(error).__name__).rstrip(".")
-            raise TeamStateError(
-                f"the shared state (Redis, {_where(self.url)}) cannot be reached: {reason}; "
-                "check state.redis and that Redis runs"
-            ) from error
+            raise self._unreachable(error) from error
+
+    def _unreachable(self, error: BaseException) -> TeamStateError:
+        reason = redact_text(str(error) or type(error).__name__).rstrip(".")
+        return TeamStateError(
+            f"the shared state (Redis, {_where(self.url)}) cannot be reached: {reason}; "
+            "check state.redis and that Redis runs"
+        )
 
 
 class RedisSessions:

@@ -32,6 +32,9 @@ logger = logging.getLogger(__name__)
 ECHO_WINDOW_S = 60.0
 """How long the re-list another replica's word caused may take to announce itself (it is paced,
 ``list_changed_min_interval_s``): past it, an announcement is this replica's own again."""
+_HEARD_ELSEWHERE = frozenset({"session_ended", "credentials_changed", "connect_callback", "connect_result"})
+"""Messages others listen to: the shared sessions' (``gateway.shared_sessions``), the per-user
+credentials' (``team.per_user``) and the connect hand-off's (``team.connect_handoff``)."""
 _METHOD_OF_EVENT = {
     "tools_changed": notifications.TOOLS_LIST_CHANGED,
     "resources_changed": notifications.RESOURCES_LIST_CHANGED,
@@ -84,5 +87,5 @@ class ReplicaLink:
                 self.heard += 1
             else:
                 self._echoes.pop((server, method), None)
-        elif kind != "session_ended":  # that one is the shared sessions' (gateway.shared_sessions)
+        elif kind not in _HEARD_ELSEWHERE:
             logger.debug("mcpfleet serve --team: another replica's message %r ignored", kind)

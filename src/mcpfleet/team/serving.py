@@ -67,6 +67,7 @@ from mcpfleet.team.ui_fleet import PlotHooks
 if TYPE_CHECKING:
     from starlette.types import ASGIApp, Scope
 
+    from mcpfleet.config.model import ServerConfig
     from mcpfleet.gateway.core import Gateway
     from mcpfleet.gateway.draining import Drain
     from mcpfleet.gateway.http import Admission
@@ -225,7 +226,7 @@ async def open_team_gateway(
         stack.push_async_callback(state.aclose)
         shared = await _shared_state(stack, team)
         sealer = _team_sealer(team)
-        credentials = await _per_user_credentials(stack, team, state, sealer)
+        credentials = await _per_user_credentials(stack, team, state, sealer, shared)
         limits = LimitHooks(team.limits, shared)
         calls = CallLog()
         hooks: list[CallHooks] = [limits, PlotHooks(calls)]
@@ -305,7 +306,7 @@ def _team_sealer(team: TeamFile) -> Sealer | None:
 
 
 async def _per_user_credentials(
-    stack: AsyncExitStack, team: TeamFile, state: TeamState, sealer: Sealer | None
+    stack: AsyncExitStack, team: TeamFile, state: TeamState, sealer: Sealer | None, shared: TeamShared
 ) -> PerUserCredentials | None:
     """The per-user credentials of ``team``'s per-user servers, if it has any."""
     per_user = team.per_user_servers()
@@ -314,7 +315,21 @@ async def _per_user_credentials(
     assert sealer is not None  # made for them (``_team_sealer``)
     from mcpfleet.team.per_user import PerUserCredentials
 
-    configs = {name: config for name, config in server_configs(team).items() if name in per_user}
+    configs = {
+        name: _without_authorization(config)
+        for name, config in server_configs(team).items()
+        if name in per_user
+    }
     return await stack.enter_async_context(
-        PerUserCredentials.running(state, sealer, configs, public_url=team.public_url, cwd=team.path.parent)
+        PerUserCredentials.running(
+            state, sealer, configs, public_url=team.public_url, cwd=team.path.parent, shared=shared
+        )
     )
+
+
+def _without_authorization(config: ServerConfig) -> ServerConfig:
+    """A per-user server's entry as its users' own connections see it: an ``Authorization`` it
+    carries is the shared fleet's, for listing; sent on a user's connection, it would stand in for
+    the user's own token (and the upstream would never ask for one)."""
+    headers = {name: value for name, value in config.headers.items() if name.lower() != "authorization"}
+    return replace(config, headers=headers, literal_header_keys=frozenset(headers))

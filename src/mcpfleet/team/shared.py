@@ -11,7 +11,15 @@ replicas share while they run, and may lose:
 - **2025-era sessions** (``sessions``: each session's ``initialize`` parameters and owner, so any
   replica serves a session another opened; ``gateway.shared_sessions``) and **resumable streams**
   (``event_store``: the events of each SSE stream, so a stream resumes with ``Last-Event-ID``
-  on another replica).
+  on another replica);
+- **records** that expire (``put_record`` / ``get_record`` / ``delete_record``) and **claims**
+  (``claim``: the first replica to claim a key gets it): which replica runs each per-user connect
+  flow, and the connect passes already used (``team.connect_handoff``, ``team.connect_passes``),
+  with messages to one replica (``send``) that tell the caller whether it still listens.
+
+Records, claims and ``send`` raise ``TeamStateError`` while the shared state cannot be reached:
+what they guard (a pass used once, a sign-in finished by the replica that started it) fails
+closed, unlike counters and messages, which degrade to this replica.
 
 Two implementations: ``RedisShared`` (``team.redis_shared``, ``state.redis``: any number of
 replicas) and ``LocalShared`` here (no ``state.redis``: one replica; messages reach nobody,
@@ -30,7 +38,8 @@ if TYPE_CHECKING:
 
 SharedMessage = dict[str, Any]
 """A message between replicas: JSON, with ``kind`` (``list_changed`` | ``reload`` |
-``session_ended``) and what it is about; ``replica`` (who sent it) is added by ``publish``."""
+``session_ended`` | ``credentials_changed`` | ``connect_callback`` | ``connect_result``) and what it
+is about; ``replica`` (who sent it) is added by ``publish`` and ``send``."""
 MessageListener = Callable[[SharedMessage], Awaitable[None]]
 WINDOW_S = 60
 """Limits count calls per minute: per fixed window of this many seconds."""
@@ -49,8 +58,23 @@ class TeamShared(Protocol):
     async def publish(self, message: SharedMessage) -> None:
         """Send ``message`` to every other replica (lost, and logged, while unreachable)."""
 
+    async def send(self, replica: str, message: SharedMessage) -> bool:
+        """Send ``message`` to ``replica`` alone; ``False`` when it does not listen (it stopped)."""
+
     def listen(self, listener: MessageListener) -> None:
-        """Hand every other replica's messages to ``listener``."""
+        """Hand every other replica's messages (published, or sent to this one) to ``listener``."""
+
+    async def claim(self, key: str, ttl_s: float) -> bool:
+        """Claim ``key`` for ``ttl_s`` seconds: ``True`` for the first claim of any replica."""
+
+    async def put_record(self, key: str, value: bytes, ttl_s: float) -> None:
+        """Keep ``value`` under ``key`` for every replica, for ``ttl_s`` seconds."""
+
+    async def get_record(self, key: str) -> bytes | None:
+        """What ``put_record`` keeps under ``key``, unless it expired or was deleted."""
+
+    async def delete_record(self, key: str) -> None:
+        """Forget the record under ``key``."""
 
     async def count(self, key: str) -> int:
         """Count one call under ``key`` in the current minute; how many there were, this one in."""
@@ -89,6 +113,28 @@ class LocalCounters:
         return found
 
 
+class _LocalRecords:
+    """Records and claims in this process, each until it expires (``time.monotonic``)."""
+
+    def __init__(self) -> None:
+        self._records: dict[str, tuple[float, bytes]] = {}
+
+    def put(self, key: str, value: bytes, ttl_s: float, *, only_new: bool = False) -> bool:
+        now = time.monotonic()
+        self._records = {name: kept for name, kept in self._records.items() if kept[0] > now}
+        if only_new and key in self._records:
+            return False
+        self._records[key] = (now + ttl_s, value)
+        return True
+
+    def get(self, key: str) -> bytes | None:
+        kept = self._records.get(key)
+        return kept[1] if kept is not None and kept[0] > time.monotonic() else None
+
+    def delete(self, key: str) -> None:
+        self._records.pop(key, None)
+
+
 class LocalShared:
     """``TeamShared`` of a single replica (no ``state.redis``): see the module."""
 
@@ -100,12 +146,28 @@ class LocalShared:
         self.replica = "local"
         self.event_store: StreamEventStore = BoundedEventStore()
         self._counters = LocalCounters()
+        self._records = _LocalRecords()
 
     async def publish(self, message: SharedMessage) -> None:
         return None  # no other replica to tell
 
+    async def send(self, replica: str, message: SharedMessage) -> bool:
+        return False  # no other replica listens
+
     def listen(self, listener: MessageListener) -> None:
         return None
+
+    async def claim(self, key: str, ttl_s: float) -> bool:
+        return self._records.put(key, b"", ttl_s, only_new=True)
+
+    async def put_record(self, key: str, value: bytes, ttl_s: float) -> None:
+        self._records.put(key, value, ttl_s)
+
+    async def get_record(self, key: str) -> bytes | None:
+        return self._records.get(key)
+
+    async def delete_record(self, key: str) -> None:
+        self._records.delete(key)
 
     async def count(self, key: str) -> int:
         return self._counters.count(key)

@@ -2,8 +2,10 @@
 two ``RedisShared`` stand for two replicas. Messages reach the other replica and not the sender;
 counters add up across replicas; a session's record and its streams' events written by one are
 read by the other, a stream's events only by its own session, and a replay waits for an answer
-the other replica has yet to store. Without Redis (``LocalShared``, one replica) limits count in
-memory, end to end through a real ``mcpfleet serve --team`` process.
+the other replica has yet to store; a claim is won once across replicas, a record written by one
+is read by the other, and a message sent to one replica says whether it listens. Without Redis
+(``LocalShared``, one replica) limits count in memory, end to end through a real ``mcpfleet serve
+--team`` process.
 """
 
 from __future__ import annotations
@@ -287,3 +289,28 @@ async def test_a_session_in_use_has_its_record_renewed(
         assert await shared.client.ttl(key) > 10
         assert 0 < await shared.client.ttl(key) <= SESSION_TTL_S
     assert passed == ["POST", "POST"]
+
+
+async def test_a_claim_is_won_once_across_replicas_and_a_message_to_one_replica_says_if_it_listens(
+    replicas: list[RedisShared],
+) -> None:
+    first, second = replicas
+    assert [await first.claim("pass:x", 60), await second.claim("pass:x", 60)] == [True, False]
+    await first.put_record("connect:y", b"owner", 60)
+    assert await second.get_record("connect:y") == b"owner"
+    await second.delete_record("connect:y")
+    assert await first.get_record("connect:y") is None
+
+    heard: list[dict[str, Any]] = []
+    arrived = anyio.Event()
+
+    async def on_second(message: dict[str, Any]) -> None:
+        heard.append(message)
+        arrived.set()
+
+    second.listen(on_second)
+    assert await first.send(second.replica, {"kind": "connect_result"})
+    with anyio.fail_after(WAIT_S):
+        await arrived.wait()
+    assert heard == [{"kind": "connect_result", "replica": first.replica}]
+    assert not await first.send("a-replica-that-stopped", {"kind": "connect_result"})

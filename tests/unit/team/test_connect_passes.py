@@ -14,6 +14,7 @@ import pytest
 from mcpfleet.team.connect_passes import COOKIE_LIFETIME_S, COOKIE_NAME, PASS_LIFETIME_S, ConnectPasses
 from mcpfleet.team.principal import PRINCIPAL_SCOPE_KEY, Principal
 from mcpfleet.team.sealing import Sealer
+from mcpfleet.team.shared import LocalShared
 
 pytestmark = pytest.mark.anyio
 
@@ -64,7 +65,7 @@ def scope_of(path: str, *headers: tuple[bytes, bytes]) -> dict[str, Any]:
 
 def passes_of(public_url: str = "https://mcp.example.com/mcp") -> tuple[ConnectPasses, Clock]:
     clock = Clock()
-    return ConnectPasses(Sealer([secrets.token_bytes(32)]), public_url, clock=clock), clock
+    return ConnectPasses(Sealer([secrets.token_bytes(32)]), public_url, LocalShared(), clock=clock), clock
 
 
 async def trade(passes: ConnectPasses, link: str, then: Then | None = None) -> Answer:

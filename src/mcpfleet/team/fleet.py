@@ -10,7 +10,7 @@ their connection.
 that changed and loads is handed to every follower (the fleet, the guard's policies, the
 limits); one that no longer loads is reported once on the log and the last good one kept — a
 typo while editing never takes the gateway down. What the replica is built on at start
-(``RESTART_ONLY``: its address, identity, state, audit, ``/metrics`` and drain settings) is not
+(``RESTART_ONLY``: its address, identity, state, audit, ``/metrics``, drain and ``/ui`` settings) is not
 re-applied: a change there is logged, naming the keys, once per reload that makes it.
 """
 
@@ -47,6 +47,7 @@ RESTART_ONLY = {
     "audit": "audit",
     "metrics": "metrics",
     "drain_timeout_s": "drain_timeout",
+    "ui": "ui",
 }
 """``TeamFile`` fields read once, when the replica starts, and the team file's key of each."""
 

@@ -237,7 +237,8 @@ SECTION_NOTES = (
     "- On 2 cores the 32 SDK clients (one Python process), HAProxy, PostgreSQL, Redis, the replicas "
     "and ContextForge share two CPUs: the ratio says what the cluster costs, not what it scales to; "
     "the no-HAProxy row is each run's baseline. Each mcpfleet call also waits for its audit record's "
-    "durable write in PostgreSQL; ContextForge writes its own records of a call to SQLite."
+    "durable write in PostgreSQL; ContextForge buffers its per-call metrics and writes them to SQLite "
+    "in batches (every 60 s by default)."
 )
 
 

@@ -61,6 +61,9 @@ CALLS_PER_CLIENT = 20
 """Per client and round."""
 SMOKE_CALLS_PER_CLIENT = 3
 WARMUP_PER_CLIENT = 3
+PEER_CALLS_PER_CLIENT = 5
+PEER_WARMUP_PER_CLIENT = 1
+"""ContextForge answers a few calls a second: fewer per client keep the run within minutes."""
 
 
 def _haproxy_config(ports: dict[int, list[int]], public_host: str) -> str:
@@ -94,7 +97,7 @@ def _carries(result: Any, message: str) -> bool:
     return getattr(first, "text", None) == message
 
 
-async def _load(url: str, keys: list[str], calls: int, tool: str, mode: str) -> dict[str, Any]:
+async def _load(url: str, keys: list[str], calls: int, warmup: int, tool: str, mode: str) -> dict[str, Any]:
     import httpx2
     from mcp.client import Client
     from mcp.client.streamable_http import streamable_http_client
@@ -105,7 +108,7 @@ async def _load(url: str, keys: list[str], calls: int, tool: str, mode: str) -> 
     async def one_client(number: int, key: str) -> None:
         http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {key}"}, timeout=httpx2.Timeout(60.0))
         async with Client(streamable_http_client(url, http_client=http), mode=mode) as client:
-            for call in range(-WARMUP_PER_CLIENT, calls):
+            for call in range(-warmup, calls):
                 message = f"client {number} call {call}"
                 started = time.perf_counter()
                 try:
@@ -188,8 +191,9 @@ def render(
         "",
         f"`{run['command']}` in {run['seconds']:.0f} s on {run['date']}, commit {run['commit']}. Machine: "
         f"{os.cpu_count()} CPUs shared with other jobs, load average {run['load_before']:.1f} before and "
-        f"{run['load_after']:.1f} after. Backend: {backend}. {run['calls']} calls per client and round, "
-        f"{ROUNDS} rounds.",
+        f"{run['load_after']:.1f} after. Backend: {backend}. {run['calls']} calls per client and round "
+        f"after {WARMUP_PER_CLIENT} (ContextForge: {PEER_CALLS_PER_CLIENT} after {PEER_WARMUP_PER_CLIENT}), "
+        f"{ROUNDS} rounds; calls/s over each round's whole load, its sessions' opening included.",
         "",
         "| setup | correct calls/s | p50 | p99 | wrong answers | failed calls |",
         "|---|---|---|---|---|---|",
@@ -331,7 +335,12 @@ def main() -> None:
             runs: dict[str, list[dict[str, Any]]] = {label: [] for label in setups}
             for round_number in range(ROUNDS):
                 for label, setup in setups.items():
-                    found = anyio.run(_load, setup.url, setup.keys, calls, setup.tool, setup.mode)
+                    counts = (
+                        (PEER_CALLS_PER_CLIENT, PEER_WARMUP_PER_CLIENT)
+                        if setup.peer
+                        else (calls, WARMUP_PER_CLIENT)
+                    )
+                    found = anyio.run(_load, setup.url, setup.keys, *counts, setup.tool, setup.mode)
                     runs[label].append(found)
                     print(
                         f"  round {round_number + 1} {label}: {found['calls_per_s']:.1f} correct/s, "

@@ -550,6 +550,22 @@ def _contextforge_note(targets: list[Target]) -> list[str]:
     ]
 
 
+CONTEXTFORGE_FINDINGS = [
+    "- What ContextForge does per call (read in its 1.1.0 source, not profiled): in its default mode "
+    "each POST is a session of its own in the SDK's stateless streamable HTTP server, and the call "
+    "goes to the backend through a new client session (`initialize`, `tools/call`, close): "
+    "`services/tool_service.py` reuses an upstream session only when the request carries an "
+    "`Mcp-Session-Id`, which is what `USE_STATEFUL_SESSIONS` gives. Around it, on every call: the "
+    "JWT's check (its user, teams and revocation through an in-memory cache), the tool's and "
+    "gateway's rows read through SQLAlchemy, a structured log call, a buffered metrics point, and "
+    "the stack of ASGI middlewares `main.py` adds, all in one Python worker.",
+    "- Its wrong answers come from its stdio bridge: `mcpgateway.translate` writes every request to "
+    "the one stdio pipe with the id it came with, and answers each with the first line from the "
+    "backend that has that id. Every upstream session numbers its requests from the same start, so "
+    "concurrent calls share ids and take each other's answers; one client at a time gets its own.",
+]
+
+
 def _findings(targets: list[Target]) -> list[str]:
     """Where the time goes, from the figures above: the gateway's own CPU per call is what a
     sequential call waits for on a busy machine, and what caps the calls per second."""
@@ -572,6 +588,7 @@ def _findings(targets: list[Target]) -> list[str]:
         )
     return [
         text + ".",
+        *(CONTEXTFORGE_FINDINGS if "contextforge" in by_key else []),
         "- A call that needs no stream is now one JSON body (`gateway/http_fast.py`) and, on a stdio "
         "backend, goes straight to its pipe (`gateway/fast_path.py`); the rest of the gateway's CPU is "
         "uvicorn's request cycle (a task per request), the socket and pipe writes, and the backend's "

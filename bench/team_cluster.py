@@ -242,7 +242,10 @@ SECTION_NOTES = (
     "and ContextForge share two CPUs: the ratio says what the cluster costs, not what it scales to; "
     "the no-HAProxy row is each run's baseline. Each mcpfleet call also waits for its audit record's "
     "durable write in PostgreSQL; ContextForge buffers its per-call metrics and writes them to SQLite "
-    "in batches (every 60 s by default)."
+    "in batches (every 60 s by default).\n"
+    "- ContextForge in its default mode opens a new client session to the backend for every call "
+    "(`initialize`, `tools/call`, close); with stateful sessions it keeps one per client session "
+    "(section 13 says what else it does per call)."
 )
 
 

@@ -38,7 +38,7 @@ OIDC_PROVIDER := .tools/oidc-provider/.installed-$(OIDC_PROVIDER_VERSION)
 TEST_WORKERS ?= 3
 NPM_TOOLS := $(EVERYTHING) $(FILESYSTEM) $(CONFORMANCE_SUITE) $(INSPECTOR) $(CLAUDE_CODE) $(GEMINI_CLI) $(CODEX_CLI) $(OIDC_PROVIDER)
 
-.PHONY: demo test lint typecheck lock npm-tools pytest conformance bench bench-smoke bench-gateway bench-http bench-integrations bench-daemon clean
+.PHONY: demo test lint typecheck lock npm-tools pytest conformance bench bench-smoke bench-gateway bench-http bench-cluster bench-integrations bench-daemon contextforge-venv clean
 
 # The demo needs mcpfleet alone (its runtime dependencies); the tests add every framework extra and
 # the tools (.[dev]), so a fresh clone's `make demo` installs a fraction of what `make test` does.
@@ -204,12 +204,40 @@ bench-smoke: $(STAMP)
 bench-gateway: $(STAMP)
 	$(BIN)/python -m bench.gateway --write
 
+# IBM ContextForge, a peer of the HTTP and team benchmarks (bench/harness/contextforge.py), pinned
+# exactly, in a venv of its own on the Python 3.12 it requires: python3.12 on PATH, else pyenv's.
+# Installed by the bench rules that measure it (~4 min the first time), never by `make test`.
+CONTEXTFORGE_VERSION := 1.1.0
+CONTEXTFORGE_VENV := .tools/bench-venvs/contextforge
+CONTEXTFORGE := $(CONTEXTFORGE_VENV)/.installed-$(CONTEXTFORGE_VERSION)
+PYENV_ROOT ?= $(HOME)/.pyenv
+
+contextforge-venv: $(CONTEXTFORGE)
+
+$(CONTEXTFORGE):
+	@python=$$(command -v python3.12 2>/dev/null); \
+	{ [ -n "$$python" ] && "$$python" -c pass 2>/dev/null; } || \
+		python=$$(ls -d $(PYENV_ROOT)/versions/3.12*/bin/python3.12 2>/dev/null | tail -n 1); \
+	if [ -z "$$python" ]; then \
+		echo "ContextForge $(CONTEXTFORGE_VERSION) needs Python 3.12: none on PATH (python3.12) or under" \
+			"$(PYENV_ROOT)/versions; install one (e.g. pyenv install 3.12) and run make again"; exit 1; \
+	fi; \
+	echo "creating $(CONTEXTFORGE_VENV) with $$python and mcp-contextforge-gateway==$(CONTEXTFORGE_VERSION)"; \
+	rm -rf $(CONTEXTFORGE_VENV) && "$$python" -m venv $(CONTEXTFORGE_VENV) && \
+	$(CONTEXTFORGE_VENV)/bin/python -m pip install --quiet --disable-pip-version-check \
+		mcp-contextforge-gateway==$(CONTEXTFORGE_VERSION) && touch $@
+
 # The gateway over streamable HTTP on loopback (BENCHMARKS.md section 13, ~3 min): call and ping
 # latency and 16 clients' calls/s of `mcpfleet serve --http` against a bare stdio-to-HTTP bridge
 # (the floor). BEFORE=REV measures that commit's gateway beside this checkout's.
 BEFORE ?=
-bench-http: $(STAMP)
+bench-http: $(STAMP) $(CONTEXTFORGE)
 	$(BIN)/python -m bench.gateway_http --write $(if $(BEFORE),--before $(BEFORE))
+
+# The team gateway as a cluster (BENCHMARKS.md section 15, ~6 min): 1, 2 and 3 replicas behind
+# HAProxy, one shared remote backend, beside one ContextForge worker under the same load.
+bench-cluster: $(STAMP) $(CONTEXTFORGE) postgresql redis-server haproxy
+	$(BIN)/python -m bench.team_cluster --remote --write
 
 # Host sessions sharing one fleet through the per-user daemon (BENCHMARKS.md section 11, ~2 min):
 # processes and memory of 5 sessions x 8 servers direct, through in-process gateways and through the

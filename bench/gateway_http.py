@@ -4,6 +4,7 @@
     python -m bench.gateway_http --write          # and put it into BENCHMARKS.md
     python -m bench.gateway_http --before main    # with another commit's gateway measured beside it
     python -m bench.gateway_http --smoke          # one short round, to see that it runs
+    python -m bench.gateway_http --without-contextforge   # mcpfleet and the floor only
 
 One stdio backend (``bench/servers/synthetic_server.py``, ``python -S``, echo tools) behind each
 server: ``mcpfleet serve --http 127.0.0.1:0`` of this checkout, optionally the same of another
@@ -20,6 +21,13 @@ one connection (p50 and p99 after a warm-up), then ``CLIENTS`` clients at once, 
 connection and session, calling for ``THROUGHPUT_S`` seconds: correct answers per second, and
 the server's CPU time per call (its own process, from /proc, the backend apart). The servers
 are interleaved round by round; the figures are medians over the rounds.
+
+Beside them, IBM ContextForge (``bench/harness/contextforge.py``, one worker, SQLite, offline)
+with the same stdio backend behind its own stdio bridge (``mcpgateway.translate``), in its
+default mode and with stateful sessions: handshake era only (it has no 2026-07-28), one
+instance per mode for every round (its start takes ~20 s), fewer sequential calls, and its
+wrong answers (an echo of another call's argument) and failed calls counted apart from the
+correct ones instead of failing the run.
 """
 
 from __future__ import annotations
@@ -43,7 +51,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.harness import sections
+from bench.harness import contextforge, sections
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SYNTHETIC_SERVER = REPO_ROOT / "bench" / "servers" / "synthetic_server.py"
@@ -61,6 +69,8 @@ HANDSHAKE_VERSION = "2025-11-25"
 MODERN_VERSION = "2026-07-28"
 ACCEPT = b"application/json, text/event-stream"
 ERAS = ("handshake", "2026-07-28")
+PEER_SEQUENTIAL_CALLS = 100
+PEER_WARMUP_CALLS = 10
 
 
 class BenchError(Exception):
@@ -73,8 +83,9 @@ class BenchError(Exception):
 class HttpClient:
     """One MCP client on one connection, in one era, speaking HTTP/1.1 with no library."""
 
-    def __init__(self, port: int, token: str | None, era: str) -> None:
+    def __init__(self, port: int, token: str | None, era: str, path: str = "/mcp") -> None:
         self.port = port
+        self.path = path.encode()
         self.era = era
         self.session_id: bytes | None = None
         self.fixed_headers = b"host: 127.0.0.1:%d\r\naccept: %s\r\ncontent-type: application/json\r\n" % (
@@ -109,7 +120,7 @@ class HttpClient:
         """The GET stream the SDK's client holds open for its session (drained, never read)."""
         reader, self.standalone = await asyncio.open_connection("127.0.0.1", self.port)
         head = self.fixed_headers.replace(ACCEPT, b"text/event-stream")
-        self.standalone.write(b"GET /mcp HTTP/1.1\r\n%s\r\n" % head)
+        self.standalone.write(b"GET %s HTTP/1.1\r\n%s\r\n" % (self.path, head))
         status = (await reader.readuntil(b"\r\n\r\n")).split(b" ", 2)[1]
         if status != b"200":
             raise BenchError(f"the standalone GET stream was refused: HTTP {status.decode()}")
@@ -153,17 +164,18 @@ class HttpClient:
             raise BenchError(f"{method}: {answer}")
         return answer["result"]
 
-    async def call(self, tool: str, text: str) -> None:
+    async def call(self, tool: str, text: str) -> bool:
+        """Call the echo ``tool``: whether its answer is the echo of ``text``."""
         result = await self.request("tools/call", {"name": tool, "arguments": {"message": text}}, name=tool)
-        if result.get("content", [{}])[0].get("text") != text:
-            raise BenchError(f"tools/call {tool}: expected the echo of {text!r}, got {result}")
+        content = result.get("content") or [{}]
+        return bool(content[0].get("text") == text and not result.get("isError"))
 
     async def exchange(self, extra: bytes, message: dict[str, Any]) -> tuple[int, dict[bytes, bytes], bytes]:
         assert self.reader is not None and self.writer is not None
         body = json.dumps(message).encode()
         self.writer.write(
-            b"POST /mcp HTTP/1.1\r\n%s%scontent-length: %d\r\n\r\n%s"
-            % (self.fixed_headers, extra, len(body), body)
+            b"POST %s HTTP/1.1\r\n%s%scontent-length: %d\r\n\r\n%s"
+            % (self.path, self.fixed_headers, extra, len(body), body)
         )
         head = await self.reader.readuntil(b"\r\n\r\n")
         status_line, *lines = head[:-4].split(b"\r\n")
@@ -217,6 +229,13 @@ class Target:
     rounds: list[dict[str, Any]] = field(default_factory=list)
     profile: Path | None = None
     """Where to write a cProfile of the server's process (``--profile``), or ``None``."""
+    contextforge: bool = False
+    stateful: bool = False
+    """ContextForge's ``USE_STATEFUL_SESSIONS``."""
+
+    @property
+    def eras(self) -> tuple[str, ...]:
+        return ("handshake",) if self.contextforge else ERAS
 
 
 @dataclass
@@ -224,6 +243,27 @@ class Running:
     process: subprocess.Popen[bytes]
     port: int
     token: str | None
+    path: str = "/mcp"
+    tool: str | None = None
+    """The tool's name when the server renames it (ContextForge), else the target's."""
+
+    def client(self, era: str) -> HttpClient:
+        return HttpClient(self.port, self.token, era, self.path)
+
+
+def _expect(target: Target, correct: bool, tool: str, text: str) -> bool:
+    """A wrong echo fails the run, except ContextForge's (its wrong answers are its figures)."""
+    if not correct and not target.contextforge:
+        raise BenchError(f"tools/call {tool}: the answer is not the echo of {text!r}")
+    return correct
+
+
+@contextmanager
+def running_contextforge(target: Target, folder: Path) -> Iterator[Running]:
+    with contextforge.running_contextforge(
+        folder, stateful=target.stateful, stdio_backend=_backend_argv(), tool=TOOL
+    ) as cf:
+        yield Running(cf.process, cf.port, cf.token, f"/servers/{cf.server_id}/mcp", cf.tool)
 
 
 def _backend_argv() -> list[str]:
@@ -294,15 +334,15 @@ def _cpu_seconds(pid: int) -> float:
 async def _ready(server: Running, target: Target) -> None:
     """Until the backend's tool is served (the gateway lists at once, the backend joins later)."""
     deadline = time.monotonic() + READY_TIMEOUT_S
-    client = HttpClient(server.port, server.token, "handshake")
+    client = server.client("handshake")
     await client.open()
     try:
         while time.monotonic() < deadline:
             listed = await client.request("tools/list", {})
-            if target.tool in {tool["name"] for tool in listed["tools"]}:
+            if (server.tool or target.tool) in {tool["name"] for tool in listed["tools"]}:
                 return
             await asyncio.sleep(0.05)
-        raise BenchError(f"{target.key} never listed {target.tool}")
+        raise BenchError(f"{target.key} never listed {server.tool or target.tool}")
     finally:
         await client.close()
 
@@ -316,19 +356,20 @@ def _percentiles(samples: list[float]) -> dict[str, float]:
 
 
 async def _sequential(server: Running, target: Target, era: str, calls: int) -> dict[str, Any]:
-    client = HttpClient(server.port, server.token, era)
+    client = server.client(era)
+    tool = server.tool or target.tool
     await client.open()
     try:
         # 2026-07-28 has no ping: a client's liveness is its request's stream.
         pings = calls if era == "handshake" else 0
-        for index in range(WARMUP_CALLS):
-            await client.call(target.tool, f"warm {index}")
+        for index in range(PEER_WARMUP_CALLS if target.contextforge else WARMUP_CALLS):
+            _expect(target, await client.call(tool, f"warm {index}"), tool, f"warm {index}")
             if pings:
                 await client.request("ping", {})
         call_times, ping_times = [], []
         for index in range(calls):
             started = time.perf_counter()
-            await client.call(target.tool, f"call {index}")
+            _expect(target, await client.call(tool, f"call {index}"), tool, f"call {index}")
             call_times.append(time.perf_counter() - started)
         for _ in range(pings):
             started = time.perf_counter()
@@ -340,18 +381,29 @@ async def _sequential(server: Running, target: Target, era: str, calls: int) -> 
 
 
 async def _throughput(server: Running, target: Target, era: str, seconds: float) -> dict[str, Any]:
-    clients = [HttpClient(server.port, server.token, era) for _ in range(CLIENTS)]
+    clients = [server.client(era) for _ in range(CLIENTS)]
     await asyncio.gather(*(client.open() for client in clients))
     counting = False
     stop = False
     counted = [0] * CLIENTS
+    wrong = failed = 0
+    tool = server.tool or target.tool
 
     async def keep_calling(index: int, client: HttpClient) -> None:
+        nonlocal wrong, failed
         sequence = 0
         while not stop:
             sequence += 1
-            await client.call(target.tool, f"client {index} call {sequence}")
-            if counting:
+            text = f"client {index} call {sequence}"
+            try:
+                correct = _expect(target, await client.call(tool, text), tool, text)
+            except BenchError:
+                if not target.contextforge:
+                    raise
+                correct, failed = False, failed + counting
+            else:
+                wrong += counting and not correct
+            if counting and correct:
                 counted[index] += 1
 
     tasks = [asyncio.create_task(keep_calling(index, client)) for index, client in enumerate(clients)]
@@ -375,14 +427,18 @@ async def _throughput(server: Running, target: Target, era: str, seconds: float)
         "calls_per_s": total / elapsed,
         "server_cpu_us_per_call": cpu / total * 1e6 if total else None,
         "client_cpu_us_per_call": own / total * 1e6 if total else None,
+        "wrong": wrong,
+        "failed": failed,
     }
 
 
 async def measure(server: Running, target: Target, calls: int, seconds: float) -> dict[str, Any]:
     await _ready(server, target)
     figures: dict[str, Any] = {}
-    for era in ERAS:
-        figures[era] = await _sequential(server, target, era, calls)
+    for era in target.eras:
+        figures[era] = await _sequential(
+            server, target, era, PEER_SEQUENTIAL_CALLS if target.contextforge else calls
+        )
         figures[era]["throughput"] = await _throughput(server, target, era, seconds)
     return figures
 
@@ -424,6 +480,7 @@ def render(targets: list[Target], results: dict[str, Any]) -> str:
         "`bench/peers/http_floor.py`, a stdio-to-HTTP bridge with no MCP library that rewrites ids and "
         f"nothing else. Medians of {results['rounds']} interleaved rounds.",
         "",
+        *_contextforge_note(targets),
         "| goal (mcpfleet serve --http, handshake era) | measured | verdict |",
         "|---|---|---|",
         f"| call p50 ≤ 1.5 ms | {call_p50:.2f} ms | {'**met**' if call_p50 <= 1.5 else '**missed**'} |",
@@ -431,11 +488,11 @@ def render(targets: list[Target], results: dict[str, Any]) -> str:
         f"{'**met**' if rate >= 1500 else '**missed**'} |",
         "",
         f"| server | era | call p50 | call p99 | ping p50 | ping p99 | calls/s, {CLIENTS} clients | "
-        "server CPU per call | client CPU per call |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "wrong / failed | server CPU per call | client CPU per call |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for target in targets:
-        for era in ERAS:
+        for era in target.eras:
             rounds = target.rounds
 
             def figure(*path: str, rounds: list[dict[str, Any]] = rounds, era: str = era) -> float:
@@ -451,8 +508,9 @@ def render(targets: list[Target], results: dict[str, Any]) -> str:
                 f"| {figure('call', 'p99_ms'):.2f} ms "
                 f"| {pings} "
                 f"| {figure('throughput', 'calls_per_s'):,.0f} "
-                f"| {figure('throughput', 'server_cpu_us_per_call'):.0f} µs "
-                f"| {figure('throughput', 'client_cpu_us_per_call'):.0f} µs |"
+                f"| {sum(r[era]['throughput']['wrong'] for r in rounds)} / "
+                f"{sum(r[era]['throughput']['failed'] for r in rounds)} "
+                f"| {_cpu(rounds, era, 'server')} | {_cpu(rounds, era, 'client')} |"
             )
     lines.append("")
     lines.append(
@@ -462,6 +520,50 @@ def render(targets: list[Target], results: dict[str, Any]) -> str:
     lines.append("")
     lines.extend(_findings(targets))
     return "\n".join(lines) + "\n"
+
+
+def _cpu(rounds: list[dict[str, Any]], era: str, side: str) -> str:
+    """The median CPU per correct call, or a dash when a round had none."""
+    values = [figures[era]["throughput"][f"{side}_cpu_us_per_call"] for figures in rounds]
+    return "—" if None in values else f"{statistics.median(values):.0f} µs"
+
+
+def _contextforge_note(targets: list[Target]) -> list[str]:
+    if not any(target.contextforge for target in targets):
+        return []
+    return [
+        (
+            f"ContextForge {contextforge.VERSION} (PyPI `mcp-contextforge-gateway`, "
+            "`bench/harness/contextforge.py`): one "
+            "worker on Python 3.12, SQLite in a temporary folder, offline on 127.0.0.1, the same "
+            "stdio backend behind its own bridge (`mcpgateway.translate --expose-streamable-http`) "
+            "registered as a gateway, its tool in a virtual server whose `/servers/<id>/mcp` the "
+            "clients call with the admin's JWT; its rate limiter (on by default: 100 MCP requests a "
+            "minute per client) off. Default mode (`USE_STATEFUL_SESSIONS=false`) and stateful "
+            "sessions. Handshake era only (it has no 2026-07-28), "
+            f"{PEER_SEQUENTIAL_CALLS} sequential calls after {PEER_WARMUP_CALLS}, one "
+            "instance per mode for every round; calls/s counts only answers that carry their own "
+            "request's argument, and *wrong / failed* sums, over the rounds, the answers that carried "
+            "another (or an error result) and the calls that got an HTTP or JSON-RPC error."
+        ),
+        "",
+    ]
+
+
+CONTEXTFORGE_FINDINGS = [
+    "- What ContextForge does per call (read in its 1.1.0 source, not profiled): in its default mode "
+    "each POST is a session of its own in the SDK's stateless streamable HTTP server, and the call "
+    "goes to the backend through a new client session (`initialize`, `tools/call`, close): "
+    "`services/tool_service.py` reuses an upstream session only when the request carries an "
+    "`Mcp-Session-Id`, which is what `USE_STATEFUL_SESSIONS` gives. Around it, on every call: the "
+    "JWT's check (its user, teams and revocation through an in-memory cache), the tool's and "
+    "gateway's rows read through SQLAlchemy, a structured log call, a buffered metrics point, and "
+    "the stack of ASGI middlewares `main.py` adds, all in one Python worker.",
+    "- Its wrong answers come from its stdio bridge: `mcpgateway.translate` writes every request to "
+    "the one stdio pipe with the id it came with, and answers each with the first line from the "
+    "backend that has that id. Every upstream session numbers its requests from the same start, so "
+    "concurrent calls share ids and take each other's answers; one client at a time gets its own.",
+]
 
 
 def _findings(targets: list[Target]) -> list[str]:
@@ -486,6 +588,7 @@ def _findings(targets: list[Target]) -> list[str]:
         )
     return [
         text + ".",
+        *(CONTEXTFORGE_FINDINGS if "contextforge" in by_key else []),
         "- A call that needs no stream is now one JSON body (`gateway/http_fast.py`) and, on a stdio "
         "backend, goes straight to its pipe (`gateway/fast_path.py`); the rest of the gateway's CPU is "
         "uvicorn's request cycle (a task per request), the socket and pipe writes, and the backend's "
@@ -525,7 +628,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--report", type=Path, default=REPO_ROOT / "BENCHMARKS.md")
     parser.add_argument("--before", metavar="REV", help="measure this commit's gateway as well")
     parser.add_argument("--smoke", action="store_true", help="one short round")
-    parser.add_argument("--only", choices=("floor", "before", "mcpfleet"), action="append")
+    parser.add_argument(
+        "--only",
+        choices=("floor", "before", "mcpfleet", "contextforge", "contextforge-stateful"),
+        action="append",
+    )
+    parser.add_argument("--without-contextforge", action="store_true", help="mcpfleet and the floor only")
     parser.add_argument(
         "--profile", type=Path, metavar="DIR", help="a cProfile of each gateway run, into DIR"
     )
@@ -539,23 +647,45 @@ def main(argv: list[str] | None = None) -> int:
             source, commit = _baseline_source(options.before, scratch)
             targets.append(Target("before", f"`mcpfleet serve --http`, {commit}", source=source))
         targets.append(Target("mcpfleet", "**`mcpfleet serve --http`**"))
+        if not options.without_contextforge:
+            contextforge.require_installed()
+            targets.append(Target("contextforge", "ContextForge, one worker", contextforge=True))
+            targets.append(
+                Target(
+                    "contextforge-stateful",
+                    "ContextForge, one worker, stateful sessions",
+                    contextforge=True,
+                    stateful=True,
+                )
+            )
         if options.only:
             targets = [target for target in targets if target.key in options.only or target.key == "mcpfleet"]
-        for round_number in range(rounds):
+        peer_servers: dict[str, Running] = {}
+        with contextlib.ExitStack() as peers:
             for target in targets:
-                if options.profile is not None and not target.floor:
-                    options.profile.mkdir(parents=True, exist_ok=True)
-                    target.profile = options.profile / f"{target.key}-{round_number}.prof"
-                with running(target, scratch / f"{target.key}-{round_number}") as server:
-                    figures = asyncio.run(measure(server, target, calls, seconds))
-                target.rounds.append(figures)
-                summary = ", ".join(
-                    f"{era}: call p50 {figures[era]['call']['p50_ms']:.2f} ms, "
-                    f"{figures[era]['throughput']['calls_per_s']:.0f}/s"
-                    for era in ERAS
-                )
-                summary += f", ping p50 {figures['handshake']['ping']['p50_ms']:.2f} ms"
-                print(f"  round {round_number + 1} {target.key:<9} {summary}", flush=True)
+                if target.contextforge:
+                    started_peer = peers.enter_context(running_contextforge(target, scratch / target.key))
+                    peer_servers[target.key] = started_peer
+            for round_number in range(rounds):
+                for target in targets:
+                    if options.profile is not None and not target.floor and not target.contextforge:
+                        options.profile.mkdir(parents=True, exist_ok=True)
+                        target.profile = options.profile / f"{target.key}-{round_number}.prof"
+                    if target.contextforge:
+                        figures = asyncio.run(measure(peer_servers[target.key], target, calls, seconds))
+                    else:
+                        with running(target, scratch / f"{target.key}-{round_number}") as server:
+                            figures = asyncio.run(measure(server, target, calls, seconds))
+                    target.rounds.append(figures)
+                    summary = ", ".join(
+                        f"{era}: call p50 {figures[era]['call']['p50_ms']:.2f} ms, "
+                        f"{figures[era]['throughput']['calls_per_s']:.0f}/s"
+                        f" ({figures[era]['throughput']['wrong']} wrong, "
+                        f"{figures[era]['throughput']['failed']} failed)"
+                        for era in target.eras
+                    )
+                    summary += f", ping p50 {figures['handshake']['ping']['p50_ms']:.2f} ms"
+                    print(f"  round {round_number + 1} {target.key:<9} {summary}", flush=True)
     finally:
         if not os.environ.get("BENCH_KEEP"):
             shutil.rmtree(scratch, ignore_errors=True)

@@ -14,7 +14,7 @@ import pytest
 from tests.integration.team.state_helpers import BASE_TIME, a_record
 
 from mcpfleet.team.model import StateSettings
-from mcpfleet.team.state import MAX_AUDIT_PAGE, AuditQuery, TeamStateError
+from mcpfleet.team.state import MAX_AUDIT_PAGE, AuditQuery, Outcome, TeamStateError
 from mcpfleet.team.stores import open_team_state
 
 pytestmark = pytest.mark.anyio
@@ -56,17 +56,16 @@ async def test_audit_records_filtered_by_user_and_since(state_settings: StateSet
 async def test_an_audit_page_is_newest_first_filtered_and_bounded(state_settings: StateSettings) -> None:
     state = await open_team_state(state_settings)
     try:
+        calls: list[tuple[str, str, str, Outcome]] = [
+            ("alice", "github", "create_issue", "ok"),
+            ("bob", "github", "create_issue", "denied"),
+            ("alice", "jira", "read_ticket", "error"),
+            ("alice", "github", "delete_repo", "denied"),
+            ("bob", "jira", "read_ticket", "ok"),
+        ]
         records = [
             a_record(user=user, seconds=seconds, server=server, tool=tool, outcome=outcome)
-            for seconds, (user, server, tool, outcome) in enumerate(
-                [
-                    ("alice", "github", "create_issue", "ok"),
-                    ("bob", "github", "create_issue", "denied"),
-                    ("alice", "jira", "read_ticket", "error"),
-                    ("alice", "github", "delete_repo", "denied"),
-                    ("bob", "jira", "read_ticket", "ok"),
-                ]
-            )
+            for seconds, (user, server, tool, outcome) in enumerate(calls)
         ]
         for record in records:
             await state.append_audit(record)

@@ -18,6 +18,7 @@ import base64
 import secrets
 import time
 from collections.abc import Callable, Iterator
+from functools import partial
 from typing import Any
 
 import anyio
@@ -188,9 +189,7 @@ async def test_each_step_of_a_connect_on_another_replica_and_every_replica_calls
     again = browser.callback(callback, None)
     assert again.status_code == 200, again.text
     for replica in cluster.replicas:
-        await _eventually(
-            lambda url=replica.url: call_whoami(url, key), "authenticated as ann-again@upstream"
-        )
+        await _eventually(partial(call_whoami, replica.url, key), "authenticated as ann-again@upstream")
 
 
 async def test_a_link_opened_on_one_replica_is_refused_on_every_other(

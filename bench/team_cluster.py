@@ -14,9 +14,11 @@ frontends: round-robin over the first replica, the first two, and all three. Aga
 turn for ``ROUNDS`` rounds, ``CLIENTS`` concurrent 2026-07-28 SDK clients (one service key
 each) call ``echo`` with an argument of their own; every answer must carry its own request's
 argument (a wrong one is counted, and fails the run). Also the same load on one replica
-directly, without HAProxy (what the balancer adds). Figures: calls/s (the median of the
-rounds), p50 and p99 latency as each client sees it (over every round). Each call is recorded
-in PostgreSQL (``fsync`` on) before it answers, as a team gateway's calls are.
+directly, without HAProxy (what the balancer adds), and, with ``--remote``, straight at the
+backend with no gateway (the machine's own limit under this load: the baseline). Figures:
+calls/s (the median of the rounds), p50 and p99 latency as each client sees it (over every
+round). Each call is recorded in PostgreSQL (``fsync`` on) before it answers, as a team
+gateway's calls are.
 
 Beside them, in the same rounds under the same load, one worker of IBM ContextForge
 (``bench/harness/contextforge.py``: its own venv, SQLite, offline on loopback) in front of the
@@ -240,7 +242,8 @@ SECTION_HEAD = "\n\n".join(
 SECTION_NOTES = (
     "- On 2 cores the 32 SDK clients (one Python process), HAProxy, PostgreSQL, Redis, the replicas "
     "and ContextForge share two CPUs: the ratio says what the cluster costs, not what it scales to; "
-    "the no-HAProxy row is each run's baseline. Each mcpfleet call also waits for its audit record's "
+    "the no-gateway row (with the remote backend) is the baseline, the no-HAProxy row what the "
+    "balancer adds. Each mcpfleet call also waits for its audit record's "
     "durable write in PostgreSQL; ContextForge buffers its per-call metrics and writes them to SQLite "
     "in batches (every 60 s by default).\n"
     "- ContextForge in its default mode opens a new client session to the backend for every call "
@@ -314,7 +317,12 @@ def main() -> None:
             )
             time.sleep(1)
             keys = list(cluster.keys.values())
-            setups = {"1 replica, no HAProxy": Setup(cluster.replicas[0].url, keys)}
+            setups: dict[str, Setup] = {}
+            if remote is not None:
+                # The same clients and load with no gateway at all: what this machine gives
+                # before any replica, balancer or audit write costs anything.
+                setups["no gateway: the clients straight at the backend"] = Setup(remote.url, keys, "echo")
+            setups["1 replica, no HAProxy"] = Setup(cluster.replicas[0].url, keys)
             for port, replicas in fronts.items():
                 label = f"{len(replicas)} replica{'s' if len(replicas) > 1 else ''} behind HAProxy"
                 setups[label] = Setup(f"http://127.0.0.1:{port}/mcp", keys)

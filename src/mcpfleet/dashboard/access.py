@@ -149,11 +149,17 @@ class AccessGate:
         )
 
     def _same_origin(self, request: Request) -> bool:
-        origin = request.headers.get("origin")
-        if origin is None:
-            referer = request.headers.get("referer")
-            if referer is None:
-                return False
-            parts = urlsplit(referer)
-            origin = f"{parts.scheme}://{parts.netloc}"
-        return origin in self.origins
+        return request_origin(request) in self.origins
+
+
+def request_origin(request: Request) -> str | None:
+    """The site a request says it comes from: its ``Origin``, else its ``Referer``'s scheme and
+    host, else ``None`` (which no check should take for its own)."""
+    origin = request.headers.get("origin")
+    if origin is not None:
+        return origin
+    referer = request.headers.get("referer")
+    if referer is None:
+        return None
+    parts = urlsplit(referer)
+    return f"{parts.scheme}://{parts.netloc}"

@@ -55,7 +55,10 @@ class CallHooks(Protocol):
         through (its audit record could not be written, and audit fails closed)."""
 
 
-class _NoHooks:
+class PassingHooks:
+    """``CallHooks`` that let everything through and note nothing: the base of a hook that
+    needs only some of the three (it overrides those)."""
+
     async def denied(self, principal: Principal, request: GuardedRequest, refusal: str) -> None:
         return None
 
@@ -68,7 +71,7 @@ class _NoHooks:
         return None
 
 
-NO_HOOKS: CallHooks = _NoHooks()
+NO_HOOKS: CallHooks = PassingHooks()
 
 
 class TeamGuard:

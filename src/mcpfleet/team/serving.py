@@ -49,11 +49,11 @@ import anyio
 
 from mcpfleet.dashboard.source import CallLog
 from mcpfleet.gateway.assembly import GatewayOptions, open_gateway
-from mcpfleet.gateway.guard import ALLOWED, CallOutcome, GuardedRequest, Permit, RequestGuard
+from mcpfleet.gateway.guard import ALLOWED, GuardedRequest, Permit, RequestGuard
 from mcpfleet.team.audit import AuditLog
 from mcpfleet.team.audited_guard import AuditedGuard
 from mcpfleet.team.fleet import LiveTeamFile, TeamFleet
-from mcpfleet.team.guard import CallHooks, TeamGuard
+from mcpfleet.team.guard import CallHooks, PassingHooks, TeamGuard
 from mcpfleet.team.limits import LimitHooks
 from mcpfleet.team.loading import server_configs
 from mcpfleet.team.metrics import record_for_metrics
@@ -187,26 +187,18 @@ def session_owner(scope: Scope) -> str | None:
     return principal.subject if principal is not None else None
 
 
-class PerUserHooks:
+class PerUserHooks(PassingHooks):
     """The per-user servers' part of the guard (``CallHooks``): their requests go to the caller's
     own connection (``team.user_backend``), never to the shared fleet."""
 
     def __init__(self, credentials: PerUserCredentials) -> None:
         self.credentials = credentials
 
-    async def denied(self, principal: Principal, request: GuardedRequest, refusal: str) -> None:
-        return None
-
     async def permit(self, principal: Principal, request: GuardedRequest) -> Permit:
         from mcpfleet.team.user_backend import per_user_permit
 
         permit = await per_user_permit(self.credentials, request)
         return permit if permit is not None else ALLOWED
-
-    async def finished(
-        self, principal: Principal, request: GuardedRequest, outcome: CallOutcome, duration_ms: float
-    ) -> None:
-        return None
 
 
 @asynccontextmanager

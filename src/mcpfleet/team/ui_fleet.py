@@ -32,7 +32,8 @@ from mcpfleet.dashboard.source import (
     WithheldChange,
 )
 from mcpfleet.errors import MCPFleetError
-from mcpfleet.gateway.guard import ALLOWED, Asker, CallOutcome, GuardedRequest, Permit, RequestGuard
+from mcpfleet.gateway.guard import Asker, CallOutcome, GuardedRequest, RequestGuard
+from mcpfleet.team.guard import PassingHooks
 from mcpfleet.team.principal import PRINCIPAL_SCOPE_KEY, Principal
 
 if TYPE_CHECKING:
@@ -47,17 +48,11 @@ class TeamUiActionError(MCPFleetError):
     """An action of the team dashboard that cannot be done; the page shows the message."""
 
 
-class PlotHooks:
+class PlotHooks(PassingHooks):
     """The guard hook that feeds the plots: each call that reached a backend, when it ended."""
 
     def __init__(self, calls: CallLog) -> None:
         self.calls = calls
-
-    async def denied(self, principal: Principal, request: GuardedRequest, refusal: str) -> None:
-        return None
-
-    async def permit(self, principal: Principal, request: GuardedRequest) -> Permit:
-        return ALLOWED
 
     async def finished(
         self, principal: Principal, request: GuardedRequest, outcome: CallOutcome, duration_ms: float

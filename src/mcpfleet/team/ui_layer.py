@@ -32,6 +32,7 @@ from starlette.responses import HTMLResponse, PlainTextResponse, RedirectRespons
 from starlette.routing import Mount, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from mcpfleet.dashboard.access import request_origin
 from mcpfleet.dashboard.app import CONTENT_SECURITY_POLICY, Pages, templates
 from mcpfleet.team.state import AuditQuery, TeamStateError
 from mcpfleet.team.ui_signin import (
@@ -301,14 +302,7 @@ def _instant(text: str, name: str) -> datetime | None:
 
 
 def _same_origin(request: Request, origin: str) -> bool:
-    presented = request.headers.get("origin")
-    if presented is None:
-        referer = request.headers.get("referer")
-        if referer is None:
-            return False
-        parts = urlsplit(referer)
-        presented = f"{parts.scheme}://{parts.netloc}"
-    return presented == origin
+    return request_origin(request) == origin
 
 
 def _secured(response: _Answer) -> _Answer:
